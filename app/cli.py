@@ -1,0 +1,186 @@
+"""The ``grpo-studio`` command line.
+
+    grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
+    grpo-studio worker RUN_ID                train an existing run (what the launcher starts)
+    grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
+    grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
+    grpo-studio runs                         list runs with status, step and last reward
+    grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
+
+Heavy packages are imported inside the commands that need them, so ``grpo-studio runs`` answers instantly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``grpo-studio`` console script; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="create a run from a YAML/JSON config and train it")
+    p.add_argument("config", help="a YAML or JSON file with RunConfig fields")
+    p.add_argument("--name", help="override the run name")
+    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("worker", help="train an existing run (used by the launcher)")
+    p.add_argument("run_id", type=int)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("resume", help="continue a stopped or failed run from its latest checkpoint")
+    p.add_argument("run_id", type=int)
+    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("stop", help="stop a run at its next step boundary")
+    p.add_argument("run_id", type=int)
+    p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("runs", help="list runs")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("build-tiny", help="build the built-in model and report its held-out correctness")
+    p.set_defaults(func=cmd_build_tiny)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate the config (exit 2 with every problem, starting nothing), create the run, train it."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.config import ConfigError, load_and_validate
+
+    try:
+        config, notes = load_and_validate(args.config)
+    except (ConfigError, OSError) as exc:
+        print(f"grpo-studio: {args.config}: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.name:
+        config.name = args.name
+    with get_sessionmaker().begin() as session:
+        run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
+        run_id = run.id
+        if args.detach:
+            from trainer.launch import start_worker
+
+            pid = start_worker(session, run)
+    if args.detach:
+        print(f"run {run_id} started in the background (pid {pid}); follow it with: grpo-studio runs")
+        return 0
+    print(f"run {run_id}: {config.name}")
+    return _foreground(run_id)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Train an existing run in this process."""
+    from trainer.worker import run_worker
+
+    status = run_worker(args.run_id)
+    return 0 if status.value in ("completed", "stopped") else 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a stopped or failed run."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.launch import start_worker
+
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, args.run_id)
+        if run is None:
+            print(f"grpo-studio: no run with id {args.run_id}", file=sys.stderr)
+            return 2
+        if run.status not in ("stopped", "failed"):
+            print(f"grpo-studio: run {run.id} is {run.status}; only stopped or failed runs resume", file=sys.stderr)
+            return 2
+        if args.detach:
+            pid = start_worker(session, run)
+    if args.detach:
+        print(f"run {args.run_id} resumed in the background (pid {pid})")
+        return 0
+    return _foreground(args.run_id)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Send a stop request to a run's worker."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.launch import stop_worker
+
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, args.run_id)
+        if run is None:
+            print(f"grpo-studio: no run with id {args.run_id}", file=sys.stderr)
+            return 2
+        sent = stop_worker(session, run)
+    print(f"run {args.run_id}: " + ("stop requested" if sent else "no live worker; marked stopped if it was live"))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Print the runs table (after reconciling runs whose worker died)."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.launch import reconcile
+
+    with get_sessionmaker().begin() as session:
+        reconcile(session)
+        rows = [
+            (r.id, r.name, r.status, f"{r.current_step}/{r.total_steps}", queries.last_metric(session, r.id, "reward"))
+            for r in queries.list_runs(session)
+        ]
+    print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
+    for run_id, name, status, step, reward in rows:
+        shown = "-" if reward is None else f"{reward:.3f}"
+        print(f"{run_id:>4}  {name[:28]:<28} {status:<10} {step:>11}  {shown}")
+    return 0
+
+
+def cmd_build_tiny(args: argparse.Namespace) -> int:
+    """Build the built-in model (or find it cached) and print its build time and held-out correctness."""
+    import json
+    import time
+
+    from trainer.backend import load_tokenizer
+    from trainer.config import SYSTEM_PROMPT
+    from trainer.data import arithmetic_problems
+    from trainer.evaluate import score_heldout
+    from trainer.tiny import tiny_model_dir
+
+    started = time.perf_counter()
+    path = tiny_model_dir()
+    info = json.loads((path / "grpo_studio_tiny.json").read_text())
+    print(f"built-in model: {path} (built in {info['build_seconds']} s; this call {time.perf_counter() - started:.1f} s)")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
+    print(f"held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n} problems")
+    return 0
+
+
+def _foreground(run_id: int) -> int:
+    from trainer.worker import run_worker
+
+    status = run_worker(run_id, show_progress=True)
+    print(f"run {run_id} {status.value}")
+    return {"completed": 0, "stopped": 130}.get(status.value, 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""All tables of grpo-studio in one module.
+
+Metrics are stored in long form (one row per run, step and key) rather than one column per metric, because TRL's
+set of logged keys changes between versions and with the configured rewards; the worker stores whatever arrives.
+The composite index ``(run_id, key, step)`` makes "all values of key K for run R after step S" a single index range
+scan, which is what every live chart poll asks.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Optional
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, used for every timestamp column."""
+    return datetime.now(timezone.utc)
+
+
+class RunStatus(str, enum.Enum):
+    """Life cycle of a run. ``queued`` and ``running`` are live; the other three are terminal."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def terminal(self) -> bool:
+        """True for the statuses a run never leaves on its own."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of all grpo-studio tables."""
+
+
+class Run(Base):
+    """One training run: its config, where it is in its life cycle, and where its files are."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value, index=True)
+    config: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+    pid: Mapped[Optional[int]] = mapped_column(Integer)
+    output_dir: Mapped[Optional[str]] = mapped_column(Text)
+    error: Mapped[Optional[str]] = mapped_column(Text)
+    current_step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int] = mapped_column(Integer, default=0)
+    # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
+    backend: Mapped[Optional[str]] = mapped_column(Text)
+
+    metrics: Mapped[list[Metric]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+    samples: Mapped[list[Sample]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+    logs: Mapped[list[RunLog]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id}, name={self.name!r}, status={self.status}, step={self.current_step}/{self.total_steps})"
+
+
+class Metric(Base):
+    """One logged scalar: ``key`` at ``step`` of ``run_id``, as TRL logged it."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    key: Mapped[str] = mapped_column(String(200))
+    # NULL stands for a non-finite value (NaN, inf): SQLite can't store NaN, and the dashboard must still see that
+    # a value was logged at this step, so the worker keeps the text form in ``raw``.
+    value: Mapped[Optional[float]] = mapped_column(Float)
+    raw: Mapped[Optional[str]] = mapped_column(String(16))
+    wall_time: Mapped[float] = mapped_column(Float)
+
+    run: Mapped[Run] = relationship(back_populates="metrics")
+
+
+class Sample(Base):
+    """One sampled completion of a training step with its per-reward scores and group-relative advantage."""
+
+    __tablename__ = "samples"
+    __table_args__ = (Index("ix_samples_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    # Position of the completion's group within the step, so the dashboard can compare siblings.
+    group_index: Mapped[int] = mapped_column(Integer, default=0)
+    prompt: Mapped[str] = mapped_column(Text)
+    completion: Mapped[str] = mapped_column(Text)
+    rewards: Mapped[dict] = mapped_column(JSON)
+    total_reward: Mapped[Optional[float]] = mapped_column(Float)
+    advantage: Mapped[Optional[float]] = mapped_column(Float)
+    reference_answer: Mapped[Optional[str]] = mapped_column(Text)
+
+    run: Mapped[Run] = relationship(back_populates="samples")
+
+
+class RunLog(Base):
+    """A line of a run's log (status changes, warnings, the traceback of a failure)."""
+
+    __tablename__ = "run_logs"
+    __table_args__ = (Index("ix_run_logs_run_id", "run_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    level: Mapped[str] = mapped_column(String(10), default="INFO")
+    message: Mapped[str] = mapped_column(Text)
+
+    run: Mapped[Run] = relationship(back_populates="logs")

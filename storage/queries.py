@@ -1,0 +1,187 @@
+"""Query functions. Each takes a ``session``; the caller owns the transaction and keeps it short."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from storage.models import Metric, Run, RunLog, RunStatus, Sample, utcnow
+
+
+# --- runs -----------------------------------------------------------------------------------------------------------
+def create_run(session: Session, name: str, config: dict[str, Any], total_steps: int = 0) -> Run:
+    """Insert a queued run with its config (a JSON-able mapping) and return it with its id assigned."""
+    run = Run(name=name, config=config, status=RunStatus.QUEUED.value, total_steps=total_steps)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: int) -> Run | None:
+    """The run with this id, or None."""
+    return session.get(Run, run_id)
+
+
+def list_runs(session: Session, statuses: Iterable[RunStatus] | None = None) -> Sequence[Run]:
+    """Runs, newest first, optionally only those in ``statuses``."""
+    stmt = select(Run).order_by(Run.id.desc())
+    if statuses is not None:
+        stmt = stmt.where(Run.status.in_([s.value for s in statuses]))
+    return session.scalars(stmt).all()
+
+
+def mark_running(session: Session, run: Run, pid: int, output_dir: str) -> None:
+    """Record that a worker process ``pid`` has taken the run; clears the error of a previous attempt."""
+    run.status = RunStatus.RUNNING.value
+    run.pid = pid
+    run.output_dir = output_dir
+    run.error = None
+    run.started_at = run.started_at or utcnow()
+    run.finished_at = None
+
+
+def finish_run(session: Session, run: Run, status: RunStatus, error: str | None = None) -> None:
+    """Put the run in a terminal status, with the error text for ``failed``."""
+    if not status.terminal:
+        raise ValueError(f"finish_run needs a terminal status, got {status.value}")
+    run.status = status.value
+    run.error = error
+    run.finished_at = utcnow()
+
+
+def set_progress(session: Session, run_id: int, current_step: int, total_steps: int | None = None) -> None:
+    """Update the run's step counter (and total, when known)."""
+    values: dict[str, int] = {"current_step": current_step}
+    if total_steps is not None:
+        values["total_steps"] = total_steps
+    session.query(Run).filter(Run.id == run_id).update(values)
+
+
+def delete_run(session: Session, run_id: int) -> None:
+    """Delete a run with its metrics, samples and log (the caller removes its files)."""
+    for model in (Metric, Sample, RunLog):
+        session.execute(delete(model).where(model.run_id == run_id))
+    session.execute(delete(Run).where(Run.id == run_id))
+
+
+# --- metrics --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetricPoint:
+    """A metric value as read back: ``value`` is NaN/inf again where that was logged."""
+
+    step: int
+    value: float
+    wall_time: float
+
+
+def metric_rows(run_id: int, step: int, logs: dict[str, Any], wall_time: float) -> list[dict[str, Any]]:
+    """Turn one TRL ``logs`` dict into metric rows: every numeric key, whatever it is called; non-finite kept as raw."""
+    rows = []
+    for key, value in logs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        value = float(value)
+        finite = math.isfinite(value)
+        rows.append(
+            {
+                "run_id": run_id,
+                "step": step,
+                "key": key,
+                "value": value if finite else None,
+                "raw": None if finite else repr(value),
+                "wall_time": wall_time,
+            }
+        )
+    return rows
+
+
+def add_metric_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Bulk-insert rows made by :func:`metric_rows`."""
+    if rows:
+        session.execute(Metric.__table__.insert(), list(rows))
+
+
+def metric_series(session: Session, run_id: int, key: str, after_step: int = -1) -> list[MetricPoint]:
+    """Values of ``key`` for ``run_id`` with step > ``after_step``, in step order (one index range scan)."""
+    stmt = (
+        select(Metric.step, Metric.value, Metric.raw, Metric.wall_time)
+        .where(Metric.run_id == run_id, Metric.key == key, Metric.step > after_step)
+        .order_by(Metric.step)
+    )
+    return [MetricPoint(step, _read_value(value, raw), wall) for step, value, raw, wall in session.execute(stmt)]
+
+
+def metrics_since(session: Session, run_id: int, after_step: int = -1) -> dict[str, list[MetricPoint]]:
+    """All metric values of a run with step > ``after_step``, grouped by key (what one dashboard poll needs)."""
+    stmt = (
+        select(Metric.key, Metric.step, Metric.value, Metric.raw, Metric.wall_time)
+        .where(Metric.run_id == run_id, Metric.step > after_step)
+        .order_by(Metric.key, Metric.step)
+    )
+    out: dict[str, list[MetricPoint]] = {}
+    for key, step, value, raw, wall in session.execute(stmt):
+        out.setdefault(key, []).append(MetricPoint(step, _read_value(value, raw), wall))
+    return out
+
+
+def metric_keys(session: Session, run_id: int) -> list[str]:
+    """The distinct metric keys a run has logged, sorted."""
+    stmt = select(Metric.key).where(Metric.run_id == run_id).distinct().order_by(Metric.key)
+    return list(session.scalars(stmt))
+
+
+def last_metric(session: Session, run_id: int, key: str) -> float | None:
+    """The latest value of ``key`` for a run, or None if never logged."""
+    stmt = (
+        select(Metric.value, Metric.raw)
+        .where(Metric.run_id == run_id, Metric.key == key)
+        .order_by(Metric.step.desc())
+        .limit(1)
+    )
+    row = session.execute(stmt).first()
+    return None if row is None else _read_value(*row)
+
+
+def _read_value(value: float | None, raw: str | None) -> float:
+    return float(raw) if value is None and raw else (value if value is not None else math.nan)
+
+
+# --- samples --------------------------------------------------------------------------------------------------------
+def add_sample_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Bulk-insert completion samples (dicts with the columns of :class:`Sample`)."""
+    if rows:
+        session.execute(Sample.__table__.insert(), list(rows))
+
+
+def sample_steps(session: Session, run_id: int) -> list[int]:
+    """The steps for which a run has stored samples, ascending."""
+    stmt = select(Sample.step).where(Sample.run_id == run_id).distinct().order_by(Sample.step)
+    return list(session.scalars(stmt))
+
+
+def samples_at(session: Session, run_id: int, step: int) -> Sequence[Sample]:
+    """The samples of one step, in the order they were generated."""
+    stmt = select(Sample).where(Sample.run_id == run_id, Sample.step == step).order_by(Sample.id)
+    return session.scalars(stmt).all()
+
+
+def count_samples(session: Session, run_id: int) -> int:
+    """How many samples a run has stored."""
+    return session.scalar(select(func.count()).select_from(Sample).where(Sample.run_id == run_id)) or 0
+
+
+# --- log ------------------------------------------------------------------------------------------------------------
+def add_log(session: Session, run_id: int, message: str, level: str = "INFO") -> None:
+    """Append a line to a run's log."""
+    session.add(RunLog(run_id=run_id, message=message, level=level))
+
+
+def log_tail(session: Session, run_id: int, limit: int = 50) -> list[RunLog]:
+    """The last ``limit`` log lines of a run, oldest first."""
+    stmt = select(RunLog).where(RunLog.run_id == run_id).order_by(RunLog.id.desc()).limit(limit)
+    return list(reversed(session.scalars(stmt).all()))

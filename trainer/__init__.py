@@ -1,0 +1,6 @@
+"""Everything that touches a model: run config, data sets, rewards, the built-in tiny model, the training worker and
+the launcher that starts and stops worker processes.
+
+Importing this package is light: torch, transformers and TRL are imported inside the functions that need them, so
+the dashboard can use ``trainer.config`` and ``trainer.launch`` without loading a deep-learning stack.
+"""

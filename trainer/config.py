@@ -1,0 +1,399 @@
+"""RunConfig: the single source of truth for every setting of a run.
+
+The dashboard form, the CLI, YAML/JSON files and the worker all use this dataclass. Each field carries in its
+metadata a one-line ``help``, the ``group`` it belongs to in the form, and its valid range (``min``/``max``, or
+``choices``), so the UI generates its widgets from here and a new field appears without UI code.
+
+Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
+mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
+
+Defaults are the reference recipe of SPEC.md, written out explicitly instead of inherited from TRL: TRL 1.16 changed
+its own defaults (beta 0.0, loss_type "dapo"), and a run must mean the same thing whatever TRL is installed.
+
+``per_device_train_batch_size`` counts *completions*, as in current TRL: with a group size of 8, a batch of 8 is one
+prompt with its 8 completions. (The seed script's batch size 1 dates from older TRL/Unsloth semantics.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
+BUILTIN_MODEL = "builtin:tiny"
+BUILTIN_DATASETS = ("builtin:arithmetic",)
+DATA_FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+# A hub id is "name" or "owner/name"; anything with more slashes, or that exists on disk, is a local path.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# A custom reward: "path/to/file.py:function" or "package.module:function".
+_CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
+
+GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
+
+
+def setting(
+    default: Any,
+    help: str,
+    group: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple | None = None,
+    advanced: bool = False,
+) -> Any:
+    """A dataclass field with the metadata the validator and the UI read (help text, group, valid range)."""
+    meta = {"help": help, "group": group, "min": min, "max": max, "choices": choices, "advanced": advanced}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class RunConfig:
+    """Every setting of a GRPO run (see the module docstring for naming and defaults)."""
+
+    # --- model ---
+    name: str = setting("grpo-run", "A name for the run, shown in the dashboard and the run list.", "model")
+    model_name_or_path: str = setting(
+        "meta-llama/Llama-3.2-3B-Instruct",
+        "Model to fine-tune: a Hugging Face hub id, a local directory, or builtin:tiny (offline demo model).",
+        "model",
+    )
+    # --- data ---
+    dataset_name: str = setting(
+        "gsm8k",
+        "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic (offline), or a local .jsonl/.csv/.parquet file.",
+        "data",
+    )
+    dataset_split: str = setting("train", "Split of the data set to train on.", "data", advanced=True)
+    question_column: str = setting("question", "Column of a local file that holds the question.", "data")
+    answer_column: str = setting("answer", "Column of a local file that holds the reference answer.", "data")
+    max_train_samples: int = setting(
+        0, "Use at most this many training examples (0: all).", "data", min=0, advanced=True
+    )
+    system_prompt: str = setting(SYSTEM_PROMPT, "System prompt put before every question.", "data")
+    # --- rewards ---
+    reward_funcs: list[str] = setting(
+        ["xmlcount", "soft_format", "strict_format", "int", "correctness"],
+        "Reward functions by name (see the rewards list), or path/to/file.py:function for your own.",
+        "rewards",
+    )
+    reward_weights: list[float] = setting(
+        [], "One weight per reward function, in the same order (empty: all 1.0).", "rewards"
+    )
+    # --- grpo ---
+    num_generations: int = setting(
+        8, "Group size G: completions sampled per prompt; advantages compare answers within a group.", "grpo", min=2, max=256
+    )
+    beta: float = setting(
+        0.04, "KL weight: how strongly the policy is held near the base model (typical 0.01-0.04; 0 disables).", "grpo", min=0.0, max=10.0
+    )
+    epsilon: float = setting(
+        0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", "grpo", min=0.0, max=1.0
+    )
+    loss_type: str = setting(
+        "grpo",
+        "How token losses are aggregated: grpo (per-sequence mean, as in the paper), dapo, dr_grpo or bnpo.",
+        "grpo",
+        choices=("grpo", "dapo", "dr_grpo", "bnpo"),
+    )
+    scale_rewards: str = setting(
+        "group",
+        "Divide advantages by the group's reward std (group), the batch's (batch), or not at all (none).",
+        "grpo",
+        choices=("group", "batch", "none"),
+        advanced=True,
+    )
+    learning_rate: float = setting(5e-6, "Peak learning rate of the LoRA adapter.", "grpo", min=1e-9, max=1.0)
+    max_steps: int = setting(250, "Number of optimizer steps to train.", "grpo", min=1, max=1_000_000)
+    per_device_train_batch_size: int = setting(
+        8, "Completions per device per step (prompts per step = this x accumulation / group size).", "grpo", min=1, max=4096
+    )
+    gradient_accumulation_steps: int = setting(
+        1, "Micro-batches accumulated before each optimizer step.", "grpo", min=1, max=1024
+    )
+    warmup_ratio: float = setting(0.1, "Share of steps spent warming the learning rate up.", "grpo", min=0.0, max=1.0)
+    lr_scheduler_type: str = setting(
+        "cosine", "Learning-rate schedule after warm-up.", "grpo", choices=("cosine", "linear", "constant"), advanced=True
+    )
+    max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6)
+    seed: int = setting(42, "Random seed for data order, sampling and initialisation.", "advanced", min=0)
+    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1)
+    save_steps: int = setting(50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1)
+    # --- generation ---
+    max_prompt_length: int = setting(
+        256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072
+    )
+    max_completion_length: int = setting(
+        200, "Completions are cut after this many tokens.", "generation", min=1, max=131072
+    )
+    temperature: float = setting(1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0)
+    top_p: float = setting(1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation", min=0.01, max=1.0)
+    # --- lora ---
+    lora_r: int = setting(32, "LoRA rank.", "lora", min=1, max=1024)
+    lora_alpha: int = setting(64, "LoRA alpha (scale = alpha / rank).", "lora", min=1, max=4096)
+    lora_dropout: float = setting(0.0, "Dropout on the LoRA branch.", "lora", min=0.0, max=0.9)
+    lora_target_modules: list[str] = setting(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        "Module names that get a LoRA adapter.",
+        "lora",
+    )
+    # --- loading ---
+    backend: str = setting(
+        "auto",
+        "Model path: auto (Unsloth + vLLM when a GPU and the gpu extra are there, else plain), or force plain/unsloth.",
+        "advanced",
+        choices=("auto", "plain", "unsloth"),
+    )
+    load_in_4bit: bool = setting(True, "Load the base model in 4 bits (GPU only; saves memory).", "advanced")
+    use_vllm: bool = setting(True, "Generate groups with vLLM (GPU fast path only).", "advanced")
+    vllm_gpu_memory_utilization: float = setting(
+        0.6, "Share of GPU memory vLLM may take.", "advanced", min=0.05, max=0.95
+    )
+    max_seq_length: int = setting(1024, "Longest prompt + completion the model is loaded for.", "advanced", min=16)
+    gradient_checkpointing: bool = setting(True, "Trade compute for memory by recomputing activations.", "advanced")
+
+    # ---------------------------------------------------------------------------------------------------------------
+    @classmethod
+    def field_specs(cls) -> list[dataclasses.Field]:
+        """The dataclass fields in declaration order (what the UI form iterates)."""
+        return list(dataclasses.fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat mapping of field names that is stored on the run row and written to YAML/JSON."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> tuple[RunConfig, list[str]]:
+        """Build a config from a flat mapping.
+
+        Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
+        :class:`ConfigError` listing every problem; range checks are left to :meth:`validate`.
+        """
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        problems: list[str] = []
+        ignored = sorted(k for k in data if k not in known)
+        for key, value in data.items():
+            if key not in known:
+                continue
+            try:
+                kwargs[key] = _coerce(value, hints[key])
+            except (TypeError, ValueError):
+                problems.append(f"{key}: expected {_type_name(hints[key])}, got {value!r}")
+        if problems:
+            raise ConfigError(problems)
+        notes = [f"ignored unknown setting {k!r}" for k in ignored]
+        return cls(**kwargs), notes
+
+    @classmethod
+    def load(cls, path: str | Path) -> tuple[RunConfig, list[str]]:
+        """Load a YAML or JSON file holding a flat mapping of field names."""
+        text = Path(path).read_text()
+        if str(path).endswith(".json"):
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        if not isinstance(data, dict):
+            raise ConfigError([f"{path}: expected a mapping of setting names to values, got {type(data).__name__}"])
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        """Write the config as YAML (or JSON when the file name ends in .json)."""
+        if str(path).endswith(".json"):
+            Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        else:
+            Path(path).write_text(self.to_yaml())
+
+    def to_yaml(self) -> str:
+        """The config as a YAML document, fields in declaration order."""
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    # ---------------------------------------------------------------------------------------------------------------
+    def validate(self, check_rewards: bool = True) -> list[str]:
+        """Every problem with this config, in plain words (an empty list means valid).
+
+        With ``check_rewards`` custom reward functions are imported and dry-run; the dashboard turns that off while
+        the user is still typing.
+        """
+        problems: list[str] = []
+        for f in dataclasses.fields(self):
+            problems.extend(_check_range(f, getattr(self, f.name)))
+        if not self.name.strip():
+            problems.append("name is empty: give the run a name")
+        problems.extend(_check_model(self.model_name_or_path))
+        problems.extend(_check_dataset(self.dataset_name))
+        problems.extend(self._check_rewards(check_rewards))
+        problems.extend(self._check_batch())
+        if self.max_prompt_length + self.max_completion_length > self.max_seq_length:
+            problems.append(
+                f"max_prompt_length {self.max_prompt_length} + max_completion_length {self.max_completion_length} "
+                f"exceeds max_seq_length {self.max_seq_length}: raise max_seq_length or shorten one of them"
+            )
+        if not self.lora_target_modules:
+            problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
+        return problems
+
+    def _check_batch(self) -> list[str]:
+        g = self.num_generations
+        if g < 2:
+            return [f"group size {g}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
+        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        if batch % g:
+            return [
+                f"{self.per_device_train_batch_size} completions per device × {self.gradient_accumulation_steps} "
+                f"accumulation steps = {batch} completions per step is not divisible by the group size {g}: "
+                f"use a multiple of {g} (e.g. per_device_train_batch_size {g})"
+            ]
+        return []
+
+    def _check_rewards(self, import_custom: bool) -> list[str]:
+        from trainer.rewards import REWARDS, load_custom_reward
+
+        problems = []
+        if not self.reward_funcs:
+            problems.append("reward_funcs is empty: choose at least one reward function")
+        for name in self.reward_funcs:
+            if name in REWARDS:
+                continue
+            if _CUSTOM_REWARD.match(name):
+                if import_custom:
+                    try:
+                        load_custom_reward(name)
+                    except ValueError as exc:
+                        problems.append(str(exc))
+                continue
+            problems.append(f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
+                            "or give path/to/file.py:function")
+        if self.reward_weights and len(self.reward_weights) != len(self.reward_funcs):
+            problems.append(
+                f"{len(self.reward_weights)} reward weights for {len(self.reward_funcs)} reward functions: "
+                "give one weight per function, or none for all 1.0"
+            )
+        return problems
+
+    def weights(self) -> list[float]:
+        """The reward weights, 1.0 each where none were given."""
+        return list(self.reward_weights) if self.reward_weights else [1.0] * len(self.reward_funcs)
+
+    def prompts_per_step(self) -> int:
+        """How many distinct prompts one optimizer step sees."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps // self.num_generations
+
+
+class ConfigError(ValueError):
+    """A config with problems; ``problems`` lists each in plain words."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid run config:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def load_and_validate(path: str | Path) -> tuple[RunConfig, list[str]]:
+    """Load a config file and validate it; raises :class:`ConfigError` with every problem, returns notes."""
+    config, notes = RunConfig.load(path)
+    problems = config.validate()
+    if problems:
+        raise ConfigError(problems)
+    return config, notes
+
+
+# --- helpers --------------------------------------------------------------------------------------------------------
+def _coerce(value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str):  # "q_proj, v_proj" from a form or a CLI flag
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        return [_coerce(v, item) for v in value]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            return value.lower() in ("true", "yes")
+        raise TypeError
+    if hint is int:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return int(value)
+    if hint is float:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)  # PyYAML reads 5e-6 (no dot) as a string; float() accepts it
+    if hint is str:
+        if not isinstance(value, (str, int, float)):
+            raise TypeError
+        return str(value)
+    return value
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is list:
+        return f"a list of {_type_name(typing.get_args(hint)[0])}"
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(hint, str(hint))
+
+
+def _check_range(f: dataclasses.Field, value: Any) -> list[str]:
+    meta = f.metadata
+    if meta.get("choices") and value not in meta["choices"]:
+        return [f"{f.name} {value!r}: expected one of {', '.join(meta['choices'])}"]
+    lo, hi = meta.get("min"), meta.get("max")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value:  # NaN
+            return [f"{f.name} is NaN: expected a number"]
+        if lo is not None and value < lo or hi is not None and value > hi:
+            return [f"{f.name} {value}: expected {_range_text(lo, hi)}"]
+    return []
+
+
+def _range_text(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f"a value from {lo:g} to {hi:g}"
+    return f"at least {lo:g}" if lo is not None else f"at most {hi:g}"
+
+
+def _check_model(model: str) -> list[str]:
+    if model == BUILTIN_MODEL or Path(model).expanduser().is_dir():
+        return []
+    if model.startswith("builtin:"):
+        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
+    if _looks_like_path(model):
+        return [f"model {model!r}: no such directory"]
+    if not _HUB_ID.match(model):
+        return [f"model {model!r}: expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
+    return []
+
+
+def _check_dataset(name: str) -> list[str]:
+    if name in BUILTIN_DATASETS or name in ("gsm8k", "openai/gsm8k"):
+        return []
+    if name.startswith("builtin:"):
+        return [f"dataset {name!r}: built-in data sets are {', '.join(BUILTIN_DATASETS)}"]
+    path = Path(name).expanduser()
+    if path.suffix.lower() in DATA_FILE_SUFFIXES or _looks_like_path(name):
+        if not path.is_file():
+            return [f"dataset {name!r}: no such file"]
+        if path.suffix.lower() not in DATA_FILE_SUFFIXES:
+            return [f"dataset {name!r}: expected a {', '.join(DATA_FILE_SUFFIXES)} file"]
+        return []
+    if not _HUB_ID.match(name):
+        return [f"dataset {name!r}: expected gsm8k, {', '.join(BUILTIN_DATASETS)}, a hub id or a local data file"]
+    return []
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text

@@ -1,0 +1,131 @@
+"""Training data: GSM8K from the hub, local files with a column mapping, and the offline ``builtin:arithmetic`` task.
+
+Every source comes out in one shape: ``question``, ``answer`` (the reference answer, the column rewards read) and
+``prompt`` (chat messages: the system prompt, then the question). ``datasets`` is imported inside the functions, so
+importing this module stays light.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from trainer.config import RunConfig
+
+# The arithmetic task: a + b and a - b (a >= b) with operands up to this value. Small enough for a tiny model to learn
+# in minutes on a CPU, large enough (two-digit carries) that it doesn't learn it perfectly in a short warm-up.
+ARITHMETIC_MAX_OPERAND = 30
+ARITHMETIC_HELDOUT = 200  # problems held out of training, fixed by ARITHMETIC_SEED
+ARITHMETIC_SEED = 1234
+
+
+class DataError(ValueError):
+    """A data set that can't be loaded as asked (missing file or column, unknown split)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One question with its reference answer."""
+
+    question: str
+    answer: str
+
+
+def arithmetic_problems(split: str = "train") -> list[Problem]:
+    """The ``builtin:arithmetic`` problems of ``split`` ("train", or "test" for the held-out set), in a fixed order."""
+    problems = [
+        Problem(f"What is {a} {op} {b}?", str(a + b if op == "+" else a - b))
+        for a in range(ARITHMETIC_MAX_OPERAND + 1)
+        for b in range(ARITHMETIC_MAX_OPERAND + 1)
+        for op in ("+", "-")
+        if op == "+" or a >= b
+    ]
+    random.Random(ARITHMETIC_SEED).shuffle(problems)
+    if split in ("test", "heldout", "validation"):
+        return problems[:ARITHMETIC_HELDOUT]
+    if split == "train":
+        return problems[ARITHMETIC_HELDOUT:]
+    raise DataError(f"builtin:arithmetic has splits train and test, not {split!r}")
+
+
+def arithmetic_solution(problem: Problem) -> str:
+    """A worked answer in the reference format, used to warm the built-in model up."""
+    expression = problem.question.removeprefix("What is ").removesuffix("?")
+    return f"<reasoning>\n{expression} = {problem.answer}\n</reasoning>\n<answer>\n{problem.answer}\n</answer>"
+
+
+def gsm8k_reference(answer: str) -> str:
+    """The reference answer of a GSM8K solution: the text after "####", commas removed ("1,000" -> "1000")."""
+    return answer.split("####")[-1].strip().replace(",", "")
+
+
+def make_prompt(question: str, system_prompt: str) -> list[dict[str, str]]:
+    """Chat messages for one question: the system prompt (when not empty), then the user's question."""
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [{"role": "user", "content": question}]
+
+
+def load_problems(config: RunConfig, split: str | None = None) -> list[Problem]:
+    """The questions and reference answers of the config's data set and split (default: the training split)."""
+    split = split or config.dataset_split
+    name = config.dataset_name
+    if name == "builtin:arithmetic":
+        return arithmetic_problems(split)
+    if name in ("gsm8k", "openai/gsm8k"):
+        from datasets import load_dataset
+
+        rows = load_dataset("openai/gsm8k", "main", split=split)
+        return [Problem(r["question"], gsm8k_reference(r["answer"])) for r in rows]
+    path = Path(name).expanduser()
+    if path.suffix.lower() in (".jsonl", ".json", ".csv", ".parquet"):
+        rows = _load_file(path)
+    else:
+        from datasets import load_dataset
+
+        rows = load_dataset(name, split=split)
+    return _map_columns(rows, config.question_column, config.answer_column, name)
+
+
+def build_dataset(config: RunConfig, split: str | None = None) -> Dataset:
+    """The training data set: columns ``prompt`` (chat messages), ``question`` and ``answer``."""
+    from datasets import Dataset
+
+    problems = load_problems(config, split)
+    if config.max_train_samples:
+        problems = problems[: config.max_train_samples]
+    if not problems:
+        raise DataError(f"data set {config.dataset_name!r} has no rows")
+    return Dataset.from_list(
+        [
+            {"prompt": make_prompt(p.question, config.system_prompt), "question": p.question, "answer": p.answer}
+            for p in problems
+        ]
+    )
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise DataError(f"data file {path} does not exist")
+    from datasets import load_dataset
+
+    kind = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[path.suffix.lower()]
+    try:
+        return load_dataset(kind, data_files=str(path), split="train")
+    except Exception as exc:
+        raise DataError(f"could not read {path} as {kind}: {exc}") from exc
+
+
+def _map_columns(rows: Any, question_column: str, answer_column: str, name: str) -> list[Problem]:
+    columns = list(rows.column_names)
+    missing = [c for c in (question_column, answer_column) if c not in columns]
+    if missing:
+        raise DataError(
+            f"data set {name!r} has no column {', '.join(map(repr, missing))}; its columns are {', '.join(columns)} "
+            "(set question_column / answer_column)"
+        )
+    return [Problem(str(r[question_column]), str(r[answer_column]).strip()) for r in rows]

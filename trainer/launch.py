@@ -1,0 +1,139 @@
+"""Starting, stopping and watching worker processes.
+
+A worker runs in its own session (``start_new_session``), with its output going to the run's log file, so it
+survives the dashboard or shell that launched it. Whether it is alive is decided from the pid on the run row *and*
+the process's command line, because pids get reused. :func:`reconcile` marks runs whose process is gone as failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from storage import queries
+from storage.db import data_dir
+from storage.models import Run, RunStatus
+
+LOG_FILE = "worker.log"
+LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+def run_dir(run_id: int) -> Path:
+    """Where a run's checkpoints, adapter and log file live."""
+    return data_dir() / "runs" / str(run_id)
+
+
+def worker_command(run_id: int) -> list[str]:
+    """The command line that trains ``run_id`` (what :func:`start_worker` runs)."""
+    return [sys.executable, "-m", "app.cli", "worker", str(run_id)]
+
+
+def start_worker(session: Session, run: Run) -> int:
+    """Start a detached worker process for ``run``; records its pid and output dir on the row, returns the pid."""
+    if run.pid and is_alive(run):
+        raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
+    out = Path(run.output_dir) if run.output_dir else run_dir(run.id)
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    with open(out / LOG_FILE, "ab") as log_file:
+        process = subprocess.Popen(
+            worker_command(run.id),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=str(root),
+        )
+    run.pid = process.pid
+    run.output_dir = str(out)
+    run.status = RunStatus.QUEUED.value
+    run.error = None
+    run.finished_at = None
+    queries.add_log(session, run.id, f"worker started (pid {process.pid})")
+    return process.pid
+
+
+def pid_alive(pid: int, run_id: int | None = None) -> bool:
+    """True if ``pid`` is a live (not zombie) process, and, given ``run_id``, is that run's worker."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    _reap(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+        if run_id is not None:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            return b"worker" in argv and str(run_id).encode() in argv
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:  # no /proc (macOS): trust kill(0)
+        return True
+    return True
+
+
+def is_alive(run: Run) -> bool:
+    """Whether the run's recorded worker process is still running."""
+    return bool(run.pid) and pid_alive(run.pid, run.id)
+
+
+def stop_worker(session: Session, run: Run) -> bool:
+    """Ask the run's worker to stop at its next step boundary (SIGTERM). A live run without a live worker is marked
+    stopped directly. Returns True if a signal was sent."""
+    if is_alive(run):
+        os.kill(run.pid, signal.SIGTERM)
+        queries.add_log(session, run.id, "stop requested")
+        return True
+    if RunStatus(run.status) in LIVE:
+        queries.finish_run(session, run, RunStatus.STOPPED)
+        queries.add_log(session, run.id, "stopped before a worker took it")
+    return False
+
+
+def log_tail(run: Run, lines: int = 20) -> str:
+    """The last lines of the run's worker log file ("" when there is none)."""
+    path = Path(run.output_dir or run_dir(run.id)) / LOG_FILE
+    if not path.is_file():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(f.tell() - 64 * 1024, 0))
+        text = f.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def reconcile(session: Session) -> list[int]:
+    """Mark live runs whose worker process is gone as failed, with the log's last lines. Returns their ids.
+
+    Queued runs that never got a worker (no pid) are left alone: they are waiting for their turn.
+    """
+    failed = []
+    for run in queries.list_runs(session, LIVE):
+        if run.pid is None or is_alive(run):
+            continue
+        tail = log_tail(run)
+        queries.finish_run(session, run, RunStatus.FAILED, "worker exited unexpectedly" + (f"\n{tail}" if tail else ""))
+        queries.add_log(session, run.id, "worker exited unexpectedly", "ERROR")
+        failed.append(run.id)
+    return failed
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a worker this process started, so it doesn't linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

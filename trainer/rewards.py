@@ -1,0 +1,253 @@
+"""Reward functions, in one registry keyed by the names run configs use (``reward_funcs``).
+
+Every reward has TRL's signature ``f(prompts, completions, **columns) -> list[float | None]``: ``completions`` are
+plain strings or chat messages (a list with one assistant message each), the reference answer arrives as the data
+set column ``answer``. ``None`` means "not applicable to this sample" (TRL skips it), never a silent 0.
+
+The reference five come from the seed script, with its defects fixed to do what each rule means:
+
+- ``soft_format`` matches across lines (the seed's ``.`` without DOTALL never matched multi-line reasoning);
+- ``int`` accepts "-3" and "1,000" and rejects "²" (``str.isdigit`` did the opposite);
+- answers are compared after normalising "1,000"/"1000", "$18"/"18", "18.0"/"18", " 18 "/"18";
+- a completion without an ``<answer>`` tag has no answer (the seed "extracted" its whole text);
+- ``strict_format`` accepts the final newline missing, since chat templates often strip it;
+- ``xmlcount``'s trailing-text penalty is capped at 0.5, so a 100 kB ramble can't outweigh everything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+RewardFunc = Callable[..., list[float | None]]
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_STRICT = re.compile(r"<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n?", re.DOTALL)
+_SOFT = re.compile(r"\s*<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", re.DOTALL)
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+
+
+# --- text helpers ---------------------------------------------------------------------------------------------------
+def completion_text(completion: Any) -> str:
+    """The text of a completion, whether a plain string or chat messages (the assistant turns joined)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content") or "")
+    return "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
+
+
+def extract_answer(text: str) -> str | None:
+    """The content of the last ``<answer>…</answer>`` block, stripped; None when there is none."""
+    found = _ANSWER.findall(text)
+    return found[-1].strip() if found else None
+
+
+def normalize_answer(text: str) -> str:
+    """Canonical form for comparing answers: "$1,000.0 " -> "1000"; non-numbers are only stripped and lower-cased."""
+    s = text.strip().rstrip(".").strip()
+    number = s.lstrip("$").replace(",", "").strip()
+    if re.fullmatch(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", number):
+        try:
+            value = Decimal(number)
+        except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
+            return s
+        value = value.normalize()
+        text_value = format(value, "f")
+        return "0" if text_value in ("-0", "+0") else text_value
+    return s.lower()
+
+
+def _reference(answer: Any) -> str | None:
+    if answer is None:
+        return None
+    text = str(answer).strip()
+    if "####" in text:  # a raw GSM8K answer column: the reference is after "####"
+        text = text.split("####")[-1].strip()
+    return text or None
+
+
+# --- the reference five ---------------------------------------------------------------------------------------------
+def correctness_reward(prompts, completions, answer=None, **kwargs) -> list[float | None]:
+    """2.0 when the ``<answer>`` equals the reference after normalisation, else 0.0; None without a reference.
+
+    Example: "<answer>\\n$1,000\\n</answer>" with answer "1000" -> 2.0.
+    """
+    answers = answer if answer is not None else [None] * len(completions)
+    out: list[float | None] = []
+    for completion, ref in zip(completions, answers):
+        ref = _reference(ref)
+        if ref is None:
+            out.append(None)
+            continue
+        got = extract_answer(completion_text(completion))
+        out.append(2.0 if got is not None and normalize_answer(got) == normalize_answer(ref) else 0.0)
+    return out
+
+
+def int_reward(prompts, completions, **kwargs) -> list[float | None]:
+    """0.5 when the extracted answer is a whole number (ASCII digits, sign and thousands commas allowed), else 0.0.
+
+    Example: "<answer>-3</answer>" -> 0.5; "<answer>²</answer>" -> 0.0.
+    """
+    out: list[float | None] = []
+    for completion in completions:
+        got = extract_answer(completion_text(completion))
+        normal = normalize_answer(got) if got is not None else ""
+        out.append(0.5 if _WHOLE.fullmatch(normal) else 0.0)
+    return out
+
+
+def strict_format_reward(prompts, completions, **kwargs) -> list[float | None]:
+    """0.5 when the whole completion is exactly ``<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`` (final
+    newline optional), else 0.0.
+
+    Example: "<reasoning>\\n2+2\\n</reasoning>\\n<answer>\\n4\\n</answer>" -> 0.5.
+    """
+    return [0.5 if _STRICT.fullmatch(completion_text(c)) else 0.0 for c in completions]
+
+
+def soft_format_reward(prompts, completions, **kwargs) -> list[float | None]:
+    """0.5 when the completion opens with a reasoning block followed by an answer block, whitespace tolerant.
+
+    Example: "<reasoning>a\\nb</reasoning> <answer>4</answer>" -> 0.5.
+    """
+    return [0.5 if _SOFT.match(completion_text(c)) else 0.0 for c in completions]
+
+
+def xmlcount_score(text: str) -> float:
+    """0.125 per tag that appears exactly once in its place, minus 0.001 per character after ``</answer>`` (at most
+    0.5 off). Range -0.5 to 0.5."""
+    score = 0.0
+    if text.count("<reasoning>\n") == 1:
+        score += 0.125
+    if text.count("\n</reasoning>\n") == 1:
+        score += 0.125
+    if text.count("\n<answer>\n") == 1:
+        score += 0.125
+    if text.count("\n</answer>") == 1:
+        score += 0.125
+        trailing = text.split("\n</answer>")[-1].rstrip("\n")
+        score -= min(len(trailing) * 0.001, 0.5)
+    return score
+
+
+def xmlcount_reward(prompts, completions, **kwargs) -> list[float | None]:
+    """Partial credit for the format's four tags (see :func:`xmlcount_score`).
+
+    Example: "<reasoning>\\nx\\n</reasoning>\\n<answer>\\n1\\n</answer>" -> 0.5.
+    """
+    return [xmlcount_score(completion_text(c)) for c in completions]
+
+
+# --- more rewards ---------------------------------------------------------------------------------------------------
+def math_correctness_reward(prompts, completions, answer=None, **kwargs) -> list[float | None]:
+    """2.0 when math-verify finds the ``<answer>`` (or a ``\\boxed{}``) equal to the reference, else 0.0.
+
+    Fractions, LaTeX and equivalent forms count as equal ("1/2" vs "0.5"). When the reference itself can't be
+    parsed, the reward does not apply to that sample (None) rather than punishing every answer.
+    Example: "<answer>\\frac{1}{2}</answer>" with answer "0.5" -> 2.0.
+    """
+    from math_verify import parse, verify
+
+    answers = answer if answer is not None else [None] * len(completions)
+    out: list[float | None] = []
+    for completion, ref in zip(completions, answers):
+        ref = _reference(ref)
+        gold = parse(ref.replace(",", "")) if ref else []
+        if not gold:
+            out.append(None)
+            continue
+        text = completion_text(completion)
+        got = extract_answer(text)
+        pred = parse(got.replace(",", "") if got is not None else text)
+        out.append(2.0 if pred and verify(gold, pred) else 0.0)
+    return out
+
+
+def get_length_penalty(max_tokens: int = 200, per_token: float = 0.002, cap: float = 1.0) -> RewardFunc:
+    """A reward of ``-per_token`` for each completion token past ``max_tokens``, floored at ``-cap``.
+
+    The default cap (1.0) is half the correctness reward, so a long right answer still beats a short wrong one.
+    Example (max_tokens=10): a 60-token completion -> -0.1.
+    """
+
+    def length_penalty_reward(prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:
+        if completion_ids is not None:
+            lengths = [len(ids) for ids in completion_ids]
+        else:  # no token ids (e.g. a dry run): about four characters per token
+            lengths = [len(completion_text(c)) // 4 for c in completions]
+        return [-min(max(n - max_tokens, 0) * per_token, cap) for n in lengths]
+
+    return length_penalty_reward
+
+
+REWARDS: dict[str, RewardFunc] = {
+    "correctness": correctness_reward,
+    "math_correctness": math_correctness_reward,
+    "int": int_reward,
+    "strict_format": strict_format_reward,
+    "soft_format": soft_format_reward,
+    "xmlcount": xmlcount_reward,
+    "length_penalty": get_length_penalty(),
+}
+
+
+# --- custom rewards -------------------------------------------------------------------------------------------------
+_DRY_RUN = [
+    "<reasoning>\n2 + 2 = 4\n</reasoning>\n<answer>\n4\n</answer>",
+    "I am not sure.",
+]
+
+
+@lru_cache(maxsize=64)
+def load_custom_reward(spec: str) -> RewardFunc:
+    """Import ``path/to/file.py:function`` or ``module:function`` and dry-run it on two sample completions.
+
+    Raises ValueError naming what is wrong: not importable, not callable, wrong signature, or not one float/None per
+    completion.
+    """
+    target, _, func_name = spec.rpartition(":")
+    try:
+        if target.endswith(".py"):
+            path = Path(target).expanduser()
+            if not path.is_file():
+                raise ValueError(f"custom reward {spec!r}: no such file {target}")
+            module_spec = importlib.util.spec_from_file_location(f"grpo_studio_custom_{path.stem}", path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_spec.name] = module
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"custom reward {spec!r}: could not import {target}: {type(exc).__name__}: {exc}") from exc
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ValueError(f"custom reward {spec!r}: {target} has no function {func_name}")
+    params = inspect.signature(func).parameters
+    if "completions" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise ValueError(f"custom reward {spec!r}: expected f(prompts, completions, **kwargs), got {func_name}{inspect.signature(func)}")
+    try:
+        result = func(prompts=["What is 2 + 2?"] * 2, completions=list(_DRY_RUN), answer=["4", "4"])
+    except Exception as exc:
+        raise ValueError(f"custom reward {spec!r}: failed on two sample completions: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(result, (list, tuple)) or len(result) != 2:
+        raise ValueError(f"custom reward {spec!r}: expected a list with one score per completion (2), got {result!r}")
+    if not all(r is None or (isinstance(r, (int, float)) and not isinstance(r, bool)) for r in result):
+        raise ValueError(f"custom reward {spec!r}: expected a float or None per completion, got {result!r}")
+    return func
+
+
+def resolve_reward(name: str) -> RewardFunc:
+    """The reward function for a config name: a registry key or a custom ``file.py:function``."""
+    return REWARDS[name] if name in REWARDS else load_custom_reward(name)

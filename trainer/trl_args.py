@@ -1,0 +1,130 @@
+"""Turn a RunConfig into the installed TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``.
+
+grpo-studio supports TRL 1.15 and 1.16. Where they differ, the argument is set only if the installed GRPOConfig has
+it, and the difference is reported in ``notes`` (shown in the run's log):
+
+- TRL 1.16 has no ``max_prompt_length``; the worker then truncates prompts itself (see :func:`truncate_prompts`).
+- transformers 5 dropped ``warmup_ratio``; a ratio below 1 passed as ``warmup_steps`` means the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.config import RunConfig
+
+
+@dataclass
+class TrlArgs:
+    """What :func:`to_trl` built, plus notes on settings the installed TRL handles differently."""
+
+    grpo: Any
+    lora: Any
+    notes: list[str] = field(default_factory=list)
+    prompt_truncation_needed: bool = False
+
+
+def grpo_kwargs(config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False) -> dict[str, Any]:
+    """The GRPOConfig keyword arguments for ``config``, before filtering by what the installed TRL accepts."""
+    warmup = config.warmup_ratio if config.warmup_ratio < 1 else config.max_steps
+    return {
+        "output_dir": output_dir,
+        "learning_rate": config.learning_rate,
+        "num_generations": config.num_generations,
+        "beta": config.beta,
+        "epsilon": config.epsilon,
+        "loss_type": config.loss_type,
+        "scale_rewards": config.scale_rewards,
+        "max_steps": config.max_steps,
+        "per_device_train_batch_size": config.per_device_train_batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "warmup_ratio": config.warmup_ratio,
+        "warmup_steps": warmup,
+        "lr_scheduler_type": config.lr_scheduler_type,
+        "max_grad_norm": config.max_grad_norm,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "logging_steps": config.logging_steps,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "max_prompt_length": config.max_prompt_length,
+        "max_completion_length": config.max_completion_length,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "reward_weights": config.weights(),
+        "use_vllm": use_vllm,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "bf16": bf16,
+        "report_to": "none",
+        # The worker stores the completions table itself; TRL's parquet files and rich printing would duplicate it.
+        "log_completions": False,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+
+
+def to_trl(config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, **overrides: Any) -> TrlArgs:
+    """Build the installed TRL's GRPOConfig and PEFT's LoraConfig from a RunConfig."""
+    from peft import LoraConfig
+    from trl import GRPOConfig
+
+    accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
+    wanted = grpo_kwargs(config, output_dir, use_vllm=use_vllm, bf16=bf16) | overrides
+    notes = []
+    if "warmup_ratio" in accepted:
+        wanted.pop("warmup_steps")
+    else:
+        wanted.pop("warmup_ratio")
+    truncate = "max_prompt_length" not in accepted
+    if truncate:
+        notes.append(
+            f"the installed TRL has no max_prompt_length: grpo-studio cuts prompts to {config.max_prompt_length} "
+            "tokens itself (from the left)"
+        )
+    dropped = sorted(k for k in wanted if k not in accepted and k != "max_prompt_length")
+    if dropped:
+        notes.append(f"the installed TRL does not know {', '.join(dropped)}: not applied")
+    grpo = GRPOConfig(**{k: v for k, v in wanted.items() if k in accepted})
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.lora_target_modules),
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
+    return TrlArgs(grpo=grpo, lora=lora, notes=notes, prompt_truncation_needed=truncate)
+
+
+def truncate_prompts(dataset, tokenizer, max_prompt_length: int):
+    """Cut each row's question from the left so its chat-templated prompt fits ``max_prompt_length`` tokens.
+
+    Returns the dataset and how many rows were cut. Only the user's question is shortened: the system prompt and the
+    template stay whole, as TRL 1.15's left truncation of the token ids would not guarantee.
+    """
+    cut = 0
+
+    def fit(row: dict) -> dict:
+        nonlocal cut
+        messages = row["prompt"]
+        length = _prompt_tokens(tokenizer, messages)
+        if length <= max_prompt_length:
+            return row
+        cut += 1
+        question_ids = tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"]
+        keep = max(len(question_ids) - (length - max_prompt_length), 0)
+        text = tokenizer.decode(question_ids[len(question_ids) - keep :]) if keep else ""
+        row["prompt"] = messages[:-1] + [{**messages[-1], "content": text}]
+        return row
+
+    dataset = dataset.map(fit, load_from_cache_file=False)
+    return dataset, cut
+
+
+def _prompt_tokens(tokenizer, messages: list[dict]) -> int:
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])

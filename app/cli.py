@@ -5,6 +5,7 @@
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
+    grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs)
     grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
 
 Heavy packages are imported inside the commands that need them, so ``grpo-studio runs`` answers instantly.
@@ -51,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("serve", help="start the dashboard")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
+    p.add_argument(
+        "--allow-custom-rewards",
+        action="store_true",
+        help="let the form accept path/to/file.py:function rewards (runs arbitrary code)",
+    )
+    p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("build-tiny", help="build the built-in model and report its held-out correctness")
     p.set_defaults(func=cmd_build_tiny)
@@ -151,6 +164,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the dashboard (blocks)."""
+    from app.server import parse_auth, serve
+
+    try:
+        parse_auth(args.auth or None)
+    except ValueError as exc:
+        print(f"grpo-studio: --auth: {exc}", file=sys.stderr)
+        return 2
+    serve(args.host, args.port, args.auth, args.allow_custom_rewards, args.max_concurrent_runs)
+    return 0
+
+
 def cmd_build_tiny(args: argparse.Namespace) -> int:
     """Build the built-in model (or find it cached) and print its build time and held-out correctness."""
     import json
@@ -165,7 +191,9 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     path = tiny_model_dir()
     info = json.loads((path / "grpo_studio_tiny.json").read_text())
-    print(f"built-in model: {path} (built in {info['build_seconds']} s; this call {time.perf_counter() - started:.1f} s)")
+    print(
+        f"built-in model: {path} (built in {info['build_seconds']} s; this call {time.perf_counter() - started:.1f} s)"
+    )
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timezone
-from typing import Optional
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -50,22 +49,31 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value, index=True)
     config: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    started_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
-    pid: Mapped[Optional[int]] = mapped_column(Integer)
-    output_dir: Mapped[Optional[str]] = mapped_column(Text)
-    error: Mapped[Optional[str]] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    # The worker process's start time as the OS reports it: together with the pid it identifies the process even
+    # after the pid has been reused by another one.
+    pid_started: Mapped[str | None] = mapped_column(String(32))
+    output_dir: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
     current_step: Mapped[int] = mapped_column(Integer, default=0)
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
     # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
-    backend: Mapped[Optional[str]] = mapped_column(Text)
+    backend: Mapped[str | None] = mapped_column(Text)
 
-    metrics: Mapped[list[Metric]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
-    samples: Mapped[list[Sample]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+    metrics: Mapped[list[Metric]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+    samples: Mapped[list[Sample]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
     logs: Mapped[list[RunLog]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
 
     def __repr__(self) -> str:
-        return f"Run(id={self.id}, name={self.name!r}, status={self.status}, step={self.current_step}/{self.total_steps})"
+        return (
+            f"Run(id={self.id}, name={self.name!r}, status={self.status}, step={self.current_step}/{self.total_steps})"
+        )
 
 
 class Metric(Base):
@@ -80,8 +88,8 @@ class Metric(Base):
     key: Mapped[str] = mapped_column(String(200))
     # NULL stands for a non-finite value (NaN, inf): SQLite can't store NaN, and the dashboard must still see that
     # a value was logged at this step, so the worker keeps the text form in ``raw``.
-    value: Mapped[Optional[float]] = mapped_column(Float)
-    raw: Mapped[Optional[str]] = mapped_column(String(16))
+    value: Mapped[float | None] = mapped_column(Float)
+    raw: Mapped[str | None] = mapped_column(String(16))
     wall_time: Mapped[float] = mapped_column(Float)
 
     run: Mapped[Run] = relationship(back_populates="metrics")
@@ -101,9 +109,9 @@ class Sample(Base):
     prompt: Mapped[str] = mapped_column(Text)
     completion: Mapped[str] = mapped_column(Text)
     rewards: Mapped[dict] = mapped_column(JSON)
-    total_reward: Mapped[Optional[float]] = mapped_column(Float)
-    advantage: Mapped[Optional[float]] = mapped_column(Float)
-    reference_answer: Mapped[Optional[str]] = mapped_column(Text)
+    total_reward: Mapped[float | None] = mapped_column(Float)
+    advantage: Mapped[float | None] = mapped_column(Float)
+    reference_answer: Mapped[str | None] = mapped_column(Text)
 
     run: Mapped[Run] = relationship(back_populates="samples")
 

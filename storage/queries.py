@@ -35,10 +35,11 @@ def list_runs(session: Session, statuses: Iterable[RunStatus] | None = None) -> 
     return session.scalars(stmt).all()
 
 
-def mark_running(session: Session, run: Run, pid: int, output_dir: str) -> None:
+def mark_running(session: Session, run: Run, pid: int, output_dir: str, pid_started: str | None = None) -> None:
     """Record that a worker process ``pid`` has taken the run; clears the error of a previous attempt."""
     run.status = RunStatus.RUNNING.value
     run.pid = pid
+    run.pid_started = pid_started
     run.output_dir = output_dir
     run.error = None
     run.started_at = run.started_at or utcnow()

@@ -39,7 +39,9 @@ class Backend:
 
     def describe(self) -> str:
         """One line for the run row and log, e.g. "plain transformers + PEFT on cpu (fp32): no GPU"."""
-        label = "Unsloth" + (" + vLLM" if self.use_vllm else "") if self.name == "unsloth" else "plain transformers + PEFT"
+        label = (
+            "Unsloth" + (" + vLLM" if self.use_vllm else "") if self.name == "unsloth" else "plain transformers + PEFT"
+        )
         return f"{label} on {self.device} ({'bf16' if self.bf16 else 'fp32'}): {self.reason}"
 
 
@@ -73,7 +75,9 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
     if config.model_name_or_path == BUILTIN_MODEL:
         return plain("model architecture not supported by Unsloth: the built-in tiny model")
     use_vllm = config.use_vllm and caps.vllm
-    reason = "GPU with unsloth" + ("" if use_vllm or not config.use_vllm else "; vllm not installed, generating with Unsloth")
+    reason = "GPU with unsloth" + (
+        "" if use_vllm or not config.use_vllm else "; vllm not installed, generating with Unsloth"
+    )
     return Backend("unsloth", "cuda", caps.bf16, use_vllm, reason)
 
 

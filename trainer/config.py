@@ -88,10 +88,18 @@ class RunConfig:
     )
     # --- grpo ---
     num_generations: int = setting(
-        8, "Group size G: completions sampled per prompt; advantages compare answers within a group.", "grpo", min=2, max=256
+        8,
+        "Group size G: completions sampled per prompt; advantages compare answers within a group.",
+        "grpo",
+        min=2,
+        max=256,
     )
     beta: float = setting(
-        0.04, "KL weight: how strongly the policy is held near the base model (typical 0.01-0.04; 0 disables).", "grpo", min=0.0, max=10.0
+        0.04,
+        "KL weight: how strongly the policy is held near the base model (typical 0.01-0.04; 0 disables).",
+        "grpo",
+        min=0.0,
+        max=10.0,
     )
     epsilon: float = setting(
         0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", "grpo", min=0.0, max=1.0
@@ -112,14 +120,22 @@ class RunConfig:
     learning_rate: float = setting(5e-6, "Peak learning rate of the LoRA adapter.", "grpo", min=1e-9, max=1.0)
     max_steps: int = setting(250, "Number of optimizer steps to train.", "grpo", min=1, max=1_000_000)
     per_device_train_batch_size: int = setting(
-        8, "Completions per device per step (prompts per step = this x accumulation / group size).", "grpo", min=1, max=4096
+        8,
+        "Completions per device per step (prompts per step = this x accumulation / group size).",
+        "grpo",
+        min=1,
+        max=4096,
     )
     gradient_accumulation_steps: int = setting(
         1, "Micro-batches accumulated before each optimizer step.", "grpo", min=1, max=1024
     )
     warmup_ratio: float = setting(0.1, "Share of steps spent warming the learning rate up.", "grpo", min=0.0, max=1.0)
     lr_scheduler_type: str = setting(
-        "cosine", "Learning-rate schedule after warm-up.", "grpo", choices=("cosine", "linear", "constant"), advanced=True
+        "cosine",
+        "Learning-rate schedule after warm-up.",
+        "grpo",
+        choices=("cosine", "linear", "constant"),
+        advanced=True,
     )
     max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6)
     seed: int = setting(42, "Random seed for data order, sampling and initialisation.", "advanced", min=0)
@@ -132,8 +148,16 @@ class RunConfig:
     max_completion_length: int = setting(
         200, "Completions are cut after this many tokens.", "generation", min=1, max=131072
     )
-    temperature: float = setting(1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0)
-    top_p: float = setting(1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation", min=0.01, max=1.0)
+    temperature: float = setting(
+        1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0
+    )
+    top_p: float = setting(
+        1.0,
+        "Nucleus sampling: keep the smallest token set with this much probability.",
+        "generation",
+        min=0.01,
+        max=1.0,
+    )
     # --- lora ---
     lora_r: int = setting(32, "LoRA rank.", "lora", min=1, max=1024)
     lora_alpha: int = setting(64, "LoRA alpha (scale = alpha / rank).", "lora", min=1, max=4096)
@@ -228,7 +252,8 @@ class RunConfig:
         """
         problems: list[str] = []
         for f in dataclasses.fields(self):
-            problems.extend(_check_range(f, getattr(self, f.name)))
+            if f.name != "num_generations":  # _check_batch words its range in GRPO terms
+                problems.extend(_check_range(f, getattr(self, f.name)))
         if not self.name.strip():
             problems.append("name is empty: give the run a name")
         problems.extend(_check_model(self.model_name_or_path))
@@ -248,6 +273,8 @@ class RunConfig:
         g = self.num_generations
         if g < 2:
             return [f"group size {g}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
+        if g > 256:
+            return [f"group size {g}: at most 256 completions per prompt"]
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
         if batch % g:
             return [
@@ -273,8 +300,10 @@ class RunConfig:
                     except ValueError as exc:
                         problems.append(str(exc))
                 continue
-            problems.append(f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
-                            "or give path/to/file.py:function")
+            problems.append(
+                f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
+                "or give path/to/file.py:function"
+            )
         if self.reward_weights and len(self.reward_weights) != len(self.reward_funcs):
             problems.append(
                 f"{len(self.reward_weights)} reward weights for {len(self.reward_funcs)} reward functions: "
@@ -356,7 +385,7 @@ def _check_range(f: dataclasses.Field, value: Any) -> list[str]:
         if value != value:  # NaN
             return [f"{f.name} is NaN: expected a number"]
         if lo is not None and value < lo or hi is not None and value > hi:
-            return [f"{f.name} {value}: expected {_range_text(lo, hi)}"]
+            return [f"{f.name} {value:g}: expected {_range_text(lo, hi)}"]
     return []
 
 

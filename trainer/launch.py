@@ -54,6 +54,7 @@ def start_worker(session: Session, run: Run) -> int:
             cwd=str(root),
         )
     run.pid = process.pid
+    run.pid_started = process_start_time(process.pid)
     run.output_dir = str(out)
     run.status = RunStatus.QUEUED.value
     run.error = None
@@ -62,8 +63,17 @@ def start_worker(session: Session, run: Run) -> int:
     return process.pid
 
 
-def pid_alive(pid: int, run_id: int | None = None) -> bool:
-    """True if ``pid`` is a live (not zombie) process, and, given ``run_id``, is that run's worker."""
+def process_start_time(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (from /proc); None where /proc is not available."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def pid_alive(pid: int, started: str | None = None) -> bool:
+    """True if ``pid`` is a live (not zombie) process and, given ``started``, the same process that was recorded."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,22 +82,17 @@ def pid_alive(pid: int, run_id: int | None = None) -> bool:
         return True
     _reap(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
-        if run_id is not None:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            return b"worker" in argv and str(run_id).encode() in argv
-    except (FileNotFoundError, ProcessLookupError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except FileNotFoundError:
         return False
     except OSError:  # no /proc (macOS): trust kill(0)
         return True
-    return True
+    return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
 def is_alive(run: Run) -> bool:
     """Whether the run's recorded worker process is still running."""
-    return bool(run.pid) and pid_alive(run.pid, run.id)
+    return bool(run.pid) and pid_alive(run.pid, run.pid_started)
 
 
 def stop_worker(session: Session, run: Run) -> bool:
@@ -137,3 +142,24 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def active_runs(session: Session) -> list[Run]:
+    """Runs that hold a training slot: running, or queued with a live worker that has not marked itself yet."""
+    return [r for r in queries.list_runs(session, LIVE) if r.pid and is_alive(r)]
+
+
+def schedule(session: Session, max_concurrent: int = 1) -> list[int]:
+    """Reconcile, then start the oldest waiting runs while fewer than ``max_concurrent`` train. Returns started ids.
+
+    The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
+    restart: whoever calls this next picks up where the last caller left off.
+    """
+    reconcile(session)
+    free = max_concurrent - len(active_runs(session))
+    waiting = sorted((r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid), key=lambda r: r.id)
+    started = []
+    for run in waiting[: max(free, 0)]:
+        start_worker(session, run)
+        started.append(run.id)
+    return started

@@ -30,7 +30,9 @@ from typing import Any
 RewardFunc = Callable[..., list[float | None]]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_STRICT = re.compile(r"<reasoning>\n.*?\n</reasoning>\n<answer>\n.*?\n</answer>\n?", re.DOTALL)
+# Block contents may not contain a format tag: otherwise ".*?" stretches across a repeated tag and "matches".
+_BODY = r"(?:(?!</?(?:reasoning|answer)>).)*?"
+_STRICT = re.compile(rf"<reasoning>\n{_BODY}\n</reasoning>\n<answer>\n{_BODY}\n</answer>\n?", re.DOTALL)
 _SOFT = re.compile(r"\s*<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", re.DOTALL)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 
@@ -135,7 +137,7 @@ def xmlcount_score(text: str) -> float:
         score += 0.125
     if text.count("\n</answer>") == 1:
         score += 0.125
-        trailing = text.split("\n</answer>")[-1].rstrip("\n")
+        trailing = text.split("\n</answer>")[-1].strip()  # whitespace after the tag is not text
         score -= min(len(trailing) * 0.001, 0.5)
     return score
 
@@ -236,11 +238,15 @@ def load_custom_reward(spec: str) -> RewardFunc:
         raise ValueError(f"custom reward {spec!r}: {target} has no function {func_name}")
     params = inspect.signature(func).parameters
     if "completions" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise ValueError(f"custom reward {spec!r}: expected f(prompts, completions, **kwargs), got {func_name}{inspect.signature(func)}")
+        raise ValueError(
+            f"custom reward {spec!r}: expected f(prompts, completions, **kwargs), got {func_name}{inspect.signature(func)}"
+        )
     try:
         result = func(prompts=["What is 2 + 2?"] * 2, completions=list(_DRY_RUN), answer=["4", "4"])
     except Exception as exc:
-        raise ValueError(f"custom reward {spec!r}: failed on two sample completions: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(
+            f"custom reward {spec!r}: failed on two sample completions: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(result, (list, tuple)) or len(result) != 2:
         raise ValueError(f"custom reward {spec!r}: expected a list with one score per completion (2), got {result!r}")
     if not all(r is None or (isinstance(r, (int, float)) and not isinstance(r, bool)) for r in result):

@@ -67,7 +67,9 @@ def grpo_kwargs(config: RunConfig, output_dir: str, *, use_vllm: bool = False, b
     }
 
 
-def to_trl(config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, **overrides: Any) -> TrlArgs:
+def to_trl(
+    config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, **overrides: Any
+) -> TrlArgs:
     """Build the installed TRL's GRPOConfig and PEFT's LoraConfig from a RunConfig."""
     from peft import LoraConfig
     from trl import GRPOConfig

@@ -32,7 +32,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Metric, Run, RunStatus, Sample
 from trainer.config import RunConfig
-from trainer.launch import pid_alive, run_dir
+from trainer.launch import is_alive, process_start_time, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ class StopRequest:
         """True once a stop was asked for."""
         return self.event.is_set()
 
-    def install(self) -> None:
-        """Route SIGTERM and SIGINT here. A second SIGINT raises KeyboardInterrupt (stop now, not at the step end)."""
+    def install(self) -> dict:
+        """Route SIGTERM and SIGINT here; returns the previous handlers. A second SIGINT raises KeyboardInterrupt
+        (stop now, not at the step end)."""
 
         def handler(signum, _frame):
             if signum == signal.SIGINT and self.requested:
@@ -68,8 +69,7 @@ class StopRequest:
             log.warning("received %s: stopping at the next step boundary", signal.Signals(signum).name)
             self.event.set()
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 # --- batched database writes ----------------------------------------------------------------------------------------
@@ -284,13 +284,16 @@ def build_trainer(config: RunConfig, output_dir: Path, callbacks: list, log_line
     log_line(f"data: {config.dataset_name} ({len(dataset)} prompts, {config.prompts_per_step()} per step)")
     model, tokenizer = load_model(config, backend)  # Unsloth (when chosen) must load before trl is imported
 
+    import peft
+    import transformers
+    import trl
     from trl import GRPOTrainer
 
     from trainer.trl_args import to_trl, truncate_prompts
 
-    args = to_trl(
-        config, str(output_dir / CHECKPOINT_DIR), use_vllm=backend.use_vllm, bf16=backend.bf16, **overrides
-    )
+    log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
+
+    args = to_trl(config, str(output_dir / CHECKPOINT_DIR), use_vllm=backend.use_vllm, bf16=backend.bf16, **overrides)
     for note in args.notes:
         log_line(note)
     if args.prompt_truncation_needed:
@@ -318,16 +321,15 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         run = queries.get_run(session, run_id)
         if run is None:
             raise SystemExit(f"no run with id {run_id}")
-        if run.status == RunStatus.RUNNING.value and run.pid not in (None, os.getpid()) and pid_alive(run.pid):
+        if run.status == RunStatus.RUNNING.value and run.pid not in (None, os.getpid()) and is_alive(run):
             raise SystemExit(f"run {run_id} is already being trained by process {run.pid}")
         output_dir = Path(run.output_dir) if run.output_dir else run_dir(run_id)
         output_dir.mkdir(parents=True, exist_ok=True)
-        queries.mark_running(session, run, os.getpid(), str(output_dir))
+        queries.mark_running(session, run, os.getpid(), str(output_dir), process_start_time(os.getpid()))
         raw_config = dict(run.config)
 
     stop = stop or StopRequest()
-    if threading.current_thread() is threading.main_thread():
-        stop.install()
+    previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
     writer = DbWriter(run_id)
     status, error = RunStatus.FAILED, None
     try:
@@ -354,10 +356,14 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             run = queries.get_run(session, run_id)
             queries.finish_run(session, run, status, error)
             queries.add_log(session, run_id, f"run {status.value}", "ERROR" if status is RunStatus.FAILED else "INFO")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return status
 
 
-def _train(run_id: int, config: RunConfig, output_dir: Path, writer: DbWriter, stop: StopRequest, show_progress: bool) -> RunStatus:
+def _train(
+    run_id: int, config: RunConfig, output_dir: Path, writer: DbWriter, stop: StopRequest, show_progress: bool
+) -> RunStatus:
     def log_line(message: str) -> None:
         log.info(message)
         writer.log(message)

@@ -1,0 +1,149 @@
+"""Plotly figure builders for the monitor: pure functions, series in, figures out.
+
+A series is a list of ``(step, value, wall_time)`` points of one metric key of one run. Each chart names the keys it
+draws (or a prefix, for per-reward keys), and carries one sentence on what it means for GRPO (SPEC.md's five
+quantities), shown under it in the dashboard.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+Point = tuple[int, float, float]  # step, value, wall time
+Series = Mapping[str, Sequence[Point]]  # metric key -> points
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One monitor chart: the metric keys it draws (exact names, or prefixes ending in '/') and its explanation."""
+
+    name: str
+    title: str
+    keys: tuple[str, ...]
+    meaning: str
+    per_reward: bool = False
+
+
+CHARTS: tuple[Chart, ...] = (
+    Chart(
+        "reward",
+        "Reward (total and per function)",
+        ("reward",),
+        "Mean reward of the sampled completions, and each reward function's mean: what GRPO is pushing up.",
+        True,
+    ),
+    Chart(
+        "reward_std",
+        "Reward std and zero-std groups",
+        ("reward_std", "frac_reward_zero_std"),
+        "Group standard deviation normalises advantages; a group whose answers all score alike (std 0) teaches nothing.",
+    ),
+    Chart(
+        "kl",
+        "KL to the base model",
+        ("kl",),
+        "How far the policy has drifted from the base (beta × KL is the penalty); a fast climb hints at reward hacking.",
+    ),
+    Chart(
+        "clip_ratio",
+        "Clipped policy ratios",
+        ("clip_ratio/",),
+        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work.",
+    ),
+    Chart(
+        "length",
+        "Completion length",
+        ("completions/mean_length", "completions/max_length", "completions/clipped_ratio"),
+        "Tokens per completion; rising length with flat reward is length bias, a high clipped share means answers never finish.",
+    ),
+    Chart(
+        "entropy",
+        "Entropy",
+        ("entropy",),
+        "How spread the policy's token choices are; collapsing entropy means the group's answers stop differing.",
+    ),
+    Chart(
+        "loss",
+        "Loss",
+        ("loss",),
+        "The clipped surrogate plus the KL term; near zero on-policy by construction, so watch it for NaN rather than trend.",
+    ),
+    Chart(
+        "learning_rate", "Learning rate", ("learning_rate",), "The optimizer's step size after warm-up and schedule."
+    ),
+    Chart(
+        "grad_norm",
+        "Gradient norm",
+        ("grad_norm",),
+        "Size of the update before clipping at max_grad_norm; spikes or NaN mean unstable training.",
+    ),
+    Chart(
+        "step_time",
+        "Step time (s)",
+        ("step_time",),
+        "Seconds per training step: generating G completions per prompt dominates it.",
+    ),
+)
+
+
+def chart_keys(chart: Chart, available: Sequence[str]) -> list[str]:
+    """The metric keys among ``available`` that ``chart`` draws, in a stable order."""
+    keys = [k for k in chart.keys if not k.endswith("/") and k in available]
+    prefixes = [k for k in chart.keys if k.endswith("/")]
+    keys += sorted(k for k in available if any(k.startswith(p) for p in prefixes))
+    if chart.per_reward:
+        keys += sorted(k for k in available if k.startswith("rewards/") and k.endswith("/mean"))
+    return keys
+
+
+def smooth(values: Sequence[float], weight: float) -> list[float]:
+    """Exponential moving average (TensorBoard style, debiased); ``weight`` 0 returns the values unchanged.
+    Non-finite values pass through as they are and don't poison the average."""
+    if weight <= 0:
+        return list(values)
+    out, last, count = [], 0.0, 0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        count += 1
+        out.append(last / (1 - weight**count))
+    return out
+
+
+def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> go.Figure:
+    """The figure of one chart for one or more runs (``runs`` maps a run label to its series)."""
+    fig = go.Figure()
+    for label, series in runs.items():
+        for key in chart_keys(chart, list(series)):
+            points = series[key]
+            if not points:
+                continue
+            if x_axis == "time":
+                start = points[0][2]
+                xs = [(p[2] - start) / 60 for p in points]
+            else:
+                xs = [p[0] for p in points]
+            ys = smooth([p[1] for p in points], smoothing)
+            name = key if len(runs) == 1 else f"{label}: {key}"
+            fig.add_trace(
+                go.Scatter(x=xs, y=ys, mode="lines+markers" if len(points) < 50 else "lines", name=name, meta=key)
+            )
+    fig.update_layout(
+        title=chart.title,
+        height=300,
+        margin=dict(l=40, r=10, t=40, b=30),
+        xaxis_title="minutes" if x_axis == "time" else "step",
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def build_all(runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> list[go.Figure]:
+    """Every monitor chart, in :data:`CHARTS` order."""
+    return [build_figure(chart, runs, smoothing, x_axis) for chart in CHARTS]

@@ -1,0 +1,86 @@
+"""Health alerts: the failure signs of SPEC.md, read off a run's metric series. Pure functions, tested on rows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.charts import Series
+
+WINDOW = 10  # recent steps an alert looks at: long enough to ignore one noisy step, short enough to react
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A failure sign with what to try."""
+
+    name: str
+    message: str
+    hint: str
+
+
+def _values(series: Series, key: str) -> list[float]:
+    return [p[1] for p in series.get(key, ())]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def health_alerts(series: Series, max_completion_length: int | None = None) -> list[Alert]:
+    """Every failure sign the recent steps show (empty when healthy or too early to tell)."""
+    alerts: list[Alert] = []
+    for key in ("loss", "grad_norm"):
+        recent = _values(series, key)[-WINDOW:]
+        if any(not math.isfinite(v) for v in recent):
+            alerts.append(
+                Alert(
+                    f"{key}_nan",
+                    f"{key} is NaN or infinite",
+                    "lower the learning rate or max_grad_norm; check the reward functions for NaN",
+                )
+            )
+    zero = _values(series, "frac_reward_zero_std")[-WINDOW:]
+    if len(zero) >= 3 and _mean(zero) > 0.5:
+        alerts.append(
+            Alert(
+                "zero_std",
+                f"{_mean(zero):.0%} of groups have zero reward std: no learning signal",
+                "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size",
+            )
+        )
+    kl = _values(series, "kl")
+    if len(kl) >= 2 * WINDOW:
+        before, now = _mean(kl[-2 * WINDOW : -WINDOW]), _mean(kl[-WINDOW:])
+        if now > 0.5 and now > 3 * max(before, 1e-3):
+            alerts.append(
+                Alert(
+                    "kl_climb",
+                    f"KL climbing fast ({before:.3g} → {now:.3g})",
+                    "likely reward hacking or too high a learning rate: read the completions, raise beta or lower the learning rate",
+                )
+            )
+    clipped = _values(series, "completions/clipped_ratio")[-WINDOW:]
+    if len(clipped) >= 3 and _mean(clipped) > 0.3:
+        alerts.append(
+            Alert(
+                "length_limit",
+                f"{_mean(clipped):.0%} of completions hit the length limit",
+                "the answer never gets written: raise max_completion_length or reward shorter reasoning",
+            )
+        )
+    length, reward = _values(series, "completions/mean_length"), _values(series, "reward")
+    if len(length) >= 2 * WINDOW and len(reward) >= 2 * WINDOW:
+        grew = _mean(length[-WINDOW:]) / max(_mean(length[-2 * WINDOW : -WINDOW]), 1e-9)
+        reward_change = _mean(reward[-WINDOW:]) - _mean(reward[-2 * WINDOW : -WINDOW])
+        spread = max(abs(_mean(reward[-2 * WINDOW :])), 1e-9)
+        if grew > 1.2 and reward_change < 0.02 * spread:
+            alerts.append(
+                Alert(
+                    "length_bias",
+                    f"completions {grew - 1:.0%} longer while reward stays flat",
+                    "length bias: add length_penalty or use loss_type dr_grpo",
+                )
+            )
+    return alerts

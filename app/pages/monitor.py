@@ -1,0 +1,148 @@
+"""Monitor: live charts of a run (with optional overlays), progress and ETA, health alerts, the completions table
+by step, and the log tail. A gr.Timer polls; each poll reads only the metric steps that arrived since the last one
+(see app.monitor_state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from app.charts import CHARTS, build_all
+from app.health import health_alerts
+from app.monitor_state import RunCache, progress_text
+from app.pages.runs import run_choices
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.launch import log_tail
+
+POLL_SECONDS = 2.0
+
+
+# --- callbacks ------------------------------------------------------------------------------------------------------
+def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[int, RunCache]:
+    """Bring each selected run's cache up to date (reading only new steps); drops caches of unselected runs."""
+    caches = {rid: cache for rid, cache in (caches or {}).items() if rid in run_ids}
+    with get_sessionmaker().begin() as session:
+        for rid in run_ids:
+            caches.setdefault(rid, RunCache(rid)).poll(session)
+    return caches
+
+
+def health_markdown(series, max_completion_length: int | None) -> str:
+    """The alert banner: every failure sign with its hint, or nothing."""
+    alerts = health_alerts(series, max_completion_length)
+    if not alerts:
+        return ""
+    return "\n".join(f"⚠️ **{a.message}** — {a.hint}" for a in alerts)
+
+
+def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
+    """The sampled completions of one step: group, prompt, completion, each reward, total, advantage, and a mark on
+    the best and worst answer of each group."""
+    if run_id is None:
+        return []
+    with get_sessionmaker().begin() as session:
+        steps = queries.sample_steps(session, run_id)
+        if not steps:
+            return []
+        chosen = step if step in steps else steps[-1]
+        samples = queries.samples_at(session, run_id, chosen)
+    best, worst = {}, {}
+    for s in samples:
+        total = s.total_reward if s.total_reward is not None else float("-inf")
+        if s.group_index not in best or total > best[s.group_index][0]:
+            best[s.group_index] = (total, s.id)
+        if s.group_index not in worst or total < worst[s.group_index][0]:
+            worst[s.group_index] = (total, s.id)
+    rows = []
+    for s in samples:
+        mark = "▲ best" if best[s.group_index][1] == s.id else "▼ worst" if worst[s.group_index][1] == s.id else ""
+        scores = ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in s.rewards.items())
+        rows.append(
+            [
+                chosen,
+                s.group_index,
+                mark,
+                s.prompt,
+                s.completion,
+                s.reference_answer or "",
+                scores,
+                _round(s.total_reward),
+                _round(s.advantage),
+            ]
+        )
+    return rows
+
+
+def _round(value: float | None) -> float | str:
+    return "" if value is None else round(value, 3)
+
+
+def refresh(run_id, overlay, smoothing, x_axis, step, caches):
+    """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection."""
+    if run_id is None:
+        empty = [None] * len(CHARTS)
+        return ["Pick a run.", "", *empty, gr.update(), [], "", caches]
+    run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
+    caches = poll_runs(caches, run_ids)
+    with get_sessionmaker().begin() as session:
+        runs = {rid: queries.get_run(session, rid) for rid in run_ids}
+        steps = queries.sample_steps(session, int(run_id))
+        log_lines = queries.log_tail(session, int(run_id), 30)
+    main = runs[int(run_id)]
+    if main is None:
+        return [f"Run {run_id} no longer exists.", "", *[None] * len(CHARTS), gr.update(), [], "", caches]
+    labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
+    figures = build_all(labels, smoothing or 0.0, "time" if x_axis == "wall time" else "step")
+    header = progress_text(main)
+    if main.backend:
+        header += f"\n\nModel path: {main.backend}"
+    if main.error:
+        header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
+    banner = health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"))
+    first, last = (steps[0], steps[-1]) if steps else (0, 0)
+    # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
+    slider = gr.update(minimum=first, maximum=max(last, first + 1), value=step if step in steps else last)
+    log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
+    worker_log = log_tail(main, 15)
+    if worker_log:
+        log_text += "\n--- worker output ---\n" + worker_log
+    return [header, banner, *figures, slider, completions_table(int(run_id), step), log_text, caches]
+
+
+# --- layout ---------------------------------------------------------------------------------------------------------
+def build() -> tuple[gr.Dropdown, gr.Timer]:
+    """Lay out the Monitor page; returns the run picker (refreshed by the server) and the poll timer."""
+    caches = gr.State({})
+    with gr.Row():
+        run = gr.Dropdown(choices=run_choices(), label="Run", elem_id="monitor-run", scale=2)
+        overlay = gr.Dropdown(choices=run_choices(), label="Overlay runs", multiselect=True, scale=2)
+        smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing")
+        x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
+    header = gr.Markdown(elem_id="monitor-progress")
+    banner = gr.Markdown(elem_id="monitor-health")
+    plots = []
+    for i in range(0, len(CHARTS), 2):
+        with gr.Row():
+            for chart in CHARTS[i : i + 2]:
+                with gr.Column():
+                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False))
+                    gr.Markdown(f"<small>{chart.meaning}</small>")
+    gr.Markdown("### Completions")
+    step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="monitor-step")
+    table = gr.Dataframe(
+        headers=["step", "group", "", "prompt", "completion", "reference", "rewards", "total", "advantage"],
+        interactive=False,
+        wrap=True,
+        elem_id="completions-table",
+    )
+    log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
+    timer = gr.Timer(POLL_SECONDS)
+    inputs = [run, overlay, smoothing, x_axis, step, caches]
+    outputs = [header, banner, *plots, step, table, log, caches]
+    timer.tick(refresh, inputs, outputs, show_progress="hidden")
+    for control in (run, overlay, smoothing, x_axis):
+        control.change(refresh, inputs, outputs, show_progress="hidden")
+    step.release(lambda r, s: completions_table(r, s), [run, step], table)
+    return run, overlay, timer

@@ -1,0 +1,158 @@
+"""Runs: the table of all runs and the actions on one (stop, resume, clone into the form, delete, download)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import gradio as gr
+
+from storage import queries
+from storage.db import get_sessionmaker
+from storage.models import Run, RunStatus
+from trainer.config import RunConfig
+from trainer.launch import LIVE, is_alive, stop_worker
+
+COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "duration", "model", "data set"]
+
+
+# --- callbacks ------------------------------------------------------------------------------------------------------
+def run_rows() -> list[list]:
+    """One table row per run, newest first."""
+    with get_sessionmaker().begin() as session:
+        return [_row(session, run) for run in queries.list_runs(session)]
+
+
+def _row(session, run: Run) -> list:
+    reward = queries.last_metric(session, run.id, "reward")
+    kl = queries.last_metric(session, run.id, "kl")
+    return [
+        run.id,
+        run.name,
+        run.status,
+        f"{run.current_step}/{run.total_steps}",
+        "" if reward is None else round(reward, 3),
+        "" if kl is None else round(kl, 4),
+        _duration(run),
+        run.config.get("model_name_or_path", ""),
+        run.config.get("dataset_name", ""),
+    ]
+
+
+def _duration(run: Run) -> str:
+    if run.started_at is None:
+        return ""
+    start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=timezone.utc)
+    end = run.finished_at or datetime.now(timezone.utc)
+    end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+    seconds = int((end - start).total_seconds())
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def run_choices() -> list[tuple[str, int]]:
+    """(label, id) pairs for run pickers, newest first."""
+    with get_sessionmaker().begin() as session:
+        return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in queries.list_runs(session)]
+
+
+def _get(session, run_id) -> Run:
+    if run_id in (None, ""):
+        raise gr.Error("pick a run first")
+    run = queries.get_run(session, int(run_id))
+    if run is None:
+        raise gr.Error(f"no run with id {run_id}")
+    return run
+
+
+def stop_run(run_id) -> str:
+    """Ask a live run to stop at its next step (a waiting run is simply marked stopped)."""
+    with get_sessionmaker().begin() as session:
+        run = _get(session, run_id)
+        if RunStatus(run.status) not in LIVE:
+            raise gr.Error(f"run {run.id} is {run.status}: nothing to stop")
+        sent = stop_worker(session, run)
+    return f"Run {run_id}: " + (
+        "stop requested; it ends at the next step boundary." if sent else "stopped before it started."
+    )
+
+
+def resume_run(run_id) -> str:
+    """Queue a stopped or failed run again; the worker continues from its latest checkpoint."""
+    with get_sessionmaker().begin() as session:
+        run = _get(session, run_id)
+        if run.status not in ("stopped", "failed"):
+            raise gr.Error(f"run {run.id} is {run.status}: only stopped or failed runs resume")
+        if is_alive(run):
+            raise gr.Error(f"run {run.id}'s worker is still shutting down; try again in a few seconds")
+        run.status, run.pid, run.error, run.finished_at = RunStatus.QUEUED.value, None, None, None
+        queries.add_log(session, run.id, "resume requested")
+    return f"Run {run_id} queued to resume from its latest checkpoint."
+
+
+def clone_config(run_id) -> RunConfig:
+    """The config of a run, renamed as a copy, for the New run form."""
+    with get_sessionmaker().begin() as session:
+        run = _get(session, run_id)
+        config, _ = RunConfig.from_dict(run.config)
+    config.name = f"{config.name}-copy"
+    return config
+
+
+def delete_run(run_id, confirmed: bool) -> str:
+    """Delete a finished run with its rows and files, after confirmation."""
+    if not confirmed:
+        raise gr.Error("tick 'yes, delete it' to confirm: the run's metrics, samples and files are removed")
+    with get_sessionmaker().begin() as session:
+        run = _get(session, run_id)
+        if RunStatus(run.status) in LIVE:
+            raise gr.Error(f"run {run.id} is {run.status}: stop it before deleting it")
+        output_dir = run.output_dir
+        queries.delete_run(session, run.id)
+    if output_dir:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return f"Run {run_id} deleted."
+
+
+def adapter_zip(run_id) -> str:
+    """A zip of the run's saved LoRA adapter, for download."""
+    with get_sessionmaker().begin() as session:
+        run = _get(session, run_id)
+        adapter = Path(run.output_dir or "") / "adapter"
+    if not (adapter / "adapter_config.json").is_file():
+        raise gr.Error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
+    base = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"run-{run_id}-adapter"
+    return shutil.make_archive(str(base), "zip", adapter)
+
+
+# --- layout ---------------------------------------------------------------------------------------------------------
+def build(form_widgets: list, form_status, config_values) -> gr.Dataframe:
+    """Lay out the Runs page; returns its table so the server's timer can refresh it."""
+    table = gr.Dataframe(headers=COLUMNS, value=run_rows, interactive=False, elem_id="runs-table", wrap=True)
+    with gr.Row():
+        run_id = gr.Number(label="Run id", precision=0, elem_id="runs-run-id", scale=1)
+        stop = gr.Button("Stop", elem_id="runs-stop")
+        resume = gr.Button("Resume", elem_id="runs-resume")
+        clone = gr.Button("Clone into the form", elem_id="runs-clone")
+        download = gr.Button("Download adapter", elem_id="runs-download")
+    with gr.Row():
+        confirm = gr.Checkbox(label="yes, delete it", elem_id="runs-confirm")
+        delete = gr.Button("Delete run and files", variant="stop", elem_id="runs-delete")
+    message = gr.Markdown(elem_id="runs-message")
+    archive = gr.File(label="Adapter", interactive=False)
+
+    def select(evt: gr.SelectData):
+        return evt.row_value[0] if evt.row_value else None
+
+    table.select(select, None, run_id)
+    stop.click(stop_run, run_id, message).then(run_rows, None, table)
+    resume.click(resume_run, run_id, message).then(run_rows, None, table)
+    delete.click(delete_run, [run_id, confirm], message).then(run_rows, None, table)
+    download.click(adapter_zip, run_id, archive)
+    clone.click(
+        lambda r: config_values(clone_config(r)) + [f"Cloned run {r} into the New run form."],
+        run_id,
+        [*form_widgets, form_status],
+    )
+    return table

@@ -1,0 +1,122 @@
+"""The dashboard server: the Gradio app, the queue scheduler, and ``grpo-studio serve``.
+
+The server process stays light: it imports Gradio, Plotly and SQLAlchemy, never torch (a later panel that needs a
+model imports it on first use). Training happens in worker processes the scheduler starts; the UI reads what they
+write to the database. Runs keep training when the browser or this process closes; on start the scheduler
+reconciles statuses (runs whose worker died become failed) and simply goes on watching live workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import gradio as gr
+
+from app.pages import monitor, new_run, runs
+from storage.db import get_sessionmaker
+from trainer.launch import schedule
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_SECONDS = 2.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_app(allow_custom_rewards: bool = False) -> gr.Blocks:
+    """The whole dashboard as a gr.Blocks (not launched)."""
+    with gr.Blocks(title="grpo-studio") as demo:
+        gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
+        with gr.Tabs():
+            with gr.Tab("New run", id="new"):
+                new_run.build(allow_custom_rewards)
+            with gr.Tab("Runs", id="runs"):
+                table = runs.build(_form_widgets(demo), _form_status(demo), new_run.config_values)
+            with gr.Tab("Monitor", id="monitor"):
+                run_picker, overlay, _ = monitor.build()
+        ticker = gr.Timer(3.0)
+
+        def refresh_lists():
+            choices = runs.run_choices()
+            return runs.run_rows(), gr.update(choices=choices), gr.update(choices=choices)
+
+        ticker.tick(refresh_lists, None, [table, run_picker, overlay], show_progress="hidden")
+    return demo
+
+
+def _form_widgets(demo: gr.Blocks) -> list:
+    return [demo.blocks[i] for i in _find(demo, lambda b: (b.elem_id or "").startswith("field-"))]
+
+
+def _form_status(demo: gr.Blocks):
+    (index,) = _find(demo, lambda b: b.elem_id == "new-run-status")
+    return demo.blocks[index]
+
+
+def _find(demo: gr.Blocks, predicate) -> list[int]:
+    return [i for i, b in demo.blocks.items() if predicate(b)]
+
+
+class Scheduler(threading.Thread):
+    """Starts queued runs in order while fewer than ``max_concurrent`` train (one per GPU by default)."""
+
+    def __init__(self, max_concurrent: int = 1, interval: float = SCHEDULE_SECONDS) -> None:
+        super().__init__(name="grpo-studio-scheduler", daemon=True)
+        self.max_concurrent = max_concurrent
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                with get_sessionmaker().begin() as session:
+                    for run_id in schedule(session, self.max_concurrent):
+                        log.info("started run %d", run_id)
+            except Exception:  # a locked database or a failed start must not kill the scheduler
+                log.exception("scheduling failed")
+            self.stopped.wait(self.interval)
+
+
+def parse_auth(value: str | None) -> tuple[str, str] | None:
+    """ "user:password" → (user, password); None for no auth. Raises ValueError for a malformed value."""
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("auth must look like user:password")
+    return user, password
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    auth: str | None = None,
+    allow_custom_rewards: bool = False,
+    max_concurrent: int = 1,
+) -> None:
+    """Start the scheduler and the dashboard; blocks until interrupted."""
+    credentials = parse_auth(auth or os.environ.get("GRPO_STUDIO_AUTH"))
+    if host not in LOOPBACK and credentials is None:
+        banner = "!" * 100
+        log.warning(
+            "\n%s\nWARNING: grpo-studio listens on %s without authentication: anyone who can reach this "
+            "port can start training runs.\nSet --auth user:password or GRPO_STUDIO_AUTH.\n%s",
+            banner,
+            host,
+            banner,
+        )
+    scheduler = Scheduler(max_concurrent)
+    scheduler.start()
+    demo = build_app(allow_custom_rewards)
+    started = time.perf_counter()
+    demo.queue(default_concurrency_limit=8).launch(
+        server_name=host,
+        server_port=port,
+        auth=credentials,
+        show_error=True,
+        prevent_thread_lock=False,
+        quiet=False,
+    )
+    log.info("dashboard stopped after %.0f s", time.perf_counter() - started)

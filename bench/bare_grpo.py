@@ -1,0 +1,46 @@
+"""A bare TRL GRPOTrainer script: the baseline of bench/overhead.py.
+
+Same model, data, rewards and settings as a grpo-studio run of the same config, with none of grpo-studio's
+per-step work (no database callback, no sample table). Prints TRL's ``train_runtime`` and step count as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main(config_path: str, output_dir: str) -> None:
+    """Train the config at ``config_path`` with a plain GRPOTrainer and print its runtime."""
+    from trl import GRPOTrainer
+
+    from trainer.backend import load_model, select_backend
+    from trainer.config import RunConfig
+    from trainer.data import build_dataset
+    from trainer.rewards import REWARDS
+    from trainer.trl_args import to_trl, truncate_prompts
+
+    config, _ = RunConfig.load(config_path)
+    backend = select_backend(config)
+    model, tokenizer = load_model(config, backend)
+    dataset = build_dataset(config)
+    args = to_trl(config, output_dir, use_vllm=backend.use_vllm, bf16=backend.bf16, save_strategy="no")
+    if args.prompt_truncation_needed:
+        dataset, _ = truncate_prompts(dataset, tokenizer, config.max_prompt_length)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[REWARDS[name] for name in config.reward_funcs],
+        args=args.grpo,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=args.lora,
+    )
+    result = trainer.train()
+    print(json.dumps({"train_runtime": result.metrics["train_runtime"], "steps": trainer.state.global_step}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,66 @@
+"""Helpers shared by the tests (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+
+def tiny_config(**overrides):
+    """A RunConfig for a few fast CPU steps of the built-in model on builtin:arithmetic."""
+    from trainer.config import RunConfig
+
+    values = dict(
+        name="test-run",
+        model_name_or_path="builtin:tiny",
+        dataset_name="builtin:arithmetic",
+        reward_funcs=["correctness", "strict_format", "xmlcount"],
+        num_generations=4,  # the smallest group that still gives a usable std
+        per_device_train_batch_size=8,  # 2 prompts x 4 completions: one step stays well under a second
+        learning_rate=1e-3,
+        max_steps=4,
+        warmup_ratio=0.0,
+        max_grad_norm=1.0,
+        max_prompt_length=128,
+        max_completion_length=32,  # a worked answer is ~20 tokens
+        lora_r=8,
+        lora_alpha=16,
+        load_in_4bit=False,
+        use_vllm=False,
+        gradient_checkpointing=False,
+        max_seq_length=256,
+        save_steps=2,
+        seed=7,
+    )
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+def create_run(config) -> int:
+    """Insert a queued run for ``config`` and return its id."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as session:
+        return queries.create_run(session, config.name, config.to_dict(), config.max_steps).id
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def run_row(run_id: int):
+    """A fresh read of the run row."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as session:
+        return queries.get_run(session, run_id)

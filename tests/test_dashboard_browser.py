@@ -1,0 +1,174 @@
+"""The dashboard in a real browser: Debian's headless Chromium, driven by Playwright, against `grpo-studio serve`.
+
+One journey, in order: pick the tiny offline preset, launch, watch the run go running → completed while the reward
+chart gains points, read the completions table, launch two more runs and see the second wait as queued behind the
+first, stop one, and save a screenshot of the monitor page to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+from .helpers import run_row, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (see .ci/run)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path):
+    """A real `grpo-studio serve` process on a free port, sharing the session's data dir."""
+    port = _free_port()
+    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "serve.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+
+    def up():
+        try:
+            return urllib.request.urlopen(url, timeout=2).status == 200
+        except OSError:
+            return False
+
+    wait_for(up, 60, "the dashboard to answer")
+    yield url, process
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.set_default_timeout(30_000)
+        page.goto(server[0])
+        page.wait_for_selector("#launch")
+        yield page
+        browser.close()
+
+
+def _set(page, field: str, value) -> None:
+    box = page.locator(f"#field-{field} input, #field-{field} textarea").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def _launch(page, name: str) -> int:
+    _set(page, "name", name)
+    page.click("#launch")
+    status = page.locator("#new-run-status")
+    status.filter(has_text=f"({name})").wait_for()
+    return int(re.search(r"Run (\d+)", status.inner_text()).group(1))
+
+
+def _pick_run(page, run_id: int) -> None:
+    box = page.locator("#monitor-run input")
+    box.click()
+    page.locator("ul.options li", has_text=re.compile(rf"^\s*{run_id}: ")).first.click()
+
+
+def _points(page, chart: str) -> int:
+    return page.locator(f"#chart-{chart} .scatterlayer .point").count()
+
+
+def test_dashboard_journey(page, server):
+    # 1. the tiny offline preset, launched
+    page.locator("#preset input").click()
+    page.locator("ul.options li", has_text="Tiny offline demo").click()
+    page.click("#load-preset")
+    wait_for(lambda: page.locator("#field-model_name_or_path input").input_value() == "builtin:tiny", 10, "the preset")
+    _set(page, "max_steps", 40)
+    first = _launch(page, "browser-first")
+
+    # 2. running → completed, with the reward chart gaining points while it runs
+    page.get_by_role("tab", name="Monitor").click()
+    wait_for(lambda: page.locator("#monitor-run input").count() > 0, 10, "the monitor")
+    time.sleep(3.5)  # the run picker's choices refresh every 3 s
+    _pick_run(page, first)
+    progress = page.locator("#monitor-progress")
+    wait_for(lambda: "running" in progress.inner_text() and _points(page, "reward") > 0, 120, "live reward points")
+    seen_running = _points(page, "reward")
+    wait_for(lambda: "completed" in progress.inner_text(), 180, "the run to complete")
+    wait_for(lambda: _points(page, "reward") > seen_running, 10, "more reward points")
+    assert run_row(first).status == "completed"
+    assert "step 40 of 40" in progress.inner_text()
+
+    # 3. the completions table has rows with scores
+    table = page.locator("#completions-table")
+    wait_for(lambda: table.locator("tbody tr").count() >= 8, 20, "completion rows")
+    assert "correctness=" in table.inner_text() and "What is" in table.inner_text()
+
+    # 4. two more runs: the second waits, queued, behind the first
+    page.get_by_role("tab", name="New run").click()
+    _set(page, "max_steps", 400)
+    second = _launch(page, "browser-second")
+    third = _launch(page, "browser-third")
+    wait_for(lambda: run_row(second).status == "running", 60, "the second run to start")
+    assert run_row(third).status == "queued" and run_row(third).pid is None
+    page.get_by_role("tab", name="Runs").click()
+    runs_table = page.locator("#runs-table")
+    wait_for(lambda: re.search(rf"{third}\s+browser-third\s+queued", runs_table.inner_text()), 15, "the queued row")
+
+    # 5. stop the running one; the queued one then takes the slot
+    page.locator("#runs-run-id input").fill(str(second))
+    page.click("#runs-stop")
+    page.locator("#runs-message").filter(has_text="stop requested").wait_for()
+    wait_for(lambda: run_row(second).status == "stopped", 60, "the second run to stop")
+    wait_for(lambda: run_row(third).status == "running", 60, "the third run to take the slot")
+    page.locator("#runs-run-id input").fill(str(third))
+    page.click("#runs-stop")
+    wait_for(lambda: run_row(third).status == "stopped", 60, "the third run to stop")
+
+    # 6. a screenshot of the monitor page, as an artifact
+    page.get_by_role("tab", name="Monitor").click()
+    _pick_run(page, first)
+    wait_for(lambda: _points(page, "reward") >= 40, 20, "the finished run's chart")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "monitor.png"), full_page=True)
+    assert (ARTIFACTS / "monitor.png").stat().st_size > 10_000
+
+
+def test_dashboard_process_has_not_imported_torch(server):
+    """The UI process stays light: no torch shared library is mapped into it after startup and a session."""
+    _, process = server
+    maps = Path(f"/proc/{process.pid}/maps").read_text()
+    assert "libtorch" not in maps and "torch/_C" not in maps

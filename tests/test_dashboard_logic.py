@@ -1,0 +1,193 @@
+"""The dashboard's logic without a browser: form generation, validation on launch, figure builders, health alerts,
+incremental polling, queue scheduling, and the server's settings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
+from app.form import config_from_form, form_fields, grouped_fields, presets
+from app.health import health_alerts
+from app.monitor_state import RunCache, progress_text
+from app.server import parse_auth
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.config import RunConfig
+
+from .helpers import create_run, tiny_config
+
+
+def series(**keys):
+    """{key: [(step, value, wall)]} from {key: [values]}, steps from 1."""
+    return {k: [(i + 1, float(v), 100.0 + i) for i, v in enumerate(vals)] for k, vals in keys.items()}
+
+
+# --- the form -------------------------------------------------------------------------------------------------------
+def test_every_config_field_gets_a_widget_with_its_help_and_range():
+    specs = {s.name: s for s in form_fields()}
+    assert set(specs) == {f.name for f in RunConfig.field_specs()}
+    assert specs["num_generations"].kind == "int" and "(2 to 256)" in specs["num_generations"].help
+    assert specs["loss_type"].kind == "choice" and specs["reward_funcs"].kind == "rewards"
+    assert specs["use_vllm"].advanced and not specs["beta"].advanced
+
+
+def test_sections_keep_advanced_fields_last():
+    sections = grouped_fields()
+    assert [g for g, _ in sections][-1] == "advanced"
+    assert "seed" in [s.name for s in sections[-1][1]] and "scale_rewards" in [s.name for s in sections[-1][1]]
+
+
+def test_form_values_become_a_config_and_every_problem_is_listed():
+    names = ["name", "num_generations", "beta", "lora_target_modules", "reward_funcs"]
+    config, problems = config_from_form(names, ["x", 4, 0.02, "q_proj, v_proj", ["correctness"]])
+    assert problems == [] and config.lora_target_modules == ["q_proj", "v_proj"] and config.num_generations == 4
+    _, problems = config_from_form(names, ["", 3, -1, "", []])
+    assert len(problems) == 5, problems
+
+
+def test_presets_are_valid_and_the_tiny_one_is_offline():
+    all_presets = presets()
+    assert len(all_presets) == 4
+    for name, config in all_presets.items():
+        assert config.validate() == [], name
+    tiny = all_presets["Tiny offline demo (CPU)"]
+    assert (tiny.model_name_or_path, tiny.dataset_name, tiny.use_vllm) == ("builtin:tiny", "builtin:arithmetic", False)
+
+
+def test_launch_with_problems_starts_nothing():
+    from app.pages import new_run
+
+    with get_sessionmaker().begin() as s:
+        before = len(queries.list_runs(s))
+    values = new_run.config_values(RunConfig(num_generations=3, beta=-1.0))
+    message = new_run.launch(False, *values)
+    assert message.startswith("❌ **2 problems:**") and "group size 3" in message and "beta -1" in message
+    with get_sessionmaker().begin() as s:
+        assert len(queries.list_runs(s)) == before
+
+
+def test_custom_rewards_need_the_server_flag(tmp_path):
+    from app.pages import new_run
+
+    values = new_run.config_values(tiny_config(reward_funcs=["mine.py:f"]))
+    assert "--allow-custom-rewards" in new_run.check(False, *values)
+
+
+# --- charts ---------------------------------------------------------------------------------------------------------
+def test_reward_chart_draws_total_and_each_reward_mean():
+    data = series(reward=[1, 2], **{"rewards/correctness/mean": [0, 2], "rewards/int/mean": [0.5, 0.5], "kl": [0, 0.1]})
+    fig = build_figure(CHARTS[0], {"run": data})
+    assert [t.name for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
+    assert list(fig.data[0].x) == [1, 2] and list(fig.data[0].y) == [1.0, 2.0]
+
+
+def test_overlay_prefixes_run_labels_and_time_axis_is_minutes():
+    a, b = series(kl=[0.1, 0.2]), series(kl=[0.3])
+    fig = build_figure(next(c for c in CHARTS if c.name == "kl"), {"1: a": a, "2: b": b}, x_axis="time")
+    assert [t.name for t in fig.data] == ["1: a: kl", "2: b: kl"]
+    assert list(fig.data[0].x) == [0.0, pytest.approx(1 / 60)]
+
+
+def test_clip_chart_takes_every_clip_key():
+    keys = chart_keys(
+        next(c for c in CHARTS if c.name == "clip_ratio"), ["clip_ratio/low_mean", "clip_ratio/high_max", "kl"]
+    )
+    assert keys == ["clip_ratio/high_max", "clip_ratio/low_mean"]
+
+
+def test_smoothing_is_a_debiased_ema_that_skips_nan():
+    assert smooth([1.0, 2.0], 0.0) == [1.0, 2.0]
+    out = smooth([2.0, math.nan, 2.0], 0.9)
+    assert out[0] == pytest.approx(2.0) and math.isnan(out[1]) and out[2] == pytest.approx(2.0)
+
+
+def test_all_charts_build_from_an_empty_run():
+    figures = build_all({"run": {}})
+    assert len(figures) == len(CHARTS) and all(len(f.data) == 0 for f in figures)
+
+
+# --- health ---------------------------------------------------------------------------------------------------------
+def test_healthy_run_has_no_alerts():
+    assert health_alerts(series(frac_reward_zero_std=[0.1] * 20, kl=[0.01] * 20, loss=[0.0] * 20)) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "name"),
+    [
+        (series(frac_reward_zero_std=[0.9] * 5), "zero_std"),
+        (series(kl=[0.05] * 10 + [1.0] * 10), "kl_climb"),
+        (series(**{"completions/clipped_ratio": [0.6] * 5}), "length_limit"),
+        (series(**{"completions/mean_length": [100] * 10 + [150] * 10}, reward=[1.0] * 20), "length_bias"),
+        (series(loss=[0.1, math.nan]), "loss_nan"),
+    ],
+)
+def test_each_failure_sign_raises_its_alert(data, name):
+    assert [a.name for a in health_alerts(data)] == [name]
+
+
+# --- polling --------------------------------------------------------------------------------------------------------
+def test_poll_reads_only_new_steps():
+    run_id = create_run(tiny_config(name="poll"))
+    cache = RunCache(run_id)
+    with get_sessionmaker().begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 1, {"reward": 1.0, "kl": 0.0}, 1.0))
+    with get_sessionmaker().begin() as s:
+        assert cache.poll(s) == 2
+        assert cache.poll(s) == 0  # nothing new, nothing read twice
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 2, {"reward": 2.0}, 2.0))
+    with get_sessionmaker().begin() as s:
+        assert cache.poll(s) == 1
+    assert cache.series["reward"] == [(1, 1.0, 1.0), (2, 2.0, 2.0)] and cache.last_step == 2
+
+
+def test_progress_text_gives_an_eta():
+    from datetime import datetime, timedelta, timezone
+
+    from storage.models import Run
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    run = Run(id=1, name="r", status="running", current_step=10, total_steps=40, started_at=now - timedelta(seconds=60))
+    assert progress_text(run, now) == "**r** (run 1) — running — step 10 of 40 · 1m00s elapsed · ETA 3m00s"
+
+
+# --- queue ----------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def fresh_db(tmp_path, monkeypatch):
+    """A database of its own for tests that count queued runs."""
+    from storage.db import reset_engine
+
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
+    reset_engine()
+    yield
+    monkeypatch.undo()
+    reset_engine()
+
+
+def test_schedule_starts_queued_runs_in_order_within_the_limit(fresh_db, monkeypatch):
+    from trainer import launch
+
+    alive: set[int] = set()
+
+    def fake_start(session, run):  # a worker that stays alive until the test "ends" it
+        run.pid = 1000 + run.id
+        alive.add(run.id)
+
+    monkeypatch.setattr(launch, "start_worker", fake_start)
+    monkeypatch.setattr(launch, "is_alive", lambda run: run.id in alive)
+    ids = [create_run(tiny_config(name=f"q{i}")) for i in range(3)]
+    with get_sessionmaker().begin() as s:
+        assert launch.schedule(s, max_concurrent=1) == [ids[0]]
+    with get_sessionmaker().begin() as s:
+        assert launch.schedule(s, max_concurrent=1) == []  # the slot is taken: the others wait
+        queries.finish_run(s, queries.get_run(s, ids[0]), queries.RunStatus.COMPLETED)
+    alive.discard(ids[0])
+    with get_sessionmaker().begin() as s:
+        assert launch.schedule(s, max_concurrent=2) == [ids[1], ids[2]]  # in order, as slots allow
+
+
+def test_parse_auth():
+    assert parse_auth("ann:secret") == ("ann", "secret") and parse_auth(None) is None
+    with pytest.raises(ValueError):
+        parse_auth("nopassword")

@@ -1,0 +1,73 @@
+"""Data sets: the built-in arithmetic task, GSM8K answer parsing, local files with column mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.data import (
+    DataError,
+    arithmetic_problems,
+    arithmetic_solution,
+    build_dataset,
+    gsm8k_reference,
+    make_prompt,
+)
+
+
+def test_arithmetic_splits_are_fixed_and_disjoint():
+    train, test = arithmetic_problems("train"), arithmetic_problems("test")
+    assert len(test) == 200 and len(train) > 1000
+    assert not {p.question for p in train} & {p.question for p in test}
+    assert arithmetic_problems("test") == test  # same seed, same order
+
+
+def test_arithmetic_answers_are_right():
+    for p in arithmetic_problems("test"):
+        a, op, b = p.question.removeprefix("What is ").removesuffix("?").split()
+        assert int(p.answer) == (int(a) + int(b) if op == "+" else int(a) - int(b))
+
+
+def test_worked_solution_is_in_the_reference_format():
+    p = arithmetic_problems("train")[0]
+    expression = p.question.removeprefix("What is ").removesuffix("?")
+    assert (
+        arithmetic_solution(p)
+        == f"<reasoning>\n{expression} = {p.answer}\n</reasoning>\n<answer>\n{p.answer}\n</answer>"
+    )
+
+
+def test_gsm8k_reference_is_after_the_marker_without_commas():
+    assert gsm8k_reference("She pays 3 * 400 = <<3*400=1200>>1200.\n#### 1,200") == "1200"
+
+
+def test_prompts_are_chat_messages_system_then_question():
+    config = RunConfig(dataset_name="builtin:arithmetic", max_train_samples=5)
+    ds = build_dataset(config)
+    assert len(ds) == 5 and set(ds.column_names) == {"prompt", "question", "answer"}
+    assert ds[0]["prompt"] == make_prompt(ds[0]["question"], config.system_prompt)
+    assert [m["role"] for m in ds[0]["prompt"]] == ["system", "user"]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_local_file_with_column_mapping(tmp_path, suffix):
+    import pandas as pd
+
+    frame = pd.DataFrame({"q": ["What is 1 + 1?", "What is 2 + 5?"], "ref": ["2", "7"], "other": [1, 2]})
+    path = tmp_path / f"data{suffix}"
+    {
+        ".jsonl": lambda: frame.to_json(path, orient="records", lines=True),
+        ".csv": lambda: frame.to_csv(path, index=False),
+        ".parquet": lambda: frame.to_parquet(path),
+    }[suffix]()
+    ds = build_dataset(RunConfig(dataset_name=str(path), question_column="q", answer_column="ref"))
+    assert ds["question"] == ["What is 1 + 1?", "What is 2 + 5?"] and ds["answer"] == ["2", "7"]
+
+
+def test_missing_column_names_the_columns_there_are(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"problem": "x", "solution": "1"}) + "\n")
+    with pytest.raises(DataError, match="has no column 'question'.*its columns are problem, solution"):
+        build_dataset(RunConfig(dataset_name=str(path)))

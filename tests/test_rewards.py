@@ -1,0 +1,153 @@
+"""The reference rewards on literal strings, each seed defect fixed, chat and plain completions alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.rewards import (
+    REWARDS,
+    correctness_reward,
+    extract_answer,
+    int_reward,
+    load_custom_reward,
+    normalize_answer,
+    soft_format_reward,
+    strict_format_reward,
+    xmlcount_reward,
+)
+
+GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
+
+
+def chat(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": text}]
+
+
+def score(func, texts, **kwargs):
+    return func(prompts=[None] * len(texts), completions=texts, **kwargs)
+
+
+def test_registry_names():
+    assert {
+        "correctness",
+        "int",
+        "strict_format",
+        "soft_format",
+        "xmlcount",
+        "math_correctness",
+        "length_penalty",
+    } <= set(REWARDS)
+
+
+def test_perfect_answer_scores_the_reference_values():
+    assert score(correctness_reward, [GOOD], answer=["7"]) == [2.0]
+    assert score(int_reward, [GOOD]) == [0.5]
+    assert score(strict_format_reward, [GOOD]) == [0.5]
+    assert score(soft_format_reward, [GOOD]) == [0.5]
+    assert score(xmlcount_reward, [GOOD]) == [0.5]
+
+
+def test_chat_completions_score_like_plain_strings():
+    for func in (int_reward, strict_format_reward, soft_format_reward, xmlcount_reward):
+        assert score(func, [chat(GOOD)]) == score(func, [GOOD])
+    assert score(correctness_reward, [chat(GOOD)], answer=["7"]) == [2.0]
+
+
+@pytest.mark.parametrize("got", ["1,000", "$1000", "1000.0", " 1000 ", "1000."])
+def test_equivalent_number_forms_are_correct(got):
+    assert score(correctness_reward, [f"<answer>{got}</answer>"], answer=["1000"]) == [2.0]
+
+
+def test_no_answer_tag_has_no_answer():
+    assert extract_answer("7") is None
+    assert score(correctness_reward, ["7"], answer=["7"]) == [0.0]
+    assert score(int_reward, ["7"]) == [0.0]
+
+
+def test_missing_reference_is_not_applicable():
+    assert score(correctness_reward, [GOOD], answer=[None]) == [None]
+    assert score(correctness_reward, [GOOD]) == [None]
+
+
+def test_int_accepts_negatives_and_rejects_unicode_digits_and_decimals():
+    assert score(
+        int_reward, ["<answer>-3</answer>", "<answer>²</answer>", "<answer>2.5</answer>", "<answer>١٢</answer>"]
+    ) == [0.5, 0.0, 0.0, 0.0]
+
+
+def test_soft_format_matches_multiline_reasoning():
+    text = "<reasoning>line one\nline two</reasoning>  <answer>4</answer>"
+    assert score(soft_format_reward, [text]) == [0.5]
+    assert score(strict_format_reward, [text]) == [0.0]
+
+
+def test_strict_format_tolerates_a_stripped_final_newline():
+    assert score(strict_format_reward, [GOOD.rstrip("\n")]) == [0.5]
+    assert score(strict_format_reward, [GOOD + "extra"]) == [0.0]
+
+
+def test_repeated_tags_use_the_last_answer_and_lose_xmlcount():
+    text = "<reasoning>\nx\n</reasoning>\n<answer>\n1\n</answer>\n<answer>\n2\n</answer>"
+    assert extract_answer(text) == "2"
+    assert score(xmlcount_reward, [text]) == [0.25]
+
+
+def test_xmlcount_penalises_trailing_text_with_a_cap():
+    assert score(xmlcount_reward, [GOOD.rstrip("\n") + "\n" + "x" * 100]) == [pytest.approx(0.4)]
+    huge = GOOD.rstrip("\n") + "\n" + "x" * 100_000
+    assert score(xmlcount_reward, [huge]) == [0.0]
+
+
+def test_empty_completion_scores_zero_everywhere():
+    for func in (int_reward, strict_format_reward, soft_format_reward, xmlcount_reward):
+        assert score(func, [""]) == [0.0]
+    assert score(correctness_reward, [""], answer=["1"]) == [0.0]
+
+
+def test_normalize_answer():
+    assert (
+        normalize_answer("-0.50") == "-0.5"
+        and normalize_answer("$18") == "18"
+        and normalize_answer("Paris ") == "paris"
+    )
+
+
+def test_math_correctness_understands_equivalent_forms():
+    func = REWARDS["math_correctness"]
+    assert score(func, ["<answer>\\frac{1}{2}</answer>", "<answer>0.3</answer>"], answer=["0.5", "0.5"]) == [2.0, 0.0]
+
+
+def test_length_penalty_counts_tokens_past_the_budget():
+    from trainer.rewards import get_length_penalty
+
+    penalty = get_length_penalty(max_tokens=10, per_token=0.01, cap=0.5)
+    assert penalty(prompts=[None] * 3, completions=["a", "b", "c"], completion_ids=[[0] * 5, [0] * 30, [0] * 500]) == [
+        0.0,
+        pytest.approx(-0.2),
+        -0.5,
+    ]
+
+
+def test_custom_reward_is_imported_and_dry_run(tmp_path):
+    good = tmp_path / "mine.py"
+    good.write_text(
+        "def short(prompts, completions, **kw):\n    return [1.0 if len(c) < 20 else 0.0 for c in completions]\n"
+    )
+    assert load_custom_reward(f"{good}:short")(prompts=[None], completions=["hi"]) == [1.0]
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "def one(prompts, completions, **kw):\n    return [1.0]\n\ndef text(prompts, completions, **kw):\n    return ['a', 'b']\n"
+    )
+    with pytest.raises(ValueError, match="one score per completion"):
+        load_custom_reward(f"{bad}:one")
+    with pytest.raises(ValueError, match="a float or None per completion"):
+        load_custom_reward(f"{bad}:text")
+    with pytest.raises(ValueError, match="has no function missing"):
+        load_custom_reward(f"{bad}:missing")
+    with pytest.raises(ValueError, match="no such file"):
+        load_custom_reward(f"{tmp_path}/nothere.py:f")
+
+
+def test_strict_format_rejects_a_repeated_answer_block():
+    text = "<reasoning>\n18 + 9 = 7\n</reasoning>\n<answer>\n22\n</answer>x<answer>\n<answer>\n</answer>"
+    assert score(strict_format_reward, [text]) == [0.0]

@@ -1,0 +1,97 @@
+"""Stopping, crashing and resuming: SIGTERM → stopped with an adapter; SIGKILL → reconcile marks failed, metrics kept;
+resume continues from the checkpoint with step numbers continuing."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.launch import is_alive, reconcile, start_worker
+from trainer.worker import ADAPTER_DIR, latest_checkpoint
+
+from .helpers import create_run, run_row, tiny_config, wait_for
+
+pytestmark = pytest.mark.slow
+
+TERMINAL = ("completed", "failed", "stopped")
+
+
+def _launch(config) -> int:
+    run_id = create_run(config)
+    with get_sessionmaker().begin() as s:
+        start_worker(s, queries.get_run(s, run_id))
+    return run_id
+
+
+def _steps(run_id: int, key: str = "reward") -> list[int]:
+    with get_sessionmaker().begin() as s:
+        return [p.step for p in queries.metric_series(s, run_id, key)]
+
+
+def _resume(run_id: int) -> None:
+    wait_for(lambda: not is_alive(run_row(run_id)), 60, "the previous worker to exit")
+    with get_sessionmaker().begin() as s:
+        start_worker(s, queries.get_run(s, run_id))
+    wait_for(lambda: run_row(run_id).status in TERMINAL, 300, "the resumed run to end")
+
+
+def test_sigterm_stops_at_a_step_boundary_saves_adapter_and_resume_continues(tiny_model_path):
+    # many steps, so the run is still going when the signal arrives
+    run_id = _launch(tiny_config(name="sigterm", max_steps=400, save_steps=1000))
+    wait_for(lambda: run_row(run_id).current_step >= 3, 300, "three steps")
+    os.kill(run_row(run_id).pid, signal.SIGTERM)
+    wait_for(lambda: run_row(run_id).status in TERMINAL, 120, "the stop")
+    run = run_row(run_id)
+    assert run.status == "stopped" and run.error is None
+    out = Path(run.output_dir)
+    assert (out / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    checkpoint = latest_checkpoint(out)
+    stopped_at = int(checkpoint.name.split("-")[1])
+    assert 3 <= stopped_at < 400 and run.current_step == stopped_at
+    assert _steps(run_id) == list(range(1, stopped_at + 1))
+
+    # shorten the horizon to three more steps so the test doesn't train 400 (the resumed worker reads the row)
+    with get_sessionmaker().begin() as s:
+        row = queries.get_run(s, run_id)
+        row.config = {**row.config, "max_steps": stopped_at + 3}
+    _resume(run_id)
+    run = run_row(run_id)
+    assert run.status == "completed", run.error
+    assert _steps(run_id) == list(range(1, stopped_at + 4))  # continues, doesn't restart at 1
+    with get_sessionmaker().begin() as s:
+        assert queries.sample_steps(s, run_id)[-1] == stopped_at + 3
+
+
+def test_sigkill_is_reconciled_as_failed_and_keeps_metrics_then_resumes(tiny_model_path):
+    run_id = _launch(tiny_config(name="sigkill", max_steps=400, save_steps=2))
+    wait_for(lambda: len(_steps(run_id)) >= 5, 300, "five logged steps")
+    os.kill(run_row(run_id).pid, signal.SIGKILL)
+    wait_for(lambda: not is_alive(run_row(run_id)), 30, "the process to die")
+    logged = _steps(run_id)
+    with get_sessionmaker().begin() as s:
+        assert reconcile(s) == [run_id]
+    run = run_row(run_id)
+    assert run.status == "failed" and run.error.startswith("worker exited unexpectedly")
+    assert _steps(run_id) == logged and logged[:5] == [1, 2, 3, 4, 5]  # nothing logged before the kill is lost
+
+    checkpoint_step = int(latest_checkpoint(Path(run.output_dir)).name.split("-")[1])
+    with get_sessionmaker().begin() as s:
+        row = queries.get_run(s, run_id)
+        row.config = {**row.config, "max_steps": checkpoint_step + 2}
+    _resume(run_id)
+    run = run_row(run_id)
+    assert run.status == "completed", run.error
+    # steps after the checkpoint were redone once, not duplicated
+    assert _steps(run_id) == list(range(1, checkpoint_step + 3))
+
+
+def test_reconcile_leaves_live_and_waiting_runs_alone(tiny_model_path):
+    waiting = create_run(tiny_config(name="waiting"))
+    with get_sessionmaker().begin() as s:
+        assert waiting not in reconcile(s)
+    assert run_row(waiting).status == "queued"

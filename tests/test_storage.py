@@ -1,0 +1,138 @@
+"""Storage: schema on first use, SQLite settings, metric round trips and the indexed range read."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import sessionmaker
+
+from storage import queries
+from storage.db import database_url, make_engine
+from storage.models import Metric, RunStatus, Sample
+
+
+@pytest.fixture
+def Session(tmp_path):
+    """A session factory on a fresh SQLite file."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'test.db'}")
+    yield sessionmaker(engine, expire_on_commit=False)
+    engine.dispose()
+
+
+def test_schema_is_created_on_first_use_with_wal_and_busy_timeout(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
+    with engine.connect() as conn:
+        tables = {r[0] for r in conn.execute(text("select name from sqlite_master where type='table'"))}
+        assert {"runs", "metrics", "samples", "run_logs"} <= tables
+        assert conn.execute(text("pragma journal_mode")).scalar() == "wal"
+        assert conn.execute(text("pragma busy_timeout")).scalar() == 30000
+        assert conn.execute(text("pragma foreign_keys")).scalar() == 1
+
+
+def test_database_url_overrides_the_data_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///" + str(tmp_path / "elsewhere.db"))
+    assert database_url().endswith("elsewhere.db")
+    monkeypatch.delenv("DATABASE_URL")
+    monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path / "home"))
+    assert database_url() == f"sqlite:///{tmp_path / 'home' / 'grpo-studio.db'}"
+
+
+def test_run_life_cycle(Session):
+    with Session.begin() as s:
+        run = queries.create_run(s, "r", {"beta": 0.04}, total_steps=10)
+        run_id = run.id
+        assert run.status == "queued"
+        queries.mark_running(s, run, pid=123, output_dir="/tmp/x")
+    with Session.begin() as s:
+        queries.set_progress(s, run_id, 4)
+        run = queries.get_run(s, run_id)
+        assert (run.status, run.pid, run.current_step, run.total_steps) == ("running", 123, 4, 10)
+        queries.finish_run(s, run, RunStatus.FAILED, "boom")
+    with Session.begin() as s:
+        run = queries.get_run(s, run_id)
+        assert (run.status, run.error) == ("failed", "boom") and run.finished_at is not None
+        with pytest.raises(ValueError):
+            queries.finish_run(s, run, RunStatus.RUNNING)
+
+
+def test_any_logged_key_is_stored_and_nonfinite_values_survive(Session):
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        logs = {
+            "reward": 1.5,
+            "rewards/my_fn/mean": 0.25,
+            "loss": float("nan"),
+            "grad_norm": float("inf"),
+            "flag": True,
+            "note": "text",
+        }
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 3, logs, wall_time=100.0))
+    with Session.begin() as s:
+        assert queries.metric_keys(s, run_id) == ["grad_norm", "loss", "reward", "rewards/my_fn/mean"]
+        assert queries.last_metric(s, run_id, "reward") == 1.5
+        assert math.isnan(queries.last_metric(s, run_id, "loss"))
+        assert queries.last_metric(s, run_id, "grad_norm") == math.inf
+        assert queries.last_metric(s, run_id, "absent") is None
+
+
+def test_metric_series_after_step_is_one_index_range_scan(Session):
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        rows = []
+        for step in range(1, 51):
+            rows += queries.metric_rows(run_id, step, {"reward": step / 10, "kl": step / 100}, wall_time=float(step))
+        queries.add_metric_rows(s, rows)
+    with Session.begin() as s:
+        points = queries.metric_series(s, run_id, "reward", after_step=47)
+        assert [(p.step, p.value) for p in points] == [(48, 4.8), (49, 4.9), (50, 5.0)]
+        assert sorted(queries.metrics_since(s, run_id, after_step=49)) == ["kl", "reward"]
+        plan = s.execute(
+            text(
+                "explain query plan select step, value from metrics where run_id=:r and key=:k and step>:s order by step"
+            ),
+            {"r": run_id, "k": "reward", "s": 47},
+        ).all()
+    detail = " ".join(str(row[-1]) for row in plan)
+    assert "USING INDEX ix_metrics_run_key_step" in detail and "run_id=? AND key=? AND step>?" in detail
+    assert "TEMP B-TREE" not in detail  # no sort step: the index already orders by step
+
+
+def test_samples_and_log(Session):
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        queries.add_sample_rows(
+            s,
+            [
+                {
+                    "run_id": run_id,
+                    "step": 2,
+                    "group_index": 0,
+                    "prompt": "p",
+                    "completion": "c",
+                    "rewards": {"correctness": 2.0, "int": 0.5},
+                    "total_reward": 2.5,
+                    "advantage": 0.7,
+                    "reference_answer": "4",
+                },
+            ],
+        )
+        queries.add_log(s, run_id, "hello")
+    with Session.begin() as s:
+        (sample,) = queries.samples_at(s, run_id, 2)
+        assert sample.rewards == {"correctness": 2.0, "int": 0.5} and sample.advantage == 0.7
+        assert queries.sample_steps(s, run_id) == [2]
+        assert [line.message for line in queries.log_tail(s, run_id)] == ["hello"]
+
+
+def test_delete_run_removes_its_rows(Session):
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 1, {"reward": 1.0}, 1.0))
+        queries.add_log(s, run_id, "x")
+    with Session.begin() as s:
+        queries.delete_run(s, run_id)
+    with Session.begin() as s:
+        assert queries.get_run(s, run_id) is None
+        assert s.query(Metric).count() == 0 and s.query(Sample).count() == 0

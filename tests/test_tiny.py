@@ -1,0 +1,62 @@
+"""The built-in model: its tokenizer survives a save/load round trip, and the model answers in the format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.tiny import CHAT_TEMPLATE, build_tokenizer
+
+SAMPLES = [
+    "<reasoning>\n12 + 19 = 31\n</reasoning>\n<answer>\n31\n</answer>",
+    "  two  spaces,\ttabs\n\n\nand blank lines  ",
+    "unicode: ² ½ é 漢字 🙂",
+    "<|im_start|>user\nWhat is 3 - 1?<|im_end|>\n",
+]
+
+
+def test_tokenizer_round_trips_through_save_pretrained(tmp_path):
+    from transformers import AutoTokenizer
+
+    built = build_tokenizer()
+    built.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    for text in SAMPLES:
+        ids = built(text, add_special_tokens=False)["input_ids"]
+        assert loaded(text, add_special_tokens=False)["input_ids"] == ids
+        assert loaded.decode(ids) == text  # newlines, spaces and unicode come back unchanged
+    assert (loaded.eos_token, loaded.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    assert loaded.chat_template == CHAT_TEMPLATE
+    assert len(loaded) == len(built)
+
+
+def test_format_tags_are_whole_tokens_that_survive_skipping_special_tokens():
+    tok = build_tokenizer()
+    for tag in ("<reasoning>", "</reasoning>", "<answer>", "</answer>"):
+        ids = tok(tag, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1
+        assert tok.decode(ids, skip_special_tokens=True) == tag
+    assert tok.decode(tok("<|im_end|>", add_special_tokens=False)["input_ids"], skip_special_tokens=True) == ""
+
+
+def test_digits_are_single_tokens():
+    tok = build_tokenizer()
+    assert tok.convert_ids_to_tokens(tok("1234", add_special_tokens=False)["input_ids"]) == ["1", "2", "3", "4"]
+
+
+@pytest.mark.slow
+def test_built_model_answers_in_format_and_partly_right(tiny_model_path):
+    from transformers import AutoModelForCausalLM
+
+    from trainer.backend import load_tokenizer
+    from trainer.config import SYSTEM_PROMPT
+    from trainer.data import arithmetic_problems
+    from trainer.evaluate import score_heldout
+
+    info = json.loads((tiny_model_path / "grpo_studio_tiny.json").read_text())
+    assert info["build_seconds"] < 300  # the 5-minute budget on a 2-core machine
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    score = score_heldout(model, load_tokenizer(str(tiny_model_path)), arithmetic_problems("test"), SYSTEM_PROMPT)
+    assert score.formatted > 0.9
+    assert 0.2 < score.correct < 0.9  # a share right, with room left for GRPO

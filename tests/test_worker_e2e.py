@@ -1,0 +1,110 @@
+"""End to end: a worker *process* trains a builtin:tiny run and everything lands in the database and on disk."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.launch import is_alive, start_worker
+from trainer.worker import ADAPTER_DIR
+
+from .helpers import create_run, run_row, tiny_config, wait_for
+
+pytestmark = pytest.mark.slow
+
+REWARDS = ["correctness", "strict_format", "xmlcount"]
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_path):
+    """A 4-step builtin:tiny run trained by a detached worker process, waited for until it ends."""
+    base_weights = tiny_model_path / "model.safetensors"
+    before = _digest(base_weights)
+    run_id = create_run(tiny_config(name="e2e", reward_funcs=REWARDS, max_steps=4))
+    with get_sessionmaker().begin() as s:
+        pid = start_worker(s, queries.get_run(s, run_id))
+    assert pid > 0
+    wait_for(lambda: run_row(run_id).status in ("completed", "failed", "stopped"), 300, "the run to end")
+    return run_id, before, base_weights
+
+
+def test_run_completes_with_progress_and_backend(finished_run):
+    run_id, _, _ = finished_run
+    run = run_row(run_id)
+    assert run.status == "completed", run.error
+    assert (run.current_step, run.total_steps) == (4, 4)
+    assert run.started_at <= run.finished_at
+    assert run.backend.startswith("plain transformers + PEFT on cpu") and "no GPU" in run.backend
+    wait_for(lambda: not is_alive(run_row(run_id)), 60, "the worker process to exit")
+
+
+def test_every_step_has_the_grpo_metrics(finished_run):
+    run_id, _, _ = finished_run
+    with get_sessionmaker().begin() as s:
+        keys = queries.metric_keys(s, run_id)
+        series = {k: queries.metric_series(s, run_id, k) for k in keys}
+    wanted = ["reward", "reward_std", "kl", "loss", "frac_reward_zero_std"] + [f"rewards/{r}/mean" for r in REWARDS]
+    for key in wanted:
+        assert [p.step for p in series[key]] == [1, 2, 3, 4], key
+    # values are sane, not just present: the reward is within what the three rewards can sum to
+    assert all(0.0 <= p.value <= 2.0 + 0.5 + 0.5 for p in series["reward"])
+    assert all(p.value >= 0 for p in series["kl"] + series["reward_std"])
+    assert all(0.0 <= p.value <= 1.0 for p in series["frac_reward_zero_std"])
+    # the warmed-up model writes the format: strict_format averages well above zero
+    assert sum(p.value for p in series["rewards/strict_format/mean"]) / 4 > 0.25
+    assert any(k.startswith("clip_ratio/") for k in keys) and "completions/mean_length" in keys
+
+
+def test_samples_carry_per_reward_scores_and_advantages(finished_run):
+    run_id, _, _ = finished_run
+    with get_sessionmaker().begin() as s:
+        assert queries.sample_steps(s, run_id) == [1, 2, 3, 4]
+        samples = queries.samples_at(s, run_id, 4)
+    assert len(samples) == 8  # 2 prompts x 4 completions
+    for sample in samples:
+        assert set(sample.rewards) == set(REWARDS)
+        assert sample.total_reward == pytest.approx(sum(sample.rewards.values()))
+        assert sample.prompt.startswith("What is ") and sample.reference_answer.lstrip("-").isdigit()
+        assert sample.advantage is not None
+    # advantages are group-relative: they sum to ~0 within each group of 4
+    for group in (0, 1):
+        members = [x.advantage for x in samples if x.group_index == group]
+        assert len(members) == 4 and abs(sum(members)) < 1e-3
+
+
+def test_adapter_changed_and_base_weights_did_not(finished_run, tiny_model_path):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    run_id, before, base_weights = finished_run
+    adapter_dir = tiny_model_path.parent.parent / "runs" / str(run_id) / ADAPTER_DIR
+    assert (adapter_dir / "adapter_model.safetensors").is_file()
+    assert _digest(base_weights) == before
+    tensors = load_file(adapter_dir / "adapter_model.safetensors")
+    lora_b = [t for name, t in tensors.items() if "lora_B" in name]
+    assert lora_b and all(not name.startswith("model.embed") for name in tensors)
+    # PEFT starts every lora_B at zero: non-zero values mean training moved the adapter
+    assert max(t.abs().max().item() for t in lora_b) > 0
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    reference = {k: v.clone() for k, v in base.state_dict().items()}
+    tuned = PeftModel.from_pretrained(base, adapter_dir)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        with tuned.disable_adapter():
+            off = tuned(ids).logits
+        on = tuned(ids).logits
+        fresh = AutoModelForCausalLM.from_pretrained(tiny_model_path)(ids).logits
+    assert torch.allclose(off, fresh) and not torch.allclose(on, fresh)
+    for name, value in tuned.get_base_model().state_dict().items():
+        key = name.replace(".base_layer", "")
+        if "lora_" not in name and key in reference:
+            assert torch.equal(value, reference[key]), name

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 
 Point = tuple[int, float, float]  # step, value, wall time
@@ -116,32 +117,60 @@ def smooth(values: Sequence[float], weight: float) -> list[float]:
     return out
 
 
+MAX_POINTS = 1200  # per trace: a chart a few hundred pixels wide shows no more, and Plotly stays fast
+
+
+def keep_indices(values: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
+    """Which points to draw, at most about ``max_points``: per bucket the lowest and highest value (so spikes stay
+    visible), every non-finite value (a NaN loss must show), and always the first and last point."""
+    n = len(values)
+    if n <= max_points:
+        return np.arange(n)
+    buckets = max_points // 2
+    size = math.ceil(n / buckets)
+    padded = np.full(buckets * size, np.nan)
+    padded[:n] = values
+    grid = padded.reshape(buckets, size)
+    finite = np.isfinite(grid)
+    offsets = np.arange(buckets) * size
+    lows = np.where(finite, grid, np.inf).argmin(axis=1) + offsets
+    highs = np.where(finite, grid, -np.inf).argmax(axis=1) + offsets
+    has_finite = finite.any(axis=1)
+    extra = np.flatnonzero(~np.isfinite(values))
+    keep = np.concatenate([lows[has_finite], highs[has_finite], extra, [0, n - 1]])
+    return np.unique(keep[keep < n])
+
+
 def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> go.Figure:
-    """The figure of one chart for one or more runs (``runs`` maps a run label to its series)."""
-    fig = go.Figure()
+    """The figure of one chart for one or more runs (``runs`` maps a run label to its series).
+
+    Traces are plain dicts and Plotly's validation is skipped: the figure is built from our own well-formed data,
+    and validating 10,000-point traces costs ~30 ms each.
+    """
+    traces = []
     for label, series in runs.items():
         for key in chart_keys(chart, list(series)):
             points = series[key]
             if not points:
                 continue
-            if x_axis == "time":
-                start = points[0][2]
-                xs = [(p[2] - start) / 60 for p in points]
-            else:
-                xs = [p[0] for p in points]
-            ys = smooth([p[1] for p in points], smoothing)
+            table = np.asarray(points, dtype=float)  # columns: step, value, wall time
+            values = table[:, 1]
+            if smoothing > 0:  # smooth the full series first, then thin it out for drawing
+                values = np.asarray(smooth(values.tolist(), smoothing))
+            keep = keep_indices(values)
+            xs = (table[keep, 2] - table[0, 2]) / 60 if x_axis == "time" else table[keep, 0].astype(int)
             name = key if len(runs) == 1 else f"{label}: {key}"
-            fig.add_trace(
-                go.Scatter(x=xs, y=ys, mode="lines+markers" if len(points) < 50 else "lines", name=name, meta=key)
-            )
-    fig.update_layout(
-        title=chart.title,
-        height=300,
-        margin=dict(l=40, r=10, t=40, b=30),
-        xaxis_title="minutes" if x_axis == "time" else "step",
-        legend=dict(orientation="h", y=-0.25),
-    )
-    return fig
+            mode = "lines+markers" if len(keep) < 50 else "lines"
+            # numpy arrays, not lists: Plotly deep-copies trace data, and copying an array is one memcpy
+            traces.append({"type": "scatter", "x": xs, "y": values[keep], "mode": mode, "name": name, "meta": key})
+    layout = {
+        "title": {"text": chart.title},
+        "height": 300,
+        "margin": {"l": 40, "r": 10, "t": 40, "b": 30},
+        "xaxis": {"title": {"text": "minutes" if x_axis == "time" else "step"}},
+        "legend": {"orientation": "h", "y": -0.25},
+    }
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def build_all(runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> list[go.Figure]:

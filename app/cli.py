@@ -5,7 +5,9 @@
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
-    grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs)
+    grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
+    grpo-studio export RUN_ID --zip/--merge/--push   the adapter as a zip, merged into the base, or to the Hub
+    grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs, compare)
     grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
 
 Heavy packages are imported inside the commands that need them, so ``grpo-studio runs`` answers instantly.
@@ -53,6 +55,22 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="list runs")
     p.set_defaults(func=cmd_runs)
 
+    p = sub.add_parser("eval", help="score base and tuned on held-out problems")
+    p.add_argument("run_id", type=int)
+    p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
+    p.add_argument("--samples", type=int, default=4, help="sampled answers per problem for pass@1 (0: greedy only)")
+    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("export", help="zip, merge or push a run's adapter")
+    p.add_argument("run_id", type=int)
+    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
+    p.add_argument("--zip", metavar="PATH", help="write the adapter as a zip")
+    p.add_argument("--merge", metavar="DIR", help="merge into the base and save a full model directory")
+    p.add_argument("--push", metavar="REPO", help="push to this Hub repo (the merged model with --merge)")
+    p.add_argument("--token", help="Hugging Face token (default: $HF_TOKEN)")
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("serve", help="start the dashboard")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
     p.add_argument("--port", type=int, default=7860)
@@ -81,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"grpo-studio: {args.config}: {exc}", file=sys.stderr)
         return 2
-    for note in notes:
+    for note in notes + config.warnings():
         print(f"note: {note}", file=sys.stderr)
     if args.name:
         config.name = args.name
@@ -161,6 +179,54 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for run_id, name, status, step, reward in rows:
         shown = "-" if reward is None else f"{reward:.3f}"
         print(f"{run_id:>4}  {name[:28]:<28} {status:<10} {step:>11}  {shown}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
+    from trainer.evaluate import EvaluationError, evaluate_run
+
+    try:
+        results = evaluate_run(args.run_id, args.k, args.samples, args.adapter)
+    except EvaluationError as exc:
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
+    base, tuned = results["base"], results["tuned"]
+    print(f"run {args.run_id}, adapter {args.adapter}, {results['problems']} held-out problems")
+    rows = [("correct (greedy)", "correct"), (f"pass@1 ({args.samples} samples)", "pass_at_1"), ("format", "format")]
+    for label, key in rows:
+        if base[key] is not None:
+            print(f"  {label:<24} base {base[key]:7.1%}  →  tuned {tuned[key]:7.1%}")
+    print(f"  {'mean length (tokens)':<24} base {base['mean_length']:7.1f}  →  tuned {tuned['mean_length']:7.1f}")
+    for name in base["rewards"]:
+        b, t = base["rewards"][name], tuned["rewards"][name]
+        if b is not None and t is not None:
+            print(f"  {'reward ' + name:<24} base {b:7.3f}  →  tuned {t:7.3f}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Zip, merge and/or push a run's adapter."""
+    from pathlib import Path
+
+    from trainer.export import ExportError, merge, push, run_adapter, zip_adapter
+
+    if not (args.zip or args.merge or args.push):
+        print("grpo-studio: export needs --zip PATH, --merge DIR and/or --push REPO", file=sys.stderr)
+        return 2
+    try:
+        config, adapter_dir = run_adapter(args.run_id, args.adapter)
+        if args.zip:
+            print(f"adapter zipped to {zip_adapter(adapter_dir, Path(args.zip))}")
+        folder = adapter_dir
+        if args.merge:
+            folder = merge(config, adapter_dir, Path(args.merge))
+            print(f"merged model saved to {folder}")
+        if args.push:
+            print(f"pushed to {push(folder, args.push, args.token)}")
+    except ExportError as exc:
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -33,8 +33,8 @@ class RunCache:
         fresh = queries.metrics_since(session, self.run_id, self.last_step)
         count = 0
         for key, points in fresh.items():
-            self.series.setdefault(key, []).extend((p.step, p.value, p.wall_time) for p in points)
-            self.last_step = max(self.last_step, points[-1].step)
+            self.series.setdefault(key, []).extend(points)
+            self.last_step = max(self.last_step, points[-1][0])
             count += len(points)
         return count
 

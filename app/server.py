@@ -15,7 +15,7 @@ import time
 
 import gradio as gr
 
-from app.pages import monitor, new_run, runs
+from app.pages import compare, monitor, new_run, runs
 from storage.db import get_sessionmaker
 from trainer.launch import schedule
 
@@ -36,13 +36,20 @@ def build_app(allow_custom_rewards: bool = False) -> gr.Blocks:
                 table = runs.build(_form_widgets(demo), _form_status(demo), new_run.config_values)
             with gr.Tab("Monitor", id="monitor"):
                 run_picker, overlay, _ = monitor.build()
+            with gr.Tab("Compare", id="compare"):
+                compare_picker = compare.build()
         ticker = gr.Timer(3.0)
 
         def refresh_lists():
             choices = runs.run_choices()
-            return runs.run_rows(), gr.update(choices=choices), gr.update(choices=choices)
+            return (
+                runs.run_rows(),
+                gr.update(choices=choices),
+                gr.update(choices=choices),
+                gr.update(choices=compare.finished_runs()),
+            )
 
-        ticker.tick(refresh_lists, None, [table, run_picker, overlay], show_progress="hidden")
+        ticker.tick(refresh_lists, None, [table, run_picker, overlay, compare_picker], show_progress="hidden")
     return demo
 
 

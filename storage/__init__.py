@@ -5,10 +5,11 @@ reads them back. Query functions take a ``session``; callers own the transaction
 """
 
 from storage.db import data_dir, get_engine, get_sessionmaker, reset_engine
-from storage.models import Base, Metric, Run, RunLog, RunStatus, Sample
+from storage.models import Base, Evaluation, Metric, Run, RunLog, RunStatus, Sample
 
 __all__ = [
     "Base",
+    "Evaluation",
     "Metric",
     "Run",
     "RunLog",

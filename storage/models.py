@@ -3,7 +3,7 @@
 Metrics are stored in long form (one row per run, step and key) rather than one column per metric, because TRL's
 set of logged keys changes between versions and with the configured rewards; the worker stores whatever arrives.
 The composite index ``(run_id, key, step)`` makes "all values of key K for run R after step S" a single index range
-scan, which is what every live chart poll asks.
+scan; ``(run_id, step)`` does the same for "everything run R logged after step S", which each dashboard poll asks.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ class Run(Base):
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True
     )
     logs: Mapped[list[RunLog]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+    evaluations: Mapped[list[Evaluation]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
 
     def __repr__(self) -> str:
         return (
@@ -80,7 +83,11 @@ class Metric(Base):
     """One logged scalar: ``key`` at ``step`` of ``run_id``, as TRL logged it."""
 
     __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step"),)
+    # (run, key, step): one chart's series after a step; (run, step): everything new since the last poll.
+    __table_args__ = (
+        Index("ix_metrics_run_key_step", "run_id", "key", "step"),
+        Index("ix_metrics_run_step", "run_id", "step"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -129,3 +136,21 @@ class RunLog(Base):
     message: Mapped[str] = mapped_column(Text)
 
     run: Mapped[Run] = relationship(back_populates="logs")
+
+
+class Evaluation(Base):
+    """A held-out evaluation of a run: base and tuned scored on the same K problems (results as JSON)."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_run_id", "run_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    adapter: Mapped[str] = mapped_column(String(40))
+    k: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(Integer)
+    # {"base": {"correct": .., "pass_at_1": .., "format": .., "mean_length": .., "rewards": {name: mean}}, "tuned": ..}
+    results: Mapped[dict] = mapped_column(JSON)
+
+    run: Mapped[Run] = relationship(back_populates="evaluations")

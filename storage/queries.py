@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from storage.models import Metric, Run, RunLog, RunStatus, Sample, utcnow
+from storage.models import Evaluation, Metric, Run, RunLog, RunStatus, Sample, utcnow
 
 
 # --- runs -----------------------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def set_progress(session: Session, run_id: int, current_step: int, total_steps: 
 
 def delete_run(session: Session, run_id: int) -> None:
     """Delete a run with its metrics, samples and log (the caller removes its files)."""
-    for model in (Metric, Sample, RunLog):
+    for model in (Metric, Sample, RunLog, Evaluation):
         session.execute(delete(model).where(model.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
 
@@ -117,16 +117,20 @@ def metric_series(session: Session, run_id: int, key: str, after_step: int = -1)
     return [MetricPoint(step, _read_value(value, raw), wall) for step, value, raw, wall in session.execute(stmt)]
 
 
-def metrics_since(session: Session, run_id: int, after_step: int = -1) -> dict[str, list[MetricPoint]]:
-    """All metric values of a run with step > ``after_step``, grouped by key (what one dashboard poll needs)."""
+def metrics_since(session: Session, run_id: int, after_step: int = -1) -> dict[str, list[tuple[int, float, float]]]:
+    """All metric values of a run with step > ``after_step`` as ``(step, value, wall_time)`` tuples grouped by key,
+    in step order: what one dashboard poll needs. Plain tuples, because a first read can be 400,000 rows."""
     stmt = (
         select(Metric.key, Metric.step, Metric.value, Metric.raw, Metric.wall_time)
         .where(Metric.run_id == run_id, Metric.step > after_step)
-        .order_by(Metric.key, Metric.step)
+        .order_by(Metric.step)
     )
-    out: dict[str, list[MetricPoint]] = {}
-    for key, step, value, raw, wall in session.execute(stmt):
-        out.setdefault(key, []).append(MetricPoint(step, _read_value(value, raw), wall))
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for key, step, value, raw, wall in session.execute(stmt).tuples():
+        points = out.get(key)
+        if points is None:
+            points = out[key] = []
+        points.append((step, value if value is not None else _read_value(value, raw), wall))
     return out
 
 
@@ -186,3 +190,18 @@ def log_tail(session: Session, run_id: int, limit: int = 50) -> list[RunLog]:
     """The last ``limit`` log lines of a run, oldest first."""
     stmt = select(RunLog).where(RunLog.run_id == run_id).order_by(RunLog.id.desc()).limit(limit)
     return list(reversed(session.scalars(stmt).all()))
+
+
+# --- evaluations ----------------------------------------------------------------------------------------------------
+def add_evaluation(session: Session, run_id: int, adapter: str, k: int, samples: int, results: dict) -> Evaluation:
+    """Store a held-out evaluation of a run."""
+    evaluation = Evaluation(run_id=run_id, adapter=adapter, k=k, samples=samples, results=results)
+    session.add(evaluation)
+    session.flush()
+    return evaluation
+
+
+def latest_evaluation(session: Session, run_id: int) -> Evaluation | None:
+    """The newest evaluation of a run, or None."""
+    stmt = select(Evaluation).where(Evaluation.run_id == run_id).order_by(Evaluation.id.desc()).limit(1)
+    return session.scalars(stmt).first()

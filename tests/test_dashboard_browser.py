@@ -86,8 +86,12 @@ def page(server):
         browser.close()
 
 
+def _box(page, field: str):
+    return page.locator(f"#field-{field} input, #field-{field} textarea").first
+
+
 def _set(page, field: str, value) -> None:
-    box = page.locator(f"#field-{field} input, #field-{field} textarea").first
+    box = _box(page, field)
     box.fill(str(value))
     box.press("Tab")
 
@@ -103,19 +107,29 @@ def _launch(page, name: str) -> int:
 def _pick_run(page, run_id: int) -> None:
     box = page.locator("#monitor-run input")
     box.click()
-    page.locator("ul.options li", has_text=re.compile(rf"^\s*{run_id}: ")).first.click()
+    page.locator(f'[role=option][aria-label^="{run_id}: "]').first.click()
 
 
 def _points(page, chart: str) -> int:
     return page.locator(f"#chart-{chart} .scatterlayer .point").count()
 
 
+def _torch_loaded(pid: int) -> bool:
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return "libtorch" in maps or "torch/_C" in maps
+
+
+def test_dashboard_process_has_not_imported_torch(page, server):
+    """The UI process stays light: after startup and a page load no torch library is mapped into it."""
+    assert not _torch_loaded(server[1].pid)
+
+
 def test_dashboard_journey(page, server):
     # 1. the tiny offline preset, launched
     page.locator("#preset input").click()
-    page.locator("ul.options li", has_text="Tiny offline demo").click()
+    page.locator('[role=option][aria-label^="Tiny offline demo"]').click()
     page.click("#load-preset")
-    wait_for(lambda: page.locator("#field-model_name_or_path input").input_value() == "builtin:tiny", 10, "the preset")
+    wait_for(lambda: _box(page, "model_name_or_path").input_value() == "builtin:tiny", 10, "the preset")
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")
 
@@ -134,7 +148,7 @@ def test_dashboard_journey(page, server):
 
     # 3. the completions table has rows with scores
     table = page.locator("#completions-table")
-    wait_for(lambda: table.locator("tbody tr").count() >= 8, 20, "completion rows")
+    wait_for(lambda: table.locator("[role=row]").count() >= 9, 20, "completion rows")  # header + a step's rows
     assert "correctness=" in table.inner_text() and "What is" in table.inner_text()
 
     # 4. two more runs: the second waits, queued, behind the first
@@ -158,17 +172,28 @@ def test_dashboard_journey(page, server):
     page.click("#runs-stop")
     wait_for(lambda: run_row(third).status == "stopped", 60, "the third run to stop")
 
-    # 6. a screenshot of the monitor page, as an artifact
+    # 6. compare: the finished run, base and tuned side by side, both scored; torch arrives only now
+    assert not _torch_loaded(server[1].pid)
+    page.get_by_role("tab", name="Compare").click()
+    time.sleep(3.5)  # the run list refreshes every 3 s
+    page.locator("#compare-run input").click()
+    page.locator(f'[role=option][aria-label^="{first}: "]').first.click()
+    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 20, "the checkpoint list")
+    page.locator("#compare-prompt textarea").fill("What is 12 + 30?")
+    page.locator("#compare-reference input, #compare-reference textarea").first.fill("42")
+    page.click("#compare-go")
+    for side in ("base", "tuned"):
+        summary = page.locator(f"#compare-{side}-summary")
+        wait_for(lambda s=summary: "mean reward" in s.inner_text(), 120, f"the {side} column")
+        assert re.search(r"format \d/4 · correct \d/4", summary.inner_text())
+        assert page.locator(f"#compare-{side} [role=row]").count() >= 5  # header + 4 completions
+        assert "correctness=" in page.locator(f"#compare-{side}").inner_text()
+    assert _torch_loaded(server[1].pid)  # loaded by the panel that needed a model, not at start-up
+
+    # 7. a screenshot of the monitor page, as an artifact
     page.get_by_role("tab", name="Monitor").click()
     _pick_run(page, first)
     wait_for(lambda: _points(page, "reward") >= 40, 20, "the finished run's chart")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "monitor.png"), full_page=True)
     assert (ARTIFACTS / "monitor.png").stat().st_size > 10_000
-
-
-def test_dashboard_process_has_not_imported_torch(server):
-    """The UI process stays light: no torch shared library is mapped into it after startup and a session."""
-    _, process = server
-    maps = Path(f"/proc/{process.pid}/maps").read_text()
-    assert "libtorch" not in maps and "torch/_C" not in maps

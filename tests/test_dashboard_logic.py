@@ -191,3 +191,28 @@ def test_parse_auth():
     assert parse_auth("ann:secret") == ("ann", "secret") and parse_auth(None) is None
     with pytest.raises(ValueError):
         parse_auth("nopassword")
+
+
+def test_long_series_are_thinned_but_keep_spikes_nans_and_ends():
+    import numpy as np
+
+    from app.charts import keep_indices
+
+    values = np.zeros(10_000)
+    values[5_000], values[7_777] = 50.0, math.nan
+    keep = keep_indices(values, max_points=1200)
+    assert len(keep) <= 1200 + 3
+    assert {0, 5_000, 7_777, 9_999} <= set(keep.tolist())
+    fig = build_figure(CHARTS[0], {"r": {"reward": [(i + 1, float(v), float(i)) for i, v in enumerate(values)]}})
+    assert len(fig.data[0].x) == len(keep) and 50.0 in list(fig.data[0].y)
+
+
+def test_example_files_match_the_presets():
+    from pathlib import Path
+
+    from app.form import TINY_PRESET
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert RunConfig.load(examples / "tiny-offline.yaml") == (presets()[TINY_PRESET], [])
+    reference, notes = RunConfig.load(examples / "gsm8k-llama3b.yaml")
+    assert notes == [] and reference == presets()["Reference: Llama-3.2-3B-Instruct on GSM8K"]

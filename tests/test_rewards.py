@@ -151,3 +151,21 @@ def test_custom_reward_is_imported_and_dry_run(tmp_path):
 def test_strict_format_rejects_a_repeated_answer_block():
     text = "<reasoning>\n18 + 9 = 7\n</reasoning>\n<answer>\n22\n</answer>x<answer>\n<answer>\n</answer>"
     assert score(strict_format_reward, [text]) == [0.0]
+
+
+def test_reward_mix_warnings():
+    from trainer.rewards import reward_mix_warnings
+
+    assert reward_mix_warnings(["correctness", "xmlcount"], [1.0, 1.0], ["4"], False) == []
+    format_only, only_int = reward_mix_warnings(["int"], [1.0], ["4", "12"], False)
+    assert "format rewards" in format_only and "whole numbers" in only_int
+    assert "no tests column" in reward_mix_warnings(["code_tests"], [1.0], ["x"], False)[0]
+    assert "every reward weight is 0" in reward_mix_warnings(["correctness"], [0.0], ["4"], False)[0]
+
+
+def test_config_warns_about_a_format_only_mix_on_arithmetic():
+    from trainer.config import RunConfig
+
+    warnings = RunConfig(dataset_name="builtin:arithmetic", reward_funcs=["int"]).warnings()
+    assert any("whole numbers" in w for w in warnings)
+    assert RunConfig(dataset_name="builtin:arithmetic").warnings() == []

@@ -95,3 +95,16 @@ def test_reconcile_leaves_live_and_waiting_runs_alone(tiny_model_path):
     with get_sessionmaker().begin() as s:
         assert waiting not in reconcile(s)
     assert run_row(waiting).status == "queued"
+
+
+def test_a_half_written_checkpoint_is_not_resumed_from(tmp_path):
+    from trainer.worker import CHECKPOINT_DIR, prune_partial_checkpoints
+
+    for step, complete in ((2, True), (4, True), (6, False)):
+        d = tmp_path / CHECKPOINT_DIR / f"checkpoint-{step}"
+        d.mkdir(parents=True)
+        if complete:
+            (d / "trainer_state.json").write_text("{}")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-4"
+    assert prune_partial_checkpoints(tmp_path) == ["checkpoint-6"]
+    assert not (tmp_path / CHECKPOINT_DIR / "checkpoint-6").exists()

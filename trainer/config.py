@@ -26,7 +26,7 @@ from typing import Any
 
 SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 BUILTIN_MODEL = "builtin:tiny"
-BUILTIN_DATASETS = ("builtin:arithmetic",)
+BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
 DATA_FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 # A hub id is "name" or "owner/name"; anything with more slashes, or that exists on disk, is a local path.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -67,7 +67,7 @@ class RunConfig:
     # --- data ---
     dataset_name: str = setting(
         "gsm8k",
-        "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic (offline), or a local .jsonl/.csv/.parquet file.",
+        "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic or builtin:code (offline), a hub id, or a local .jsonl/.csv/.parquet file.",
         "data",
     )
     dataset_split: str = setting("train", "Split of the data set to train on.", "data", advanced=True)
@@ -179,6 +179,20 @@ class RunConfig:
     vllm_gpu_memory_utilization: float = setting(
         0.6, "Share of GPU memory vLLM may take.", "advanced", min=0.05, max=0.95
     )
+    num_processes: int = setting(
+        1,
+        "Training processes (one per GPU); more than 1 launches the worker with accelerate.",
+        "advanced",
+        min=1,
+        max=64,
+    )
+    deepspeed_stage: int = setting(
+        0,
+        "DeepSpeed ZeRO stage for multi-process runs (0: off; 1-3 shard optimizer, gradients, weights).",
+        "advanced",
+        min=0,
+        max=3,
+    )
     max_seq_length: int = setting(1024, "Longest prompt + completion the model is loaded for.", "advanced", min=16)
     gradient_checkpointing: bool = setting(True, "Trade compute for memory by recomputing activations.", "advanced")
 
@@ -265,6 +279,8 @@ class RunConfig:
                 f"max_prompt_length {self.max_prompt_length} + max_completion_length {self.max_completion_length} "
                 f"exceeds max_seq_length {self.max_seq_length}: raise max_seq_length or shorten one of them"
             )
+        if self.deepspeed_stage and self.num_processes < 2:
+            problems.append(f"deepspeed_stage {self.deepspeed_stage} needs num_processes of 2 or more")
         if not self.lora_target_modules:
             problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         return problems
@@ -275,11 +291,12 @@ class RunConfig:
             return [f"group size {g}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
         if g > 256:
             return [f"group size {g}: at most 256 completions per prompt"]
-        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
         if batch % g:
+            devices = f" × {self.num_processes} processes" if self.num_processes > 1 else ""
             return [
                 f"{self.per_device_train_batch_size} completions per device × {self.gradient_accumulation_steps} "
-                f"accumulation steps = {batch} completions per step is not divisible by the group size {g}: "
+                f"accumulation steps{devices} = {batch} completions per step is not divisible by the group size {g}: "
                 f"use a multiple of {g} (e.g. per_device_train_batch_size {g})"
             ]
         return []
@@ -311,13 +328,33 @@ class RunConfig:
             )
         return problems
 
+    def warnings(self) -> list[str]:
+        """Things that are valid but probably not what the user wants (see rewards.reward_mix_warnings). Reads a few
+        rows of the data set; a data set that can't be read yet gives no warning here (the worker reports it)."""
+        from trainer.rewards import reward_mix_warnings
+
+        try:
+            from trainer.data import load_problems
+
+            problems = (
+                load_problems(self)[:64]
+                if self.dataset_name.startswith("builtin:") or Path(self.dataset_name).is_file()
+                else []
+            )
+        except Exception:
+            problems = []
+        return reward_mix_warnings(
+            list(self.reward_funcs), self.weights(), [p.answer for p in problems], any(p.tests for p in problems)
+        )
+
     def weights(self) -> list[float]:
         """The reward weights, 1.0 each where none were given."""
         return list(self.reward_weights) if self.reward_weights else [1.0] * len(self.reward_funcs)
 
     def prompts_per_step(self) -> int:
-        """How many distinct prompts one optimizer step sees."""
-        return self.per_device_train_batch_size * self.gradient_accumulation_steps // self.num_generations
+        """How many distinct prompts one optimizer step sees (over all processes)."""
+        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
+        return batch // self.num_generations
 
 
 class ConfigError(ValueError):

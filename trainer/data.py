@@ -30,10 +30,11 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class Problem:
-    """One question with its reference answer."""
+    """One question with its reference answer (and, for code tasks, the unit tests its answer must pass)."""
 
     question: str
     answer: str
+    tests: tuple[str, ...] | None = None
 
 
 def arithmetic_problems(split: str = "train") -> list[Problem]:
@@ -76,6 +77,11 @@ def load_problems(config: RunConfig, split: str | None = None) -> list[Problem]:
     name = config.dataset_name
     if name == "builtin:arithmetic":
         return arithmetic_problems(split)
+    if name == "builtin:code":
+        # a dozen problems is too few to hold any out: every split is the whole set
+        from trainer.code_tasks import CODE_PROBLEMS
+
+        return [Problem(p["question"], p["answer"], tuple(p["tests"])) for p in CODE_PROBLEMS]
     if name in ("gsm8k", "openai/gsm8k"):
         from datasets import load_dataset
 
@@ -100,12 +106,14 @@ def build_dataset(config: RunConfig, split: str | None = None) -> Dataset:
         problems = problems[: config.max_train_samples]
     if not problems:
         raise DataError(f"data set {config.dataset_name!r} has no rows")
-    return Dataset.from_list(
-        [
-            {"prompt": make_prompt(p.question, config.system_prompt), "question": p.question, "answer": p.answer}
-            for p in problems
-        ]
-    )
+    with_tests = any(p.tests for p in problems)
+    rows = []
+    for p in problems:
+        row = {"prompt": make_prompt(p.question, config.system_prompt), "question": p.question, "answer": p.answer}
+        if with_tests:
+            row["tests"] = list(p.tests or [])
+        rows.append(row)
+    return Dataset.from_list(rows)
 
 
 def _load_file(path: Path) -> Any:

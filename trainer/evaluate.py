@@ -87,3 +87,92 @@ def score_heldout(
         formatted=sum(1 for f in formatted if f) / n,
         sampled_correct=sampled,
     )
+
+
+# --- held-out evaluation of a run -----------------------------------------------------------------------------------
+class EvaluationError(ValueError):
+    """A run that can't be evaluated as asked (no adapter, no held-out split)."""
+
+
+def heldout_problems(config, k: int) -> list[Problem]:
+    """K problems the run did not train on: the data set's test split (builtin:arithmetic's held-out 200, GSM8K's
+    test split, a hub data set's "test" split). A local file has no held-out part, which is said plainly."""
+    from trainer.data import DataError, load_problems
+
+    if config.dataset_name == "builtin:code":
+        raise EvaluationError("builtin:code has no held-out problems (all twelve are training data)")
+    try:
+        problems = load_problems(config, split="test")
+    except DataError as exc:
+        raise EvaluationError(f"{config.dataset_name} has no held-out split to evaluate on: {exc}") from exc
+    except Exception as exc:
+        raise EvaluationError(f"could not load the test split of {config.dataset_name}: {exc}") from exc
+    if config.dataset_name.lower().endswith((".jsonl", ".json", ".csv", ".parquet")):
+        raise EvaluationError(
+            f"{config.dataset_name} is a single local file: every row may have been trained on, so there is no "
+            "held-out split to evaluate on"
+        )
+    return problems[:k]
+
+
+def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples: int, seed: int) -> dict:
+    """Greedy correctness, pass@1 over ``samples`` sampled answers, strict-format rate, mean completion length in
+    tokens and the mean of each of the run's rewards (on the greedy answers), for one side."""
+    from trainer.rewards import resolve_reward
+
+    prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
+    answers = [p.answer for p in problems]
+    max_new = config.max_completion_length
+    greedy = generate(model, tokenizer, prompts, max_new)
+    correct = correctness_reward(prompts, greedy, answer=answers)
+    formatted = strict_format_reward(prompts, greedy)
+    lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
+    rewards = {}
+    for name in config.reward_funcs:
+        values = [v for v in resolve_reward(name)(prompts=prompts, completions=greedy, answer=answers) if v is not None]
+        rewards[name] = sum(values) / len(values) if values else None
+    result = {
+        "correct": sum(1 for c in correct if c) / len(problems),
+        "format": sum(1 for f in formatted if f) / len(problems),
+        "mean_length": sum(lengths) / len(lengths),
+        "rewards": rewards,
+        "pass_at_1": None,
+    }
+    if samples:
+        many = [p for p in prompts for _ in range(samples)]
+        drawn = generate(model, tokenizer, many, max_new, temperature=config.temperature, seed=seed)
+        scores = correctness_reward(many, drawn, answer=[a for a in answers for _ in range(samples)])
+        result["pass_at_1"] = sum(1 for s in scores if s) / len(scores)
+    return result
+
+
+def evaluate_run(
+    run_id: int, k: int = 200, samples: int = 4, adapter: str = "final", seed: int = 0, progress=None
+) -> dict:
+    """Score base and tuned on K held-out problems, store the result on the run and return it."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.compare import CACHE, adapter_dirs
+    from trainer.config import RunConfig
+
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, run_id)
+        if run is None:
+            raise EvaluationError(f"no run with id {run_id}")
+        config, _ = RunConfig.from_dict(run.config)
+        adapters = adapter_dirs(run.output_dir or "")
+    if adapter not in adapters:
+        have = ", ".join(adapters) or "none yet"
+        raise EvaluationError(f"run {run_id} has no adapter {adapter!r} (saved: {have})")
+    problems = heldout_problems(config, k)
+    from trainer.backend import model_path
+
+    with CACHE.lock:
+        model, tokenizer = CACHE.get(model_path(config), adapters[adapter], progress)
+        with model.disable_adapter():
+            base = side_metrics(config, model, tokenizer, problems, samples, seed)
+        tuned = side_metrics(config, model, tokenizer, problems, samples, seed)
+    results = {"base": base, "tuned": tuned, "problems": len(problems), "split": "test"}
+    with get_sessionmaker().begin() as session:
+        queries.add_evaluation(session, run_id, adapter, len(problems), samples, results)
+    return results

@@ -28,9 +28,45 @@ def run_dir(run_id: int) -> Path:
     return data_dir() / "runs" / str(run_id)
 
 
-def worker_command(run_id: int) -> list[str]:
-    """The command line that trains ``run_id`` (what :func:`start_worker` runs)."""
-    return [sys.executable, "-m", "app.cli", "worker", str(run_id)]
+def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0, cpu: bool = False) -> list[str]:
+    """The command line that trains ``run_id`` (what :func:`start_worker` runs): the worker itself, or with
+    ``num_processes`` > 1 one worker per process: ``accelerate launch`` on GPUs (optionally DeepSpeed ZeRO), plain
+    ``torchrun`` on CPUs (accelerate's launcher runs a single process there; the Accelerator inside the worker picks
+    up torchrun's environment and uses gloo). Only the main process writes to the database (see trainer.worker)."""
+    worker = ["app.cli", "worker", str(run_id)]
+    if num_processes <= 1:
+        return [sys.executable, "-m", *worker]
+    if cpu:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(num_processes),
+            "-m",
+            *worker,
+        ]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--num_processes",
+        str(num_processes),
+        "--num_machines",
+        "1",
+        "--main_process_port",
+        "0",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
+    if deepspeed_stage:
+        command += ["--use_deepspeed", "--zero_stage", str(deepspeed_stage)]
+    else:
+        command.append("--multi_gpu")
+    return command + ["--module", *worker]
 
 
 def start_worker(session: Session, run: Run) -> int:
@@ -44,8 +80,14 @@ def start_worker(session: Session, run: Run) -> int:
     # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     with open(out / LOG_FILE, "ab") as log_file:
+        config = run.config or {}
         process = subprocess.Popen(
-            worker_command(run.id),
+            worker_command(
+                run.id,
+                int(config.get("num_processes", 1)),
+                int(config.get("deepspeed_stage", 0)),
+                cpu=not _gpu_visible(),
+            ),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -70,6 +112,12 @@ def process_start_time(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def _gpu_visible() -> bool:
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def pid_alive(pid: int, started: str | None = None) -> bool:
@@ -99,7 +147,12 @@ def stop_worker(session: Session, run: Run) -> bool:
     """Ask the run's worker to stop at its next step boundary (SIGTERM). A live run without a live worker is marked
     stopped directly. Returns True if a signal was sent."""
     if is_alive(run):
-        os.kill(run.pid, signal.SIGTERM)
+        # A launched worker leads its own process group: signal the whole group, so every process of a
+        # multi-process (accelerate) run gets it. A foreground CLI run shares its shell's group: only its pid.
+        if os.getpgid(run.pid) == run.pid:
+            os.killpg(run.pid, signal.SIGTERM)
+        else:
+            os.kill(run.pid, signal.SIGTERM)
         queries.add_log(session, run.id, "stop requested")
         return True
     if RunStatus(run.status) in LIVE:

@@ -192,6 +192,53 @@ def get_length_penalty(max_tokens: int = 200, per_token: float = 0.002, cap: flo
     return length_penalty_reward
 
 
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(text: str) -> str | None:
+    """The code of a completion: the last fenced block, else the ``<answer>`` content, else None."""
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return blocks[-1]
+    answer = extract_answer(text)
+    return answer if answer else None
+
+
+def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc:
+    """Fraction of a sample's unit tests (data set column ``tests``) its code passes, run in the sandbox
+    (:mod:`trainer.sandbox`); no code, a syntax error or a timeout score 0.0; None where a sample has no tests.
+
+    A group's completions run in parallel with a bounded pool. Example: code passing 3 of 4 tests -> 0.75.
+    """
+
+    def code_tests_reward(prompts, completions, tests=None, **kwargs) -> list[float | None]:
+        import json
+
+        from trainer.sandbox import Limits, run_many
+
+        n = len(completions)
+        if tests is None:
+            return [None] * n
+        out: list[float | None] = [None] * n
+        jobs, where = [], []
+        for i, (completion, case) in enumerate(zip(completions, tests)):
+            if isinstance(case, str):
+                case = json.loads(case)
+            if not case:
+                continue
+            code = extract_code(completion_text(completion))
+            if code is None:
+                out[i] = 0.0
+                continue
+            jobs.append((code, list(case)))
+            where.append(i)
+        for i, verdict in zip(where, run_many(jobs, limits or Limits(), workers)):
+            out[i] = verdict.score
+        return out
+
+    return code_tests_reward
+
+
 REWARDS: dict[str, RewardFunc] = {
     "correctness": correctness_reward,
     "math_correctness": math_correctness_reward,
@@ -200,6 +247,7 @@ REWARDS: dict[str, RewardFunc] = {
     "soft_format": soft_format_reward,
     "xmlcount": xmlcount_reward,
     "length_penalty": get_length_penalty(),
+    "code_tests": get_code_tests_reward(),
 }
 
 
@@ -257,3 +305,36 @@ def load_custom_reward(spec: str) -> RewardFunc:
 def resolve_reward(name: str) -> RewardFunc:
     """The reward function for a config name: a registry key or a custom ``file.py:function``."""
     return REWARDS[name] if name in REWARDS else load_custom_reward(name)
+
+
+# --- health of the reward mix ---------------------------------------------------------------------------------------
+FORMAT_ONLY = {"int", "strict_format", "soft_format", "xmlcount", "length_penalty"}
+
+
+def reward_mix_warnings(
+    reward_funcs: list[str], weights: list[float], sample_answers: list, has_tests: bool
+) -> list[str]:
+    """Warnings (not errors) about a reward selection that can't vary within a group on this data, which gives GRPO
+    no signal: every answer of a group scores the same, std 0, advantage 0.
+
+    ``sample_answers`` are a few reference answers of the data set; ``has_tests`` says whether it has a tests column.
+    """
+    active = [name for name, w in zip(reward_funcs, weights) if w != 0]
+    warnings = []
+    if not active:
+        return ["every reward weight is 0: the total reward is constant and nothing is learned"]
+    if set(active) <= FORMAT_ONLY:
+        warnings.append(
+            f"only format rewards ({', '.join(active)}): once the model follows the format, every answer in a group "
+            "scores the same (reward std 0) and learning stops; add correctness or math_correctness"
+        )
+    if active == ["int"] and sample_answers and all(_WHOLE.fullmatch(normalize_answer(str(a))) for a in sample_answers):
+        warnings.append(
+            "only int on a data set whose answers are all whole numbers: a model that always answers with "
+            "one gets the same reward on every completion"
+        )
+    if "code_tests" in active and not has_tests:
+        warnings.append("code_tests is selected but the data set has no tests column: it applies to no sample")
+    if {"correctness", "math_correctness"} & set(active) and sample_answers and not any(sample_answers):
+        warnings.append("correctness is selected but the data set's answers are empty: it applies to no sample")
+    return warnings

@@ -26,7 +26,9 @@ class TrlArgs:
     prompt_truncation_needed: bool = False
 
 
-def grpo_kwargs(config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False) -> dict[str, Any]:
+def grpo_kwargs(
+    config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, cpu: bool = False
+) -> dict[str, Any]:
     """The GRPOConfig keyword arguments for ``config``, before filtering by what the installed TRL accepts."""
     warmup = config.warmup_ratio if config.warmup_ratio < 1 else config.max_steps
     return {
@@ -64,18 +66,28 @@ def grpo_kwargs(config: RunConfig, output_dir: str, *, use_vllm: bool = False, b
         "log_completions": False,
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
+        # On CPU say so explicitly: with several processes (torchrun) that makes Accelerate set up gloo data
+        # parallelism instead of training independent copies.
+        "use_cpu": cpu,
+        **({"ddp_backend": "gloo"} if cpu and config.num_processes > 1 else {}),
     }
 
 
 def to_trl(
-    config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, **overrides: Any
+    config: RunConfig,
+    output_dir: str,
+    *,
+    use_vllm: bool = False,
+    bf16: bool = False,
+    cpu: bool = False,
+    **overrides: Any,
 ) -> TrlArgs:
     """Build the installed TRL's GRPOConfig and PEFT's LoraConfig from a RunConfig."""
     from peft import LoraConfig
     from trl import GRPOConfig
 
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
-    wanted = grpo_kwargs(config, output_dir, use_vllm=use_vllm, bf16=bf16) | overrides
+    wanted = grpo_kwargs(config, output_dir, use_vllm=use_vllm, bf16=bf16, cpu=cpu) | overrides
     notes = []
     if "warmup_ratio" in accepted:
         wanted.pop("warmup_steps")

@@ -41,10 +41,31 @@ ADAPTER_DIR = "adapter"
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest ``checkpoint-N`` directory under the run's checkpoints, or None."""
+    """The newest complete ``checkpoint-N`` directory under the run's checkpoints, or None.
+
+    A worker killed while saving leaves a checkpoint without ``trainer_state.json`` (the trainer writes it last);
+    such a directory can't be resumed from, so it is skipped (and removed by :func:`prune_partial_checkpoints`).
+    """
+    complete = [p for p in _checkpoints(output_dir) if (p / "trainer_state.json").is_file()]
+    return complete[-1] if complete else None
+
+
+def prune_partial_checkpoints(output_dir: Path) -> list[str]:
+    """Delete checkpoint directories that a killed worker left half-written; returns their names."""
+    import shutil
+
+    removed = []
+    for p in _checkpoints(output_dir):
+        if not (p / "trainer_state.json").is_file():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+    return removed
+
+
+def _checkpoints(output_dir: Path) -> list[Path]:
     root = output_dir / CHECKPOINT_DIR
     found = [p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()] if root.is_dir() else []
-    return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
 # --- stop requests --------------------------------------------------------------------------------------------------
@@ -79,6 +100,7 @@ class _Batch:
     samples: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)
     progress: tuple[int, int | None] | None = None
+    flushed: list[threading.Event] = field(default_factory=list)
 
 
 class DbWriter:
@@ -112,6 +134,12 @@ class DbWriter:
         """Queue a line for the run's log."""
         self._queue.put(("log", (message, level)))
 
+    def flush(self, timeout: float = 60.0) -> None:
+        """Block until everything queued so far is committed (before a checkpoint: see the callback's on_log)."""
+        done = threading.Event()
+        self._queue.put(("flush", done))
+        done.wait(timeout)
+
     def close(self) -> None:
         """Write everything still queued, stop the thread, and raise the first write error if there was one."""
         self._queue.put(None)
@@ -130,6 +158,8 @@ class DbWriter:
                     done = True
                     break
                 self._add(batch, item)
+                if batch.flushed:  # someone is waiting: write now rather than at the deadline
+                    break
                 try:
                     item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
                 except queue.Empty:
@@ -139,6 +169,8 @@ class DbWriter:
             except Exception as exc:  # keep draining so close() returns; report the error there
                 log.exception("database write failed")
                 self._error = self._error or exc
+            for event in batch.flushed:
+                event.set()
 
     @staticmethod
     def _add(batch: _Batch, item: tuple[str, Any]) -> None:
@@ -149,6 +181,8 @@ class DbWriter:
             batch.samples.extend(payload)
         elif kind == "log":
             batch.logs.append(payload)
+        elif kind == "flush":
+            batch.flushed.append(payload)
         else:
             step, total = payload
             old_total = batch.progress[1] if batch.progress else None
@@ -167,9 +201,31 @@ class DbWriter:
 
 
 # --- the TRL callback -----------------------------------------------------------------------------------------------
-def make_callback(run_id: int, writer: DbWriter, stop: StopRequest, config: RunConfig):
+def _stop_everywhere(requested: bool) -> bool:
+    """Whether any process of a multi-process run was asked to stop (all must stop at the same step, or the others
+    wait forever in their next collective operation). Single-process: just ``requested``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return requested
+    import torch
+
+    flag = torch.tensor([1.0 if requested else 0.0])
+    if dist.get_backend() == "nccl":
+        flag = flag.cuda()
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def is_main_process() -> bool:
+    """True in a single-process run and in rank 0 of an ``accelerate launch``: the only one that writes to the DB."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, config: RunConfig):
     """A TrainerCallback that stores every logged metric and the completions table, keeps progress on the run row,
-    and ends training at the step boundary after a stop request."""
+    and ends training at the step boundary after a stop request. With ``writer`` None (the non-main processes of a
+    multi-process run) it only takes part in the stop decision."""
     from transformers import TrainerCallback
 
     weights = config.weights()
@@ -180,17 +236,20 @@ def make_callback(run_id: int, writer: DbWriter, stop: StopRequest, config: RunC
         last_sample_step = -1
 
         def on_train_begin(self, args, state, control, **kwargs):
-            writer.progress(state.global_step, state.max_steps)
+            if writer:
+                writer.progress(state.global_step, state.max_steps)
 
         def on_step_end(self, args, state, control, **kwargs):
-            writer.progress(state.global_step)
-            if stop.requested:
+            if writer:
+                writer.progress(state.global_step)
+            if _stop_everywhere(stop.requested):
+                stop.event.set()
                 control.should_training_stop = True
                 control.should_save = True  # a checkpoint at the stop step, so a resume loses nothing
             return control
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
+            if writer is None or not state.is_world_process_zero or not logs:
                 return
             writer.metrics(queries.metric_rows(run_id, state.global_step, logs, time.time()))
             if state.global_step != self.last_sample_step:
@@ -198,6 +257,10 @@ def make_callback(run_id: int, writer: DbWriter, stop: StopRequest, config: RunC
                 if rows:
                     writer.samples(rows)
                     self.last_sample_step = state.global_step
+            if control.should_save:
+                # The trainer logs, then saves a checkpoint. Commit this step's rows first: a kill right after the
+                # checkpoint must not lose them, because a resume starts after the checkpoint and never re-logs them.
+                writer.flush()
 
     return StudioCallback()
 
@@ -293,7 +356,14 @@ def build_trainer(config: RunConfig, output_dir: Path, callbacks: list, log_line
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
 
-    args = to_trl(config, str(output_dir / CHECKPOINT_DIR), use_vllm=backend.use_vllm, bf16=backend.bf16, **overrides)
+    args = to_trl(
+        config,
+        str(output_dir / CHECKPOINT_DIR),
+        use_vllm=backend.use_vllm,
+        bf16=backend.bf16,
+        cpu=backend.device == "cpu",
+        **overrides,
+    )
     for note in args.notes:
         log_line(note)
     if args.prompt_truncation_needed:
@@ -316,6 +386,8 @@ def build_trainer(config: RunConfig, output_dir: Path, callbacks: list, log_line
 def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | None = None) -> RunStatus:
     """Train run ``run_id`` to a terminal status and return it. Never raises for a training failure: the traceback
     goes to the run row as its error."""
+    if not is_main_process():
+        return _train_secondary(run_id, stop or StopRequest())
     Session = get_sessionmaker()
     with Session.begin() as session:
         run = queries.get_run(session, run_id)
@@ -325,7 +397,13 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             raise SystemExit(f"run {run_id} is already being trained by process {run.pid}")
         output_dir = Path(run.output_dir) if run.output_dir else run_dir(run_id)
         output_dir.mkdir(parents=True, exist_ok=True)
-        queries.mark_running(session, run, os.getpid(), str(output_dir), process_start_time(os.getpid()))
+        # Under `accelerate launch` the launcher (our process-group leader) is the pid the launcher recorded: keep
+        # it, so a stop signals the whole group and liveness follows the launcher.
+        if run.pid is not None and run.pid != os.getpid() and os.getpgid(0) == run.pid:
+            pid, started = run.pid, run.pid_started
+        else:
+            pid, started = os.getpid(), process_start_time(os.getpid())
+        queries.mark_running(session, run, pid, str(output_dir), started)
         raw_config = dict(run.config)
 
     stop = stop or StopRequest()
@@ -374,6 +452,8 @@ def _train(
     with get_sessionmaker().begin() as session:
         session.get(Run, run_id).backend = trainer.grpo_studio_backend.describe()
 
+    for name in prune_partial_checkpoints(output_dir):
+        log_line(f"removed {name}: the previous worker died while saving it")
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is not None:
         step = int(checkpoint.name.split("-")[-1])
@@ -387,6 +467,20 @@ def _train(
     if stop.requested and trainer.state.global_step < trainer.state.max_steps:
         return RunStatus.STOPPED
     return RunStatus.COMPLETED
+
+
+def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
+    """A non-main process of a multi-process run: trains its share, writes nothing to the database (rank 0 does)."""
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, run_id)
+        config, _ = RunConfig.from_dict(dict(run.config))
+        output_dir = Path(run.output_dir) if run.output_dir else run_dir(run_id)
+    stop.install()
+    trainer = build_trainer(config, output_dir, [make_callback(run_id, None, stop, config)], log.info)
+    checkpoint = latest_checkpoint(output_dir)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    trainer.save_model(str(output_dir / ADAPTER_DIR))  # collective under DeepSpeed/FSDP; rank 0 writes the files
+    return RunStatus.STOPPED if stop.requested else RunStatus.COMPLETED
 
 
 def _drop_after(run_id: int, step: int) -> None:

@@ -64,8 +64,12 @@ def problems_markdown(problems: list[str]) -> str:
 
 
 def check(allow_custom: bool, *values: Any) -> str:
-    """Validate without launching."""
-    return problems_markdown(validate(allow_custom, *values)[1])
+    """Validate without launching; a valid config also shows the reward-mix warnings."""
+    config, problems = validate(allow_custom, *values)
+    text = problems_markdown(problems)
+    if config is not None and not problems:
+        text += "".join(f"\n\n⚠️ {w}" for w in config.warnings())
+    return text
 
 
 def launch(allow_custom: bool, *values: Any) -> str:

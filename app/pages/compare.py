@@ -1,0 +1,255 @@
+"""Compare: base vs tuned on the same prompt with the same seeds, held-out evaluation, and export.
+
+Models load in this (dashboard) process only when this page first needs one: trainer.compare imports torch inside
+its functions. While a training run is using the GPU the page says so instead of running out of memory.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.config import RunConfig
+from trainer.launch import active_runs
+
+COLUMNS = ["#", "completion", "rewards", "total"]
+
+
+# --- callbacks ------------------------------------------------------------------------------------------------------
+def finished_runs() -> list[tuple[str, int]]:
+    """Runs that have saved an adapter (completed or stopped), newest first."""
+    from trainer.compare import adapter_dirs
+
+    with get_sessionmaker().begin() as session:
+        return [
+            (f"{r.id}: {r.name} ({r.status})", r.id)
+            for r in queries.list_runs(session)
+            if r.output_dir and adapter_dirs(r.output_dir)
+        ]
+
+
+def run_details(run_id):
+    """Checkpoint choices and example prompts (with reference answers) of the picked run."""
+    from trainer.compare import adapter_dirs
+    from trainer.data import load_problems
+
+    if run_id is None:
+        return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
+    config, output_dir = _run(run_id)
+    adapters = list(adapter_dirs(output_dir))
+    try:
+        problems = load_problems(config)[:20]
+    except Exception:  # the data set may need the hub; typing a prompt still works
+        problems = []
+    examples = [(f"{p.question[:90]} → {p.answer}", i) for i, p in enumerate(problems)]
+    return gr.update(choices=adapters, value=adapters[0] if adapters else None), gr.update(choices=examples, value=None)
+
+
+def pick_example(run_id, index):
+    """Fill the prompt and reference answer from the run's data set."""
+    from trainer.data import load_problems
+
+    if run_id is None or index is None:
+        return gr.update(), gr.update()
+    config, _ = _run(run_id)
+    problem = load_problems(config)[int(index)]
+    return problem.question, problem.answer
+
+
+def gpu_busy() -> str | None:
+    """A message when a training run holds the GPU this panel would load onto, else None."""
+    from app.form import gpu_present
+
+    if not gpu_present():
+        return None
+    with get_sessionmaker().begin() as session:
+        busy = active_runs(session)
+    if busy:
+        return (
+            f"Run {busy[0].id} ({busy[0].name}) is training on the GPU right now; sampling here could run it "
+            "out of memory. Try again when it has finished, or stop it."
+        )
+    return None
+
+
+def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
+    """Sample base and tuned side by side and score both."""
+    from trainer.compare import adapter_dirs, compare
+    from trainer.data import make_prompt
+
+    if run_id is None or not adapter:
+        raise gr.Error("pick a run that has a saved adapter, and a checkpoint")
+    if not (question or "").strip():
+        raise gr.Error("type a prompt or pick one from the run's data set")
+    busy = gpu_busy()
+    if busy:
+        raise gr.Error(busy)
+    config, output_dir = _run(run_id)
+    result = compare(
+        config,
+        adapter_dirs(output_dir)[adapter],
+        make_prompt(question, config.system_prompt),
+        (reference or "").strip() or None,
+        n=int(n),
+        greedy=bool(greedy),
+        temperature=float(temperature),
+        seed=int(seed),
+        progress=progress,
+    )
+    return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), _summary("Tuned", result.tuned, n)
+
+
+def _rows(side) -> list[list]:
+    return [
+        [i + 1, text, ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in r.items()), round(t, 3)]
+        for i, (text, r, t) in enumerate(zip(side.completions, side.rewards, side.totals))
+    ]
+
+
+def _summary(label: str, side, n) -> str:
+    return f"**{label}**: mean reward {side.mean_reward:.3f} · format {side.formatted}/{int(n)} · correct {side.correct}/{int(n)}"
+
+
+def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
+    """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
+    import plotly.graph_objects as go
+
+    from trainer.evaluate import EvaluationError, evaluate_run
+
+    if run_id is None or not adapter:
+        raise gr.Error("pick a run and a checkpoint")
+    busy = gpu_busy()
+    if busy:
+        raise gr.Error(busy)
+    try:
+        results = evaluate_run(int(run_id), int(k), int(samples), adapter, progress=progress)
+    except EvaluationError as exc:
+        raise gr.Error(str(exc)) from exc
+    base, tuned = results["base"], results["tuned"]
+    labels = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("format", "format")]
+    rows = [[label, _pct(base[key]), _pct(tuned[key])] for label, key in labels if base[key] is not None]
+    rows.append(["mean length (tokens)", round(base["mean_length"], 1), round(tuned["mean_length"], 1)])
+    rows += [[f"reward {name}", _num(base["rewards"][name]), _num(tuned["rewards"][name])] for name in base["rewards"]]
+    shown = [(label, key) for label, key in labels if base[key] is not None]
+    fig = go.Figure(
+        [
+            go.Bar(name="base", x=[label for label, _ in shown], y=[base[key] for _, key in shown]),
+            go.Bar(name="tuned", x=[label for label, _ in shown], y=[tuned[key] for _, key in shown]),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        height=320,
+        yaxis={"range": [0, 1], "tickformat": ".0%"},
+        title=f"Held-out: {results['problems']} problems",
+    )
+    return rows, fig
+
+
+def _pct(value) -> str:
+    return "" if value is None else f"{value:.1%}"
+
+
+def _num(value) -> float | str:
+    return "" if value is None else round(value, 3)
+
+
+def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
+    """Merge the adapter into the base and offer the model directory as a zip."""
+    import shutil
+
+    from trainer.export import ExportError, merge, run_adapter
+
+    try:
+        config, adapter_dir = run_adapter(int(run_id), adapter or "final")
+    except (ExportError, TypeError) as exc:
+        raise gr.Error(str(exc)) from exc
+    progress(0.2, desc="merging")
+    target = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"run-{run_id}-merged"
+    merge(config, adapter_dir, target)
+    archive = shutil.make_archive(str(target), "zip", target)
+    return archive, f"Merged model (safetensors + tokenizer) ready: {Path(archive).name}"
+
+
+def push_to_hub(run_id, adapter, repo, token, merged) -> str:
+    """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
+    from trainer.export import ExportError, merge, push, run_adapter
+
+    if not (repo or "").strip():
+        raise gr.Error("give a Hub repo id, e.g. you/my-grpo-adapter")
+    try:
+        config, folder = run_adapter(int(run_id), adapter or "final")
+        if merged:
+            folder = merge(config, folder, Path(tempfile.mkdtemp(prefix="grpo-studio-")) / "merged")
+        return f"Pushed to {push(folder, repo.strip(), (token or '').strip() or None)}"
+    except (ExportError, TypeError) as exc:
+        raise gr.Error(str(exc)) from exc
+
+
+def _run(run_id) -> tuple[RunConfig, str]:
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, int(run_id))
+        if run is None:
+            raise gr.Error(f"no run with id {run_id}")
+        config, _ = RunConfig.from_dict(run.config)
+        return config, run.output_dir or ""
+
+
+# --- layout ---------------------------------------------------------------------------------------------------------
+def build() -> gr.Dropdown:
+    """Lay out the Compare page; returns its run picker (refreshed by the server)."""
+    with gr.Row():
+        run = gr.Dropdown(choices=finished_runs(), label="Run", elem_id="compare-run", scale=2)
+        adapter = gr.Dropdown(choices=[], label="Checkpoint", elem_id="compare-adapter", scale=1)
+        example = gr.Dropdown(choices=[], label="Prompt from the run's data set", elem_id="compare-example", scale=3)
+    with gr.Row():
+        question = gr.Textbox(label="Prompt", lines=2, elem_id="compare-prompt", scale=4)
+        reference = gr.Textbox(label="Reference answer (optional)", elem_id="compare-reference", scale=1)
+    with gr.Row():
+        n = gr.Slider(1, 16, value=4, step=1, label="Completions per side")
+        temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.05, label="Temperature")
+        seed = gr.Number(value=0, precision=0, label="Seed")
+        greedy = gr.Checkbox(label="Greedy decoding")
+    go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
+    with gr.Row():
+        with gr.Column():
+            base_summary = gr.Markdown(elem_id="compare-base-summary")
+            base_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-base")
+        with gr.Column():
+            tuned_summary = gr.Markdown(elem_id="compare-tuned-summary")
+            tuned_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-tuned")
+    with gr.Accordion("Held-out evaluation", open=False):
+        with gr.Row():
+            k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1)
+            samples = gr.Number(
+                value=4, precision=0, label="Samples per problem for pass@1 (0: greedy only)", minimum=0
+            )
+            eval_button = gr.Button("Evaluate base vs tuned")
+        eval_table = gr.Dataframe(headers=["metric", "base", "tuned"], interactive=False)
+        eval_plot = gr.Plot()
+    with gr.Accordion("Export", open=False):
+        with gr.Row():
+            merge_button = gr.Button("Merge into the base and download")
+            merged_file = gr.File(label="Merged model", interactive=False)
+        with gr.Row():
+            repo = gr.Textbox(label="Hub repo id")
+            token = gr.Textbox(label="Hugging Face token", type="password")
+            push_merged = gr.Checkbox(label="push the merged model (else the adapter)")
+            push_button = gr.Button("Push to the Hub")
+        export_message = gr.Markdown()
+
+    run.change(run_details, run, [adapter, example])
+    example.change(pick_example, [run, example], [question, reference])
+    go_button.click(
+        run_compare,
+        [run, adapter, question, reference, n, greedy, temperature, seed],
+        [base_table, tuned_table, base_summary, tuned_summary],
+    )
+    eval_button.click(run_eval, [run, adapter, k, samples], [eval_table, eval_plot])
+    merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
+    push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)
+    return run

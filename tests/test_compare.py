@@ -1,0 +1,155 @@
+"""Side by side, held-out evaluation and export, on the built-in model and a short run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer.compare import ModelCache, adapter_dirs, base_weight_bytes, compare, sample
+from trainer.config import RunConfig
+from trainer.data import make_prompt
+from trainer.worker import run_worker
+
+from .helpers import create_run, run_row, tiny_config
+
+pytestmark = pytest.mark.slow
+
+PROMPT = make_prompt("What is 17 + 25?", RunConfig().system_prompt)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model_path):
+    """A finished 6-step run whose adapter moved (a large learning rate, so the change shows in a few steps)."""
+    config = tiny_config(name="compare", max_steps=6, learning_rate=5e-3, save_steps=3)
+    run_id = create_run(config)
+    assert run_worker(run_id).value == "completed"
+    return run_id, config, run_row(run_id).output_dir
+
+
+def _fresh_base(tiny_model_path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()
+
+
+def test_adapters_are_listed_final_and_per_checkpoint(trained):
+    _, _, output_dir = trained
+    assert list(adapter_dirs(output_dir)) == ["final", "step 3", "step 6"]
+
+
+def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
+    from trainer.backend import load_tokenizer
+
+    _, config, output_dir = trained
+    cache = ModelCache()
+    model, tokenizer = cache.get(str(tiny_model_path), adapter_dirs(output_dir)["final"])
+    settings = dict(greedy=False, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=11)
+    panel_base = sample(model, tokenizer, PROMPT, 4, adapter=False, **settings)
+    fresh = _fresh_base(tiny_model_path)
+    tok = load_tokenizer(str(tiny_model_path))
+    text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    batch = tok([text], return_tensors="pt", add_special_tokens=False)
+    expected = []
+    for i in range(4):
+        torch.manual_seed(11 + i)
+        ids = fresh.generate(
+            **batch,
+            max_new_tokens=32,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+        expected.append(tok.decode(ids[0, batch["input_ids"].shape[1] :], skip_special_tokens=True))
+    assert panel_base == expected
+
+
+def test_tuned_differs_from_base_and_both_are_scored(trained):
+    _, config, output_dir = trained
+    result = compare(config, adapter_dirs(output_dir)["final"], PROMPT, "42", n=6, seed=3, cache=ModelCache())
+    assert result.base.completions != result.tuned.completions
+    for side in (result.base, result.tuned):
+        assert len(side.completions) == 6 and len(side.totals) == 6
+        assert set(side.rewards[0]) == set(config.reward_funcs)
+        assert side.mean_reward == pytest.approx(sum(side.totals) / 6)
+        assert 0 <= side.correct <= 6 and 0 <= side.formatted <= 6
+
+
+def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
+    _, _, output_dir = trained
+    cache = ModelCache()
+    dirs = adapter_dirs(output_dir)
+    model, _ = cache.get(str(tiny_model_path), dirs["final"])
+    model, _ = cache.get(str(tiny_model_path), dirs["step 3"])  # a second checkpoint: adapter only, same base
+    base_alone = base_weight_bytes(_fresh_base(tiny_model_path))
+    assert base_weight_bytes(model) == base_alone
+    assert len(cache.adapters) == 2
+    lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+    assert 0 < lora * 4 < base_alone  # the adapters are small next to the one base copy
+
+
+def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_path, tiny_model_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.export import merge, run_adapter
+
+    run_id, config, output_dir = trained
+    config, adapter_dir = run_adapter(run_id)
+    target = merge(config, adapter_dir, tmp_path / "merged")
+    assert (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file()
+    merged = AutoModelForCausalLM.from_pretrained(target).eval()  # plain transformers, no PEFT
+    tok = AutoTokenizer.from_pretrained(target)
+    cache = ModelCache()
+    model, tokenizer = cache.get(str(tiny_model_path), adapter_dir)
+    settings = dict(greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=0)
+    with_adapter = sample(model, tokenizer, PROMPT, 1, adapter=True, **settings)
+    from_merged = sample_plain(merged, tok)
+    assert from_merged == with_adapter[0]
+
+
+def sample_plain(model, tok) -> str:
+    text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    batch = tok([text], return_tensors="pt", add_special_tokens=False)
+    ids = model.generate(
+        **batch, max_new_tokens=32, do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+    )
+    return tok.decode(ids[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def test_push_without_a_token_says_so(trained, monkeypatch):
+    from trainer.export import ExportError, push, run_adapter
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    _, adapter_dir = run_adapter(trained[0])
+    with pytest.raises(ExportError, match="needs a token"):
+        push(adapter_dir, "someone/repo")
+    with pytest.raises(ExportError, match="HF_HUB_OFFLINE"):
+        push(adapter_dir, "someone/repo", token="hf_x")
+
+
+def test_heldout_evaluation_is_stored_and_compares_base_and_tuned(trained):
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.evaluate import evaluate_run
+
+    run_id, config, _ = trained
+    results = evaluate_run(run_id, k=20, samples=2)
+    for side in ("base", "tuned"):
+        assert 0.0 <= results[side]["correct"] <= 1.0 and 0.0 <= results[side]["pass_at_1"] <= 1.0
+        assert set(results[side]["rewards"]) == set(config.reward_funcs)
+        assert results[side]["mean_length"] > 5
+    assert results["base"]["format"] > 0.8  # the warmed-up model writes the format
+    with get_sessionmaker().begin() as s:
+        stored = queries.latest_evaluation(s, run_id)
+        assert stored.k == 20 and stored.results["tuned"] == results["tuned"]
+
+
+def test_evaluation_refuses_a_single_local_file(tmp_path):
+    from trainer.evaluate import EvaluationError, heldout_problems
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"question": "q", "answer": "1"}\n')
+    with pytest.raises(EvaluationError, match="no held-out split"):
+        heldout_problems(RunConfig(dataset_name=str(path)), 10)

@@ -184,11 +184,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
+    from trainer.compare import RunLookupError
     from trainer.evaluate import EvaluationError, evaluate_run
 
     try:
         results = evaluate_run(args.run_id, args.k, args.samples, args.adapter)
-    except EvaluationError as exc:
+    except (EvaluationError, RunLookupError) as exc:
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
     base, tuned = results["base"], results["tuned"]
@@ -209,7 +210,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Zip, merge and/or push a run's adapter."""
     from pathlib import Path
 
-    from trainer.export import ExportError, merge, push, run_adapter, zip_adapter
+    from trainer.compare import RunLookupError, run_adapter
+    from trainer.export import merge, push, zip_adapter
 
     if not (args.zip or args.merge or args.push):
         print("grpo-studio: export needs --zip PATH, --merge DIR and/or --push REPO", file=sys.stderr)
@@ -224,7 +226,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"merged model saved to {folder}")
         if args.push:
             print(f"pushed to {push(folder, args.push, args.token)}")
-    except ExportError as exc:
+    except RunLookupError as exc:  # ExportError included
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
     return 0

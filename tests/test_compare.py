@@ -92,7 +92,8 @@ def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
 def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_path, tiny_model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.export import merge, run_adapter
+    from trainer.compare import run_adapter
+    from trainer.export import merge
 
     run_id, config, output_dir = trained
     config, adapter_dir = run_adapter(run_id)
@@ -118,7 +119,8 @@ def sample_plain(model, tok) -> str:
 
 
 def test_push_without_a_token_says_so(trained, monkeypatch):
-    from trainer.export import ExportError, push, run_adapter
+    from trainer.compare import run_adapter
+    from trainer.export import ExportError, push
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)

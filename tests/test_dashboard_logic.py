@@ -216,3 +216,44 @@ def test_example_files_match_the_presets():
     assert RunConfig.load(examples / "tiny-offline.yaml") == (presets()[TINY_PRESET], [])
     reference, notes = RunConfig.load(examples / "gsm8k-llama3b.yaml")
     assert notes == [] and reference == presets()["Reference: Llama-3.2-3B-Instruct on GSM8K"]
+
+
+def test_runs_table_shows_held_out_base_to_tuned():
+    from app.pages.runs import COLUMNS, run_rows
+
+    run_id = create_run(tiny_config(name="evaluated"))
+    with get_sessionmaker().begin() as s:
+        queries.add_evaluation(s, run_id, "final", 200, 4, {"base": {"correct": 0.54}, "tuned": {"correct": 0.57}})
+    row = next(r for r in run_rows() if r[0] == run_id)
+    assert row[COLUMNS.index("held-out correct")] == "54% → 57%"
+
+
+def test_completions_follow_the_newest_step_unless_pinned():
+    from app.pages.monitor import refresh
+
+    run_id = create_run(tiny_config(name="follow"))
+    with get_sessionmaker().begin() as s:
+        for step in (1, 2):
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, {"reward": float(step)}, float(step)))
+            queries.add_sample_rows(
+                s,
+                [
+                    {
+                        "run_id": run_id,
+                        "step": step,
+                        "group_index": 0,
+                        "prompt": "p",
+                        "completion": f"c{step}",
+                        "rewards": {"correctness": 0.0},
+                        "total_reward": 0.0,
+                        "advantage": 0.0,
+                        "reference_answer": "1",
+                    }
+                ],
+            )
+    following = refresh(run_id, [], 0.0, "step", 1, {}, False)
+    pinned = refresh(run_id, [], 0.0, "step", 1, {}, True)
+    slider_index = -4  # outputs end with: slider, table, log, caches
+    assert following[slider_index]["value"] == 2 and following[-3][0][4] == "c2"
+    assert pinned[slider_index]["value"] == 1 and pinned[-3][0][4] == "c1"
+    assert following[0].startswith("**follow** (run ") and "step 0 of 4" in following[0]

@@ -169,3 +169,41 @@ def test_config_warns_about_a_format_only_mix_on_arithmetic():
     warnings = RunConfig(dataset_name="builtin:arithmetic", reward_funcs=["int"]).warnings()
     assert any("whole numbers" in w for w in warnings)
     assert RunConfig(dataset_name="builtin:arithmetic").warnings() == []
+
+
+def test_nested_tags_take_the_innermost_complete_answer():
+    text = "<reasoning>\n<answer>3</answer> no, wait\n</reasoning>\n<answer>\n<answer>4</answer>\n</answer>"
+    assert extract_answer(text) == "4"  # the last complete block; a stray outer tag is not an answer
+    assert score(strict_format_reward, [text]) == [0.0]
+
+
+def test_decimals_and_negatives_compare_by_value():
+    texts = ["<answer>18.50</answer>", "<answer>-0.5</answer>", "<answer>+7</answer>", "<answer>١٢</answer>"]
+    assert score(correctness_reward, texts, answer=["18.5", "-.5", "7", "12"]) == [2.0, 2.0, 2.0, 0.0]
+
+
+def test_a_100_kb_completion_is_scored_quickly_and_sanely():
+    import time
+
+    huge = "<reasoning>\n" + "think " * 17_000 + "\n</reasoning>\n<answer>\n42\n</answer>"
+    assert len(huge) > 100_000
+    started = time.perf_counter()
+    results = {
+        f.__name__: score(f, [huge], answer=["42"])
+        for f in (correctness_reward, int_reward, strict_format_reward, soft_format_reward, xmlcount_reward)
+    }
+    assert time.perf_counter() - started < 1.0
+    assert results == {
+        "correctness_reward": [2.0],
+        "int_reward": [0.5],
+        "strict_format_reward": [0.5],
+        "soft_format_reward": [0.5],
+        "xmlcount_reward": [0.5],
+    }
+
+
+def test_rewards_without_a_reference_or_tests_do_not_apply():
+    assert REWARDS["math_correctness"](prompts=[None], completions=["<answer>1</answer>"], answer=["not math ??"]) == [
+        None
+    ]
+    assert REWARDS["code_tests"](prompts=[None], completions=["```python\nx=1\n```"], tests=[[]]) == [None]

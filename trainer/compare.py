@@ -41,6 +41,26 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
 
+class RunLookupError(ValueError):
+    """A run, or a saved adapter of it, that isn't there."""
+
+
+def run_adapter(run_id: int, adapter: str = "final") -> tuple[RunConfig, Path]:
+    """A run's config and the directory of one of its saved adapters ("final" or "step N")."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, run_id)
+        if run is None:
+            raise RunLookupError(f"no run with id {run_id}")
+        config, _ = RunConfig.from_dict(run.config)
+        adapters = adapter_dirs(run.output_dir or "")
+    if adapter not in adapters:
+        raise RunLookupError(f"run {run_id} has no adapter {adapter!r} (saved: {', '.join(adapters) or 'none yet'})")
+    return config, adapters[adapter]
+
+
 def adapter_dirs(output_dir: str | Path) -> dict[str, Path]:
     """The adapters a run has saved: "final" (the adapter/ directory) and "step N" for each checkpoint."""
     root = Path(output_dir)

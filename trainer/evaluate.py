@@ -91,7 +91,7 @@ def score_heldout(
 
 # --- held-out evaluation of a run -----------------------------------------------------------------------------------
 class EvaluationError(ValueError):
-    """A run that can't be evaluated as asked (no adapter, no held-out split)."""
+    """A run that can't be evaluated as asked (no held-out split)."""
 
 
 def heldout_problems(config, k: int) -> list[Problem]:
@@ -149,26 +149,17 @@ def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples:
 def evaluate_run(
     run_id: int, k: int = 200, samples: int = 4, adapter: str = "final", seed: int = 0, progress=None
 ) -> dict:
-    """Score base and tuned on K held-out problems, store the result on the run and return it."""
+    """Score base and tuned on K held-out problems, store the result on the run and return it. Raises
+    RunLookupError for a missing run or adapter, EvaluationError when the data has no held-out split."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.compare import CACHE, adapter_dirs
-    from trainer.config import RunConfig
-
-    with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, run_id)
-        if run is None:
-            raise EvaluationError(f"no run with id {run_id}")
-        config, _ = RunConfig.from_dict(run.config)
-        adapters = adapter_dirs(run.output_dir or "")
-    if adapter not in adapters:
-        have = ", ".join(adapters) or "none yet"
-        raise EvaluationError(f"run {run_id} has no adapter {adapter!r} (saved: {have})")
-    problems = heldout_problems(config, k)
     from trainer.backend import model_path
+    from trainer.compare import CACHE, run_adapter
 
+    config, adapter_dir = run_adapter(run_id, adapter)
+    problems = heldout_problems(config, k)
     with CACHE.lock:
-        model, tokenizer = CACHE.get(model_path(config), adapters[adapter], progress)
+        model, tokenizer = CACHE.get(model_path(config), adapter_dir, progress)
         with model.disable_adapter():
             base = side_metrics(config, model, tokenizer, problems, samples, seed)
         tuned = side_metrics(config, model, tokenizer, problems, samples, seed)

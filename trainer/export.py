@@ -7,28 +7,12 @@ import os
 import shutil
 from pathlib import Path
 
+from trainer.compare import RunLookupError
 from trainer.config import RunConfig
 
 
-class ExportError(ValueError):
+class ExportError(RunLookupError):
     """An export that can't be done as asked, with what to do about it."""
-
-
-def run_adapter(run_id: int, adapter: str = "final") -> tuple[RunConfig, Path]:
-    """A run's config and the directory of one of its saved adapters ("final" or "step N")."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-    from trainer.compare import adapter_dirs
-
-    with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, run_id)
-        if run is None:
-            raise ExportError(f"no run with id {run_id}")
-        config, _ = RunConfig.from_dict(run.config)
-        adapters = adapter_dirs(run.output_dir or "")
-    if adapter not in adapters:
-        raise ExportError(f"run {run_id} has no adapter {adapter!r} (saved: {', '.join(adapters) or 'none yet'})")
-    return config, adapters[adapter]
 
 
 def zip_adapter(adapter_dir: Path, target: Path) -> Path:

@@ -9,9 +9,13 @@ The reference five come from the seed script, with its defects fixed to do what 
 - ``soft_format`` matches across lines (the seed's ``.`` without DOTALL never matched multi-line reasoning);
 - ``int`` accepts "-3" and "1,000" and rejects "²" (``str.isdigit`` did the opposite);
 - answers are compared after normalising "1,000"/"1000", "$18"/"18", "18.0"/"18", " 18 "/"18";
-- a completion without an ``<answer>`` tag has no answer (the seed "extracted" its whole text);
+- a completion without an ``<answer>`` tag has no answer (the seed "extracted" its whole text); with several
+  blocks the last complete one counts, with nested tags the innermost;
 - ``strict_format`` accepts the final newline missing, since chat templates often strip it;
-- ``xmlcount``'s trailing-text penalty is capped at 0.5, so a 100 kB ramble can't outweigh everything else.
+- ``strict_format``'s blocks may not contain another format tag (a repeated answer block no longer "matches");
+- ``xmlcount``'s trailing-text penalty is capped at 0.5, so a 100 kB ramble can't outweigh everything else;
+- ``int`` and ``correctness`` read ASCII digits only: "١٢" is not 12 (a model writing Arabic-Indic digits is
+  not answering in the format the reference uses).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Any
 
 RewardFunc = Callable[..., list[float | None]]
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# The innermost complete block: "<answer><answer>4</answer>" answers "4", not "<answer>4".
+_ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
 # Block contents may not contain a format tag: otherwise ".*?" stretches across a repeated tag and "matches".
 _BODY = r"(?:(?!</?(?:reasoning|answer)>).)*?"
 _STRICT = re.compile(rf"<reasoning>\n{_BODY}\n</reasoning>\n<answer>\n{_BODY}\n</answer>\n?", re.DOTALL)

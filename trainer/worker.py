@@ -449,6 +449,12 @@ def _train(
     callback = make_callback(run_id, writer, stop, config)
     trainer = build_trainer(config, output_dir, [callback], log_line, disable_tqdm=not show_progress)
     callback.trainer = trainer
+    if not show_progress:
+        from transformers.trainer_callback import PrinterCallback
+
+        # Without a progress bar the trainer prints every log dict to stdout: the worker log would repeat, in a
+        # less readable form, what the database already holds.
+        trainer.remove_callback(PrinterCallback)
     with get_sessionmaker().begin() as session:
         session.get(Run, run_id).backend = trainer.grpo_studio_backend.describe()
 

@@ -118,6 +118,7 @@ def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
     """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
     import plotly.graph_objects as go
 
+    from trainer.compare import RunLookupError
     from trainer.evaluate import EvaluationError, evaluate_run
 
     if run_id is None or not adapter:
@@ -127,7 +128,7 @@ def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
         raise gr.Error(busy)
     try:
         results = evaluate_run(int(run_id), int(k), int(samples), adapter, progress=progress)
-    except EvaluationError as exc:
+    except (EvaluationError, RunLookupError) as exc:
         raise gr.Error(str(exc)) from exc
     base, tuned = results["base"], results["tuned"]
     labels = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("format", "format")]
@@ -162,11 +163,12 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     """Merge the adapter into the base and offer the model directory as a zip."""
     import shutil
 
-    from trainer.export import ExportError, merge, run_adapter
+    from trainer.compare import RunLookupError, run_adapter
+    from trainer.export import merge
 
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
-    except (ExportError, TypeError) as exc:
+    except (RunLookupError, TypeError) as exc:
         raise gr.Error(str(exc)) from exc
     progress(0.2, desc="merging")
     target = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"run-{run_id}-merged"
@@ -177,7 +179,8 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
-    from trainer.export import ExportError, merge, push, run_adapter
+    from trainer.compare import RunLookupError, run_adapter
+    from trainer.export import merge, push
 
     if not (repo or "").strip():
         raise gr.Error("give a Hub repo id, e.g. you/my-grpo-adapter")
@@ -186,7 +189,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
         if merged:
             folder = merge(config, folder, Path(tempfile.mkdtemp(prefix="grpo-studio-")) / "merged")
         return f"Pushed to {push(folder, repo.strip(), (token or '').strip() or None)}"
-    except (ExportError, TypeError) as exc:
+    except (RunLookupError, TypeError) as exc:  # ExportError included
         raise gr.Error(str(exc)) from exc
 
 

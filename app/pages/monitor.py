@@ -75,12 +75,22 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
     return rows
 
 
+def _sample_steps(run_id) -> list[int]:
+    if run_id is None:
+        return []
+    with get_sessionmaker().begin() as session:
+        return queries.sample_steps(session, int(run_id))
+
+
 def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def refresh(run_id, overlay, smoothing, x_axis, step, caches):
-    """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection."""
+def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False):
+    """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
+
+    The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
+    """
     if run_id is None:
         empty = [None] * len(CHARTS)
         return ["Pick a run.", "", *empty, gr.update(), [], "", caches]
@@ -103,18 +113,20 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches):
     banner = health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"))
     first, last = (steps[0], steps[-1]) if steps else (0, 0)
     # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
-    slider = gr.update(minimum=first, maximum=max(last, first + 1), value=step if step in steps else last)
+    shown = step if pinned and step in steps else last
+    slider = gr.update(minimum=first, maximum=max(last, first + 1), value=shown)
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
     worker_log = log_tail(main, 15)
     if worker_log:
         log_text += "\n--- worker output ---\n" + worker_log
-    return [header, banner, *figures, slider, completions_table(int(run_id), step), log_text, caches]
+    return [header, banner, *figures, slider, completions_table(int(run_id), shown), log_text, caches]
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
 def build() -> tuple[gr.Dropdown, gr.Timer]:
     """Lay out the Monitor page; returns the run picker (refreshed by the server) and the poll timer."""
     caches = gr.State({})
+    pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
         run = gr.Dropdown(choices=run_choices(), label="Run", elem_id="monitor-run", scale=2)
         overlay = gr.Dropdown(choices=run_choices(), label="Overlay runs", multiselect=True, scale=2)
@@ -139,10 +151,16 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     )
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
     timer = gr.Timer(POLL_SECONDS)
-    inputs = [run, overlay, smoothing, x_axis, step, caches]
+    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned]
     outputs = [header, banner, *plots, step, table, log, caches]
     timer.tick(refresh, inputs, outputs, show_progress="hidden")
     for control in (run, overlay, smoothing, x_axis):
         control.change(refresh, inputs, outputs, show_progress="hidden")
-    step.release(lambda r, s: completions_table(r, s), [run, step], table)
+
+    def pick_step(run_id, value):
+        steps = _sample_steps(run_id)
+        return completions_table(run_id, value), bool(steps) and value != steps[-1]
+
+    step.release(pick_step, [run, step], [table, pinned])
+    run.change(lambda: False, None, pinned)
     return run, overlay, timer

@@ -15,7 +15,7 @@ from storage.models import Run, RunStatus
 from trainer.config import RunConfig
 from trainer.launch import LIVE, is_alive, stop_worker
 
-COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "duration", "model", "data set"]
+COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "held-out correct", "duration", "model", "data set"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -28,6 +28,10 @@ def run_rows() -> list[list]:
 def _row(session, run: Run) -> list:
     reward = queries.last_metric(session, run.id, "reward")
     kl = queries.last_metric(session, run.id, "kl")
+    evaluation = queries.latest_evaluation(session, run.id)
+    heldout = ""
+    if evaluation is not None:
+        heldout = f"{evaluation.results['base']['correct']:.0%} → {evaluation.results['tuned']['correct']:.0%}"
     return [
         run.id,
         run.name,
@@ -35,6 +39,7 @@ def _row(session, run: Run) -> list:
         f"{run.current_step}/{run.total_steps}",
         "" if reward is None else round(reward, 3),
         "" if kl is None else round(kl, 4),
+        heldout,
         _duration(run),
         run.config.get("model_name_or_path", ""),
         run.config.get("dataset_name", ""),

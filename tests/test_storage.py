@@ -136,3 +136,11 @@ def test_delete_run_removes_its_rows(Session):
     with Session.begin() as s:
         assert queries.get_run(s, run_id) is None
         assert s.query(Metric).count() == 0 and s.query(Sample).count() == 0
+
+
+def test_run_directories_are_unique_even_for_the_same_id(monkeypatch, tmp_path):
+    from trainer.launch import run_dir
+
+    monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
+    first, second = run_dir(1), run_dir(1)
+    assert first != second and first.name.startswith("1-") and first.parent == tmp_path / "runs"

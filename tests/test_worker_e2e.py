@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,7 +87,8 @@ def test_adapter_changed_and_base_weights_did_not(finished_run, tiny_model_path)
     from transformers import AutoModelForCausalLM
 
     run_id, before, base_weights = finished_run
-    adapter_dir = tiny_model_path.parent.parent / "runs" / str(run_id) / ADAPTER_DIR
+    adapter_dir = Path(run_row(run_id).output_dir) / ADAPTER_DIR
+    assert adapter_dir.parent.parent == tiny_model_path.parent.parent / "runs"
     assert (adapter_dir / "adapter_model.safetensors").is_file()
     assert _digest(base_weights) == before
     tensors = load_file(adapter_dir / "adapter_model.safetensors")

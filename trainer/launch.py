@@ -8,6 +8,7 @@ the process's command line, because pids get reused. :func:`reconcile` marks run
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,8 +25,9 @@ LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 def run_dir(run_id: int) -> Path:
-    """Where a run's checkpoints, adapter and log file live."""
-    return data_dir() / "runs" / str(run_id)
+    """A new directory for a run's checkpoints, adapter and log file: ``runs/<id>-<random>``. The suffix keeps two
+    databases that share a data dir (``$DATABASE_URL`` elsewhere) from resuming each other's checkpoints."""
+    return data_dir() / "runs" / f"{run_id}-{secrets.token_hex(4)}"
 
 
 def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0, cpu: bool = False) -> list[str]:
@@ -163,7 +165,9 @@ def stop_worker(session: Session, run: Run) -> bool:
 
 def log_tail(run: Run, lines: int = 20) -> str:
     """The last lines of the run's worker log file ("" when there is none)."""
-    path = Path(run.output_dir or run_dir(run.id)) / LOG_FILE
+    if not run.output_dir:
+        return ""
+    path = Path(run.output_dir) / LOG_FILE
     if not path.is_file():
         return ""
     with open(path, "rb") as f:

@@ -110,7 +110,7 @@ class DbWriter:
     so the run fails visibly instead of silently losing data.
     """
 
-    def __init__(self, run_id: int, flush_interval: float = 0.5) -> None:
+    def __init__(self, run_id: int, flush_interval: float = 1.0) -> None:
         self.run_id = run_id
         self.flush_interval = flush_interval
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
@@ -397,6 +397,7 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             raise SystemExit(f"run {run_id} is already being trained by process {run.pid}")
         output_dir = Path(run.output_dir) if run.output_dir else run_dir(run_id)
         output_dir.mkdir(parents=True, exist_ok=True)
+        run.output_dir = str(output_dir)
         # Under `accelerate launch` the launcher (our process-group leader) is the pid the launcher recorded: keep
         # it, so a stop signals the whole group and liveness follows the launcher.
         if run.pid is not None and run.pid != os.getpid() and os.getpgid(0) == run.pid:
@@ -480,7 +481,7 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, run_id)
         config, _ = RunConfig.from_dict(dict(run.config))
-        output_dir = Path(run.output_dir) if run.output_dir else run_dir(run_id)
+        output_dir = Path(run.output_dir)  # set by the launcher before any process started
     stop.install()
     trainer = build_trainer(config, output_dir, [make_callback(run_id, None, stop, config)], log.info)
     checkpoint = latest_checkpoint(output_dir)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT
-from .helpers import run_row, wait_for
+from .helpers import free_port, run_row, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -39,16 +38,10 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tiny_model_path):
     """A real `grpo-studio serve` process on a free port, sharing the session's data dir."""
-    port = _free_port()
+    port = free_port()
     log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "serve.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],

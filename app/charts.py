@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 Point = tuple[int, float, float]  # step, value, wall time
-Series = Mapping[str, Sequence[Point]]  # metric key -> points
+Series = Mapping[str, "Sequence[Point] | np.ndarray"]  # metric key -> points, or an (n, 3) array of them
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.
     for label, series in runs.items():
         for key in chart_keys(chart, list(series)):
             points = series[key]
-            if not points:
+            if len(points) == 0:
                 continue
             table = np.asarray(points, dtype=float)  # columns: step, value, wall time
             values = table[:, 1]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,7 +23,10 @@ class Alert:
 
 
 def _values(series: Series, key: str) -> list[float]:
-    return [p[1] for p in series.get(key, ())]
+    points = series.get(key)
+    if points is None or len(points) == 0:
+        return []
+    return np.asarray(points, dtype=float)[-3 * WINDOW :, 1].tolist()  # alerts look at recent steps only
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -8,18 +8,23 @@ from datetime import datetime, timezone
 
 from sqlalchemy.orm import Session
 
-from app.charts import Point
+import numpy as np
+
 from storage import queries
 from storage.models import Run
 
 
 @dataclass
 class RunCache:
-    """Metric points of one run, as read so far."""
+    """Metric points of one run, as read so far: per key an (n, 3) float array of step, value, wall time.
+
+    Arrays rather than lists of tuples: a 10,000-step run has 400,000 points, which as Python objects cost the
+    figure builder ~40 ms of conversion per redraw and the garbage collector a long walk on every collection.
+    """
 
     run_id: int
     last_step: int = -1
-    series: dict[str, list[Point]] = field(default_factory=dict)
+    series: dict[str, np.ndarray] = field(default_factory=dict)
 
     def poll(self, session: Session) -> int:
         """Read the steps logged since the last poll and append them; returns how many points arrived.
@@ -33,7 +38,9 @@ class RunCache:
         fresh = queries.metrics_since(session, self.run_id, self.last_step)
         count = 0
         for key, points in fresh.items():
-            self.series.setdefault(key, []).extend(points)
+            new = np.asarray(points, dtype=float)
+            old = self.series.get(key)
+            self.series[key] = new if old is None else np.concatenate([old, new])
             self.last_step = max(self.last_step, points[-1][0])
             count += len(points)
         return count

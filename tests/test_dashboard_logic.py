@@ -139,7 +139,7 @@ def test_poll_reads_only_new_steps():
         queries.add_metric_rows(s, queries.metric_rows(run_id, 2, {"reward": 2.0}, 2.0))
     with get_sessionmaker().begin() as s:
         assert cache.poll(s) == 1
-    assert cache.series["reward"] == [(1, 1.0, 1.0), (2, 2.0, 2.0)] and cache.last_step == 2
+    assert cache.series["reward"].tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]] and cache.last_step == 2
 
 
 def test_progress_text_gives_an_eta():

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-
-import numpy as np
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from app.charts import Series
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy.orm import Session
-
 import numpy as np
+from sqlalchemy.orm import Session
 
 from storage import queries
 from storage.models import Run

@@ -46,15 +46,23 @@ def main() -> None:
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.db", "PYTHONPATH": str(ROOT)}
         bare, studio = [], []
         for round_ in range(opts.rounds):
-            bare.append(_bare(config_path, Path(tmp) / f"bare{round_}", env))
-            studio.append(_studio(config, env))
+            # alternate which side goes first, so a machine that slows down (or speeds up) within a round
+            # doesn't always favour the same side
+            if round_ % 2:
+                studio.append(_studio(config, env))
+                bare.append(_bare(config_path, Path(tmp) / f"bare{round_}", env))
+            else:
+                bare.append(_bare(config_path, Path(tmp) / f"bare{round_}", env))
+                studio.append(_studio(config, env))
             print(
                 f"round {round_ + 1}: bare {bare[-1] * 1000:.1f} ms/step, grpo-studio {studio[-1] * 1000:.1f} ms/step"
             )
     b, s = statistics.median(bare), statistics.median(studio)
+    paired = sorted(x / y for x, y in zip(studio, bare))
     print(
         f"median over {opts.rounds} rounds of {opts.steps} steps: bare GRPOTrainer {b * 1000:.1f} ms/step, "
-        f"grpo-studio worker {s * 1000:.1f} ms/step, ratio {s / b:.3f} (target <= 1.03)"
+        f"grpo-studio worker {s * 1000:.1f} ms/step, ratio {s / b:.3f} (target <= 1.03)\n"
+        f"per-round ratios, sorted: {', '.join(f'{r:.3f}' for r in paired)} (median {statistics.median(paired):.3f})"
     )
 
 

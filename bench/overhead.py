@@ -3,7 +3,7 @@
     python bench/overhead.py [--steps 40] [--rounds 3]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened) in a fresh process each, one
-process at a time, alternating bare/studio so that machine noise hits both alike. Time per step is TRL's own
+process at a time, alternating which side goes first so that machine noise hits both alike. Time per step is TRL's own
 ``train_runtime`` / steps on each side: the training loop with whatever runs inside it (for grpo-studio, the
 metric/sample callback and its database writer), excluding process start and model loading, which are the same
 code on both sides. Target: ratio <= 1.03.

@@ -1,7 +1,8 @@
 """A bare TRL GRPOTrainer script: the baseline of bench/overhead.py.
 
 Same model, data, rewards and settings as a grpo-studio run of the same config, with none of grpo-studio's
-per-step work (no database callback, no sample table). Prints TRL's ``train_runtime`` and step count as JSON.
+per-step work (no database callback, no sample table). Prints TRL's ``train_runtime``, the step count and the sum of
+TRL's per-step ``step_time`` (the training step proper) as JSON.
 """
 
 from __future__ import annotations
@@ -39,7 +40,16 @@ def main(config_path: str, output_dir: str) -> None:
         peft_config=args.lora,
     )
     result = trainer.train()
-    print(json.dumps({"train_runtime": result.metrics["train_runtime"], "steps": trainer.state.global_step}))
+    step_time = sum(entry.get("step_time", 0.0) for entry in trainer.state.log_history)
+    print(
+        json.dumps(
+            {
+                "train_runtime": result.metrics["train_runtime"],
+                "steps": trainer.state.global_step,
+                "step_time": step_time,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -127,14 +127,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stopped or failed run."""
-    from storage import queries
     from storage.db import get_sessionmaker
     from trainer.launch import start_worker
 
     with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, args.run_id)
+        run = _find_run(session, args.run_id)
         if run is None:
-            print(f"grpo-studio: no run with id {args.run_id}", file=sys.stderr)
             return 2
         if run.status not in ("stopped", "failed"):
             print(f"grpo-studio: run {run.id} is {run.status}; only stopped or failed runs resume", file=sys.stderr)
@@ -149,14 +147,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """Send a stop request to a run's worker."""
-    from storage import queries
     from storage.db import get_sessionmaker
     from trainer.launch import stop_worker
 
     with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, args.run_id)
+        run = _find_run(session, args.run_id)
         if run is None:
-            print(f"grpo-studio: no run with id {args.run_id}", file=sys.stderr)
             return 2
         sent = stop_worker(session, run)
     print(f"run {args.run_id}: " + ("stop requested" if sent else "no live worker; marked stopped if it was live"))
@@ -268,6 +264,16 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
     print(f"held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n} problems")
     return 0
+
+
+def _find_run(session, run_id: int):
+    """The run, or None after telling the user there is no such run."""
+    from storage import queries
+
+    run = queries.get_run(session, run_id)
+    if run is None:
+        print(f"grpo-studio: no run with id {run_id}", file=sys.stderr)
+    return run
 
 
 def _foreground(run_id: int) -> int:

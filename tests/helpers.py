@@ -9,33 +9,25 @@ import pytest
 
 
 def tiny_config(**overrides):
-    """A RunConfig for a few fast CPU steps of the built-in model on builtin:arithmetic."""
-    from trainer.config import RunConfig
+    """The offline demo's config (app.form.tiny_demo), shrunk further so a step takes well under a second."""
+    import dataclasses
+
+    from app.form import tiny_demo
 
     values = dict(
         name="test-run",
-        model_name_or_path="builtin:tiny",
-        dataset_name="builtin:arithmetic",
         reward_funcs=["correctness", "strict_format", "xmlcount"],
+        reward_weights=[],
         num_generations=4,  # the smallest group that still gives a usable std
-        per_device_train_batch_size=8,  # 2 prompts x 4 completions: one step stays well under a second
-        learning_rate=1e-3,
+        per_device_train_batch_size=8,  # 2 prompts x 4 completions
+        learning_rate=1e-3,  # large, so a few steps visibly move the adapter
         max_steps=4,
         warmup_ratio=0.0,
-        max_grad_norm=1.0,
-        max_prompt_length=128,
-        max_completion_length=32,  # a worked answer is ~20 tokens
-        lora_r=8,
-        lora_alpha=16,
-        load_in_4bit=False,
-        use_vllm=False,
-        gradient_checkpointing=False,
-        max_seq_length=256,
         save_steps=2,
         seed=7,
     )
     values.update(overrides)
-    return RunConfig(**values)
+    return dataclasses.replace(tiny_demo(), **values)
 
 
 def create_run(config) -> int:

@@ -115,17 +115,11 @@ def _range_note(lo: float | None, hi: float | None) -> str:
 TINY_PRESET = "Tiny offline demo (CPU)"
 
 
-def gpu_present() -> bool:
-    """Whether an NVIDIA GPU is visible, judged without importing torch (the dashboard must start light)."""
-    import glob
-    import shutil
-
-    return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
-
-
 def default_config() -> RunConfig:
     """What the form starts with: the reference recipe on a GPU machine, the offline tiny demo without one."""
-    return presets()[TINY_PRESET] if not gpu_present() else RunConfig()
+    from trainer.launch import gpu_visible
+
+    return presets()[TINY_PRESET] if not gpu_visible() else RunConfig()
 
 
 def tiny_demo() -> RunConfig:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from storage.models import Evaluation, Metric, Run, RunLog, RunStatus, Sample, utcnow
@@ -173,11 +173,6 @@ def samples_at(session: Session, run_id: int, step: int) -> Sequence[Sample]:
     """The samples of one step, in the order they were generated."""
     stmt = select(Sample).where(Sample.run_id == run_id, Sample.step == step).order_by(Sample.id)
     return session.scalars(stmt).all()
-
-
-def count_samples(session: Session, run_id: int) -> int:
-    """How many samples a run has stored."""
-    return session.scalar(select(func.count()).select_from(Sample).where(Sample.run_id == run_id)) or 0
 
 
 # --- log ------------------------------------------------------------------------------------------------------------

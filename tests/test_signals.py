@@ -33,8 +33,13 @@ def _steps(run_id: int, key: str = "reward") -> list[int]:
         return [p.step for p in queries.metric_series(s, run_id, key)]
 
 
-def _resume(run_id: int) -> None:
+def _resume(run_id: int, max_steps: int) -> None:
+    """Resume a stopped/failed run to ``max_steps`` (shortened from 400 so the test doesn't train that long; the
+    resumed worker reads its config from the row)."""
     wait_for(lambda: not is_alive(run_row(run_id)), 60, "the previous worker to exit")
+    with get_sessionmaker().begin() as s:
+        row = queries.get_run(s, run_id)
+        row.config = {**row.config, "max_steps": max_steps}
     with get_sessionmaker().begin() as s:
         start_worker(s, queries.get_run(s, run_id))
     wait_for(lambda: run_row(run_id).status in TERMINAL, 300, "the resumed run to end")
@@ -55,11 +60,7 @@ def test_sigterm_stops_at_a_step_boundary_saves_adapter_and_resume_continues(tin
     assert 3 <= stopped_at < 400 and run.current_step == stopped_at
     assert _steps(run_id) == list(range(1, stopped_at + 1))
 
-    # shorten the horizon to three more steps so the test doesn't train 400 (the resumed worker reads the row)
-    with get_sessionmaker().begin() as s:
-        row = queries.get_run(s, run_id)
-        row.config = {**row.config, "max_steps": stopped_at + 3}
-    _resume(run_id)
+    _resume(run_id, max_steps=stopped_at + 3)
     run = run_row(run_id)
     assert run.status == "completed", run.error
     assert _steps(run_id) == list(range(1, stopped_at + 4))  # continues, doesn't restart at 1
@@ -80,10 +81,7 @@ def test_sigkill_is_reconciled_as_failed_and_keeps_metrics_then_resumes(tiny_mod
     assert _steps(run_id) == logged and logged[:5] == [1, 2, 3, 4, 5]  # nothing logged before the kill is lost
 
     checkpoint_step = int(latest_checkpoint(Path(run.output_dir)).name.split("-")[1])
-    with get_sessionmaker().begin() as s:
-        row = queries.get_run(s, run_id)
-        row.config = {**row.config, "max_steps": checkpoint_step + 2}
-    _resume(run_id)
+    _resume(run_id, max_steps=checkpoint_step + 2)
     run = run_row(run_id)
     assert run.status == "completed", run.error
     # steps after the checkpoint were redone once, not duplicated

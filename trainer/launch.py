@@ -88,7 +88,7 @@ def start_worker(session: Session, run: Run) -> int:
                 run.id,
                 int(config.get("num_processes", 1)),
                 int(config.get("deepspeed_stage", 0)),
-                cpu=not _gpu_visible(),
+                cpu=not gpu_visible(),
             ),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -116,10 +116,12 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[-1].split()[19]
 
 
-def _gpu_visible() -> bool:
+def gpu_visible() -> bool:
+    """Whether an NVIDIA GPU is visible, judged without importing torch (the dashboard must start light)."""
     import glob
+    import shutil
 
-    return bool(glob.glob("/dev/nvidia[0-9]*"))
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
 
 
 def pid_alive(pid: int, started: str | None = None) -> bool:

@@ -62,9 +62,9 @@ def pick_example(run_id, index):
 
 def gpu_busy() -> str | None:
     """A message when a training run holds the GPU this panel would load onto, else None."""
-    from app.form import gpu_present
+    from trainer.launch import gpu_visible
 
-    if not gpu_present():
+    if not gpu_visible():
         return None
     with get_sessionmaker().begin() as session:
         busy = active_runs(session)

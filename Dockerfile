@@ -1,7 +1,10 @@
 # grpo-studio with the GPU fast path (Unsloth + vLLM).
 #   docker build -t grpo-studio .
-#   docker run --gpus all -p 7860:7860 -v grpo-data:/data -e GRPO_STUDIO_AUTH=me:secret grpo-studio
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+#   docker run --gpus all --ipc=host -p 7860:7860 -v grpo-data:/data -e GRPO_STUDIO_AUTH=me:secret -e HF_TOKEN grpo-studio
+# The host's NVIDIA driver must be 580 or newer: torch 2.13's wheels are built for CUDA 13 (cuda-toolkit==13.0.3 in
+# their metadata), and the base image's CUDA major version must match (tests/test_gpu_path.py checks both). No cuDNN
+# layer: the torch wheels bring their own (nvidia-cudnn-cu13).
+FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
@@ -10,7 +13,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     GRPO_STUDIO_HOME=/data \
-    HF_HOME=/data/hf-cache
+    HF_HOME=/data/hf-cache \
+    UNSLOTH_COMPILE_LOCATION=/data/cache/unsloth-compiled \
+    TRITON_CACHE_DIR=/data/cache/triton \
+    TORCHINDUCTOR_CACHE_DIR=/data/cache/torchinductor \
+    VLLM_CACHE_ROOT=/data/cache/vllm \
+    XDG_CACHE_HOME=/data/cache/xdg
 
 # python3-dev and build-essential: Triton and vLLM compile kernels at first use. Distribution packages follow the
 # base image's release rather than pinned versions, which break with every Ubuntu point update.
@@ -36,8 +44,11 @@ COPY examples examples
 # hadolint ignore=DL3013
 RUN pip install --no-deps .
 
-# Runs as a non-root user; everything it writes (database, runs, adapters, Hugging Face cache) lives on /data.
-RUN useradd --create-home --uid 1000 studio && mkdir -p /data && chown studio:studio /data
+# Runs as a non-root user; everything it writes (database, runs, adapters, Hugging Face and compile caches) lives on
+# /data. Ubuntu 24.04 images ship a user "ubuntu" with UID 1000: remove it so that studio can have 1000, the UID a
+# bind-mounted host directory most often belongs to.
+RUN userdel --remove ubuntu \
+    && useradd --create-home --uid 1000 studio && mkdir -p /data && chown studio:studio /data
 USER 1000:1000
 VOLUME ["/data"]
 EXPOSE 7860

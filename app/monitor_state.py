@@ -4,7 +4,7 @@ poll reads only what arrived since (one index range scan per poll). Plain code, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -47,13 +47,13 @@ class RunCache:
 
 def progress_text(run: Run, now: datetime | None = None) -> str:
     """ "step x of N", elapsed time and an ETA from the pace so far, e.g. "step 40 of 100 · 2m elapsed · ETA 3m"."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     text = f"**{run.name}** (run {run.id}) — {run.status} — step {run.current_step} of {run.total_steps}"
     if run.started_at is None:
         return text
-    started = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=timezone.utc)
+    started = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
     end = run.finished_at or now
-    end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+    end = end if end.tzinfo else end.replace(tzinfo=UTC)
     elapsed = (end - started).total_seconds()
     text += f" · {_duration(elapsed)} elapsed"
     if run.status == "running" and run.current_step > 0 and run.total_steps > run.current_step:

@@ -79,7 +79,7 @@ class Scheduler(threading.Thread):
         while not self.stopped.is_set():
             try:
                 with get_sessionmaker().begin() as session:
-                    for run_id in schedule(session, self.max_concurrent):
+                    for run_id in schedule(session, self.max_concurrent, before_start=compare.release_for_run):
                         log.info("started run %d", run_id)
             except Exception:  # a locked database or a failed start must not kill the scheduler
                 log.exception("scheduling failed")

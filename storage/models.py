@@ -9,7 +9,7 @@ scan; ``(run_id, step)`` does the same for "everything run R logged after step S
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -17,10 +17,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 def utcnow() -> datetime:
     """Timezone-aware now, used for every timestamp column."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
-class RunStatus(str, enum.Enum):
+# str + Enum rather than StrEnum (ruff UP042): StrEnum changes what str() and f-strings of a member give.
+class RunStatus(str, enum.Enum):  # noqa: UP042
     """Life cycle of a run. ``queued`` and ``running`` are live; the other three are terminal."""
 
     QUEUED = "queued"

@@ -48,20 +48,19 @@ def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
     fresh = _fresh_base(tiny_model_path)
     tok = load_tokenizer(str(tiny_model_path))
     text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
-    batch = tok([text], return_tensors="pt", add_special_tokens=False)
-    expected = []
-    for i in range(4):
-        torch.manual_seed(11 + i)
-        ids = fresh.generate(
-            **batch,
-            max_new_tokens=32,
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id,
-        )
-        expected.append(tok.decode(ids[0, batch["input_ids"].shape[1] :], skip_special_tokens=True))
+    # The panel samples a side's completions as one batch of copies of the prompt, seeded once.
+    batch = tok([text] * 4, return_tensors="pt", add_special_tokens=False)
+    torch.manual_seed(11)
+    ids = fresh.generate(
+        **batch,
+        max_new_tokens=32,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    expected = tok.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     assert panel_base == expected
 
 

@@ -143,11 +143,11 @@ def test_poll_reads_only_new_steps():
 
 
 def test_progress_text_gives_an_eta():
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
     from storage.models import Run
 
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     run = Run(id=1, name="r", status="running", current_step=10, total_steps=40, started_at=now - timedelta(seconds=60))
     assert progress_text(run, now) == "**r** (run 1) — running — step 10 of 40 · 1m00s elapsed · ETA 3m00s"
 

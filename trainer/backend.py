@@ -1,48 +1,94 @@
 """Which model path a run takes, and loading the model on it.
 
-Two paths: the fast one (Unsloth loads the model, optionally in 4 bits, and vLLM generates the groups) when a CUDA
-GPU is present and the ``gpu`` extra is installed; otherwise plain transformers + PEFT (bf16 on a GPU that supports
-it, fp32 on CPU). The choice and its reason are recorded on the run row, so the dashboard can say why a run is slow.
-Capability detection sits in :func:`probe` so tests can fake it at that boundary.
+Three paths, chosen by :func:`select_backend` from the config and what the machine offers:
+
+- ``unsloth``: Unsloth loads the model (optionally in 4 bits) and, with ``use_vllm``, its own vLLM engine generates
+  the groups. Needs a CUDA GPU and the ``gpu`` extra.
+- ``trl_vllm``: plain transformers + PEFT for training, TRL's own vLLM engine in ``colocate`` mode for generation.
+  For a GPU with vLLM but no Unsloth (Unsloth pins an older TRL; this path works with the newest), or
+  ``backend: trl``. It loads in 16 bits: TRL's weight sync merges the adapter and streams the base weights into vLLM
+  one tensor at a time (trl 1.16 generation/vllm_generation.py:443-469, 508-510), which packed 4-bit weights
+  without their quantisation state do not survive.
+- ``plain``: transformers + PEFT with ``generate`` (bf16 on a GPU that supports it, fp32 on CPU).
+
+The choice and its reason are recorded on the run row, so the dashboard can say why a run is slow. Capability
+detection sits in :func:`probe` so tests can fake it at that boundary. Problems that would only surface minutes into
+a GPU run (a GPU torch cannot use, 4-bit + vLLM without the bitsandbytes plugin) raise :class:`BackendError` here,
+before anything loads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainer.config import BUILTIN_MODEL, RunConfig
 
 log = logging.getLogger(__name__)
 
+# Compile and kernel caches, each under the data directory rather than the working directory or /tmp, so they
+# survive a container restart (the Docker image sets the same variables under /data). Without them: Unsloth's
+# compiled modules go to ./unsloth_compiled_cache (unsloth_zoo 2026.10.9 compiler.py:88-94, falling back to a temp
+# dir when that is not writable, :1040-1060), TorchInductor and Triton to /tmp/torchinductor_<user>
+# (torch 2.13 _inductor/runtime/cache_dir_utils.py:14-44), vLLM to ~/.cache/vllm (vllm 0.32 envs.py:712-716).
+CACHE_VARIABLES = {
+    "UNSLOTH_COMPILE_LOCATION": "unsloth-compiled",
+    "TRITON_CACHE_DIR": "triton",
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+    "VLLM_CACHE_ROOT": "vllm",
+}
+
+
+def cache_env(data_dir: Path) -> dict[str, str]:
+    """The cache variables pointed under ``data_dir/cache``; set where unset before a worker imports torch."""
+    return {name: str(data_dir / "cache" / sub) for name, sub in CACHE_VARIABLES.items()}
+
+
+class BackendError(RuntimeError):
+    """This machine cannot run the config as asked; the message says what to change."""
+
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What this machine offers: a CUDA GPU (with bf16?), and whether Unsloth and vLLM are importable."""
+    """What this machine offers: a CUDA GPU (with bf16?), the optional packages, and a GPU that ``nvidia-smi`` sees
+    but torch cannot use (``unusable_gpu``, a line of nvidia-smi output)."""
 
     cuda: bool
     bf16: bool
     unsloth: bool
     vllm: bool
+    vllm_bnb: bool = False  # vllm-bnb-plugin: vLLM's bitsandbytes support since vLLM 0.28
+    bitsandbytes: bool = False
+    unusable_gpu: str | None = None
+    torch_cuda: str | None = None  # the CUDA version torch was built for (torch.version.cuda)
 
 
 @dataclass(frozen=True)
 class Backend:
-    """The chosen path: ``unsloth`` or ``plain``, the device, and why."""
+    """The chosen path: ``unsloth``, ``trl_vllm`` or ``plain``, the device, and why."""
 
     name: str
     device: str
     bf16: bool
     use_vllm: bool
     reason: str
+    load_in_4bit: bool = False
 
     def describe(self) -> str:
         """One line for the run row and log, e.g. "plain transformers + PEFT on cpu (fp32): no GPU"."""
-        label = (
-            "Unsloth" + (" + vLLM" if self.use_vllm else "") if self.name == "unsloth" else "plain transformers + PEFT"
-        )
-        return f"{label} on {self.device} ({'bf16' if self.bf16 else 'fp32'}): {self.reason}"
+        label = {
+            "unsloth": "Unsloth" + (" + vLLM" if self.use_vllm else ""),
+            "trl_vllm": "TRL + vLLM colocate, transformers + PEFT",
+        }.get(self.name, "plain transformers + PEFT")
+        precision = "4-bit" if self.load_in_4bit else "bf16" if self.bf16 else "fp32"
+        return f"{label} on {self.device} ({precision}): {self.reason}"
 
 
 def probe() -> Capabilities:
@@ -50,35 +96,88 @@ def probe() -> Capabilities:
     import torch
 
     cuda = torch.cuda.is_available()
+
+    def found(name: str) -> bool:
+        return importlib.util.find_spec(name) is not None
+
     return Capabilities(
         cuda=cuda,
         bf16=cuda and torch.cuda.is_bf16_supported(),
-        unsloth=importlib.util.find_spec("unsloth") is not None,
-        vllm=importlib.util.find_spec("vllm") is not None,
+        unsloth=found("unsloth"),
+        vllm=found("vllm"),
+        vllm_bnb=found("vllm_bnb_plugin"),
+        bitsandbytes=found("bitsandbytes"),
+        unusable_gpu=None if cuda else nvidia_smi_gpu(),
+        torch_cuda=torch.version.cuda,
     )
 
 
+NVIDIA_SMI_QUERY = ["--query-gpu=name,driver_version", "--format=csv,noheader"]
+
+
+def nvidia_smi_gpu() -> str | None:
+    """The first GPU ``nvidia-smi`` lists ("NVIDIA H200, 570.86.15"), or None when there is no nvidia-smi or it
+    lists none (it also fails when the driver is not loaded)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, *NVIDIA_SMI_QUERY], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return lines[0] if lines else None
+
+
 def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backend:
-    """Choose the path for ``config`` on a machine with ``caps`` (probed when not given)."""
+    """Choose the path for ``config`` on a machine with ``caps`` (probed when not given); raises
+    :class:`BackendError` for a machine that cannot run the config as asked."""
     caps = caps or probe()
     device = "cuda" if caps.cuda else "cpu"
+    wants_gpu = config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    if wants_gpu and caps.unusable_gpu:
+        raise BackendError(
+            f"nvidia-smi sees a GPU ({caps.unusable_gpu}) but torch, built for CUDA {caps.torch_cuda or 'none'}, "
+            "cannot use it, so this run would train on the CPU. The usual cause is a host driver older than that "
+            "CUDA needs (CUDA 13 needs driver 580 or newer; nvidia-smi shows the driver version). Update the driver, "
+            "or set backend: plain to train on the CPU on purpose."
+        )
 
     def plain(reason: str) -> Backend:
-        return Backend("plain", device, caps.bf16, False, reason)
+        four_bit = config.load_in_4bit and caps.cuda and caps.bitsandbytes
+        if config.load_in_4bit and caps.cuda and not caps.bitsandbytes:
+            reason += "; bitsandbytes not installed, so 16-bit instead of 4-bit"
+        return Backend("plain", device, caps.bf16, False, reason, load_in_4bit=four_bit)
 
     if config.backend == "plain":
         return plain("plain path chosen in the config")
     if not caps.cuda:
         return plain("no GPU")
-    if not caps.unsloth:
-        return plain("unsloth not installed (pip install 'grpo-studio[gpu]')")
     if config.model_name_or_path == BUILTIN_MODEL:
         return plain("model architecture not supported by Unsloth: the built-in tiny model")
-    use_vllm = config.use_vllm and caps.vllm
-    reason = "GPU with unsloth" + (
-        "" if use_vllm or not config.use_vllm else "; vllm not installed, generating with Unsloth"
+    if caps.unsloth and config.backend != "trl":
+        use_vllm = config.use_vllm and caps.vllm
+        if use_vllm and config.load_in_4bit and not caps.vllm_bnb:
+            # Unsloth would raise this itself, but only after minutes of loading (unsloth_zoo 2026.10.9
+            # vllm_utils.py:4526-4531): vLLM >= 0.28 moved bitsandbytes into the vllm-bnb-plugin package.
+            raise BackendError(
+                "load_in_4bit with vLLM needs the vllm-bnb-plugin package (vLLM 0.28 moved bitsandbytes support "
+                "out of vLLM): pip install vllm-bnb-plugin (the gpu extra includes it), or set load_in_4bit: false "
+                "or use_vllm: false"
+            )
+        reason = "GPU with unsloth" + (
+            "" if use_vllm or not config.use_vllm else "; vllm not installed, generating with Unsloth"
+        )
+        return Backend("unsloth", "cuda", caps.bf16, use_vllm, reason, load_in_4bit=config.load_in_4bit)
+    why = (
+        "TRL path chosen in the config"
+        if config.backend == "trl"
+        else "unsloth not installed (pip install 'grpo-studio[gpu]')"
     )
-    return Backend("unsloth", "cuda", caps.bf16, use_vllm, reason)
+    if config.use_vllm and caps.vllm:
+        note = "; 16-bit, as TRL's weight sync to vLLM needs" if config.load_in_4bit else ""
+        return Backend("trl_vllm", "cuda", caps.bf16, True, f"{why}; TRL + vLLM colocate generates the groups{note}")
+    return plain(why + ("; vllm not installed, generating with transformers" if config.use_vllm else ""))
 
 
 def model_path(config: RunConfig) -> str:
@@ -90,11 +189,93 @@ def model_path(config: RunConfig) -> str:
     return config.model_name_or_path
 
 
+# --- hub access -----------------------------------------------------------------------------------------------------
+class ModelAccessError(OSError):
+    """The hub refused the model (gated, private, or a bad token); the message says what to do."""
+
+
+def hub_refusal(exc: BaseException, model: str) -> str | None:
+    """A plain-words message when ``exc`` (or what it was raised from) is the hub refusing ``model``, else None.
+
+    huggingface_hub raises GatedRepoError for a gated repo without access and RepositoryNotFoundError for a 401
+    (gated or private without a token, or missing), both HfHubHTTPError subclasses; a 403 without an error code is a
+    plain HfHubHTTPError (huggingface_hub 2.4 utils/_http.py:888-966, errors.py:313-343). transformers wraps them in
+    an OSError ``from`` the original (transformers 5.17 utils/hub.py:469-514), so the chain is walked.
+    """
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if isinstance(exc, GatedRepoError) or (isinstance(exc, HfHubHTTPError) and status in (401, 403)):
+            token = "HF_TOKEN is set, but its account has no access" if os.environ.get("HF_TOKEN") else "no HF_TOKEN"
+            return (
+                f"the hub refused {model} ({status or 'gated'}; {token}): this model is gated or private. "
+                f"Accept its license at https://huggingface.co/{model} and set HF_TOKEN to a token of that account "
+                "(docker run -e HF_TOKEN=...), or pick an ungated copy such as unsloth/Llama-3.2-3B-Instruct"
+            )
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@contextlib.contextmanager
+def hub_access(model: str) -> Iterator[None]:
+    """Turn the hub's 401/403 while loading ``model`` into a :class:`ModelAccessError` that says what to do."""
+    try:
+        yield
+    except Exception as exc:
+        message = hub_refusal(exc, model)
+        if message is None:
+            raise
+        raise ModelAccessError(message) from exc
+
+
+# --- loading --------------------------------------------------------------------------------------------------------
+def local_rank() -> int:
+    """This process's GPU index on its machine: ``LOCAL_RANK`` under accelerate launch or torchrun, else 0."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def device_map(config: RunConfig, backend: Backend) -> dict[str, int] | None:
+    """Where this process loads the model: the whole model on its own GPU (``{"": local_rank}``).
+
+    Without it every process of a multi-GPU run loads onto GPU 0, and accelerate refuses a 4-bit model that sits on
+    another device than the process trains on (accelerate 1.15 accelerator.py:1841-1870). None on CPU, and under
+    DeepSpeed ZeRO-3, which places the weights itself and with which transformers refuses a device_map
+    (transformers 5.17 integrations/accelerate.py:133-135).
+    """
+    if backend.device != "cuda" or config.deepspeed_stage == 3:
+        return None
+    return {"": local_rank()}
+
+
+def _use_gpu(index: int) -> None:
+    """Make GPU ``index`` this process's current device, so that anything placed on "cuda" lands there too."""
+    import torch
+
+    torch.cuda.set_device(index)
+
+
+def bnb_4bit_config(dtype):
+    """QLoRA's 4-bit settings: NF4 with double quantisation. transformers' own defaults are fp4 without double
+    quantisation (transformers 5.17 utils/quantization_config.py:449-450)."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=dtype,
+    )
+
+
 def load_tokenizer(path: str):
     """The model's tokenizer, left-padded, with a pad token (the EOS token where the model has none)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    with hub_access(path):
+        tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -104,33 +285,37 @@ def load_tokenizer(path: str):
 def load_model(config: RunConfig, backend: Backend):
     """Load the model for training: (model, tokenizer). On the Unsloth path the LoRA adapter is already applied."""
     path = model_path(config)
-    if backend.name == "unsloth":
-        return _load_unsloth(config, path, backend)
-    import torch
-    from transformers import AutoModelForCausalLM
+    placement = device_map(config, backend)
+    if backend.device == "cuda":
+        _use_gpu(local_rank())
+    with hub_access(config.model_name_or_path):
+        if backend.name == "unsloth":
+            return _load_unsloth(config, path, backend, placement)
+        import torch
+        from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16 if backend.bf16 else torch.float32
-    kwargs = {"dtype": dtype}
-    if config.load_in_4bit and backend.device == "cuda" and importlib.util.find_spec("bitsandbytes"):
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if backend.device == "cuda" and "quantization_config" not in kwargs:
-        model = model.to("cuda")
-    return model, load_tokenizer(path)
+        dtype = torch.bfloat16 if backend.bf16 else torch.float32
+        kwargs: dict = {"dtype": dtype}
+        if backend.load_in_4bit:
+            kwargs["quantization_config"] = bnb_4bit_config(dtype)
+        if placement is not None:
+            kwargs["device_map"] = placement
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return model, load_tokenizer(path)
 
 
-def _load_unsloth(config: RunConfig, path: str, backend: Backend):
-    from unsloth import FastLanguageModel  # must come before trl/transformers are used: it patches them
+def _load_unsloth(config: RunConfig, path: str, backend: Backend, placement: dict | None):
+    from unsloth import FastLanguageModel  # the worker imported unsloth first thing (see trainer.worker)
 
+    kwargs = {} if placement is None else {"device_map": placement}
     model, tokenizer = FastLanguageModel.from_pretrained(
         model_name=path,
         max_seq_length=config.max_seq_length,
-        load_in_4bit=config.load_in_4bit,
+        load_in_4bit=backend.load_in_4bit,
         fast_inference=backend.use_vllm,
         max_lora_rank=config.lora_r,
         gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        **kwargs,
     )
     model = FastLanguageModel.get_peft_model(
         model,

@@ -4,6 +4,15 @@ One copy of the base weights: the adapter is attached to the base with PEFT and 
 (``disable_adapter``), never a second model. The loaded model stays cached between requests (switching checkpoints
 of the same run loads only the adapter) and is released when another base model is picked. torch is imported here,
 on first use, never by the dashboard at start-up.
+
+The N samples of a side are generated as one batch. On a GPU with vLLM installed (and a run that used vLLM) the
+panel samples with a vLLM engine instead: the base side plainly, the tuned side with the adapter as a LoRA request
+(vllm 0.32 entrypoints/llm.py:617-633 ``LLM.chat(..., lora_request=)``, lora/request.py:8-28), each completion with
+its own seed, so base and tuned see the same randomness there too.
+
+The model lives in the dashboard process; before the scheduler starts a worker on the GPU it calls
+:meth:`ModelCache.release_for_training`, because vLLM in the worker refuses to start when free GPU memory is under
+its share, and the panel then says why its model is gone.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.config import RunConfig
+from trainer.config import BUILTIN_MODEL, RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,8 @@ class ModelCache:
         self.model = None  # a PeftModel once an adapter is attached
         self.tokenizer = None
         self.adapters: dict[str, str] = {}  # adapter name -> its directory
+        self.engine: VllmSampler | None = None  # on the vLLM path, instead of model/tokenizer
+        self.notice: str | None = None  # why the model was released, for the panel
 
     def get(self, base_path: str, adapter_dir: Path, progress=None):
         """The PEFT model with ``adapter_dir`` active, loading the base and/or the adapter as needed."""
@@ -92,14 +103,15 @@ class ModelCache:
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
 
-        from trainer.backend import load_tokenizer
+        from trainer.backend import hub_access, load_tokenizer
 
-        if self.base_path != base_path:
+        if self.base_path != base_path or self.model is None:
             self.release()
             if progress:
                 progress(0.1, desc=f"loading {base_path}")
             dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
-            base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+            with hub_access(base_path):
+                base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
             if torch.cuda.is_available():
                 base = base.to("cuda")
             self.tokenizer = load_tokenizer(base_path)
@@ -118,9 +130,36 @@ class ModelCache:
         self.model.eval()
         return self.model, self.tokenizer
 
+    def engine_for(self, config: RunConfig, base_path: str, progress=None) -> VllmSampler:
+        """The vLLM engine for ``base_path`` (the vLLM path of :func:`compare`), replacing a PEFT model if one is held."""
+        if self.engine is None or self.base_path != base_path:
+            self.release()
+            if progress:
+                progress(0.1, desc=f"starting vLLM for {base_path}")
+            self.engine = VllmSampler(base_path, config)
+            self.base_path = base_path
+        self.notice = None
+        return self.engine
+
+    def release_for_training(self, run_label: str) -> bool:
+        """Free the GPU for a worker that is about to start: drop the model and say so in :attr:`notice`. Returns
+        whether a model was held. Waits for a request in progress (it holds the lock) to finish first."""
+        with self.lock:
+            if self.model is None and self.engine is None:
+                return False
+            self.release()
+            self.notice = (
+                f"The panel's model was released from the GPU so that {run_label} could start training; "
+                "it loads again on your next request."
+            )
+            log.info("compare panel: released its model for %s", run_label)
+            return True
+
     def release(self) -> None:
-        """Drop the cached model and free its memory."""
-        self.model = self.tokenizer = self.base_path = None
+        """Drop the cached model (or vLLM engine) and free its memory."""
+        if self.engine is not None:
+            self.engine.shutdown()
+        self.model = self.tokenizer = self.base_path = self.engine = None
         self.adapters = {}
         gc.collect()
         try:
@@ -162,29 +201,104 @@ def sample(
     max_new_tokens: int,
     seed: int,
 ) -> list[str]:
-    """``n`` completions for one chat prompt with the adapter on or off; completion i uses seed ``seed + i`` on
-    both sides, so base and tuned see the same randomness."""
+    """``n`` completions for one chat prompt with the adapter on or off, generated as one batch of ``n`` copies of
+    the prompt after seeding with ``seed``: both sides draw the same random numbers in the same order, so base and
+    tuned see the same randomness (completion i of each side uses the same draws)."""
     import contextlib
 
     import torch
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    batch = tokenizer([text], return_tensors="pt", add_special_tokens=False).to(model.device)
+    batch = tokenizer([text] * n, return_tensors="pt", add_special_tokens=False).to(model.device)
     context = contextlib.nullcontext() if adapter else model.disable_adapter()
-    out = []
+    kwargs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p}
     with context, torch.no_grad():
-        for i in range(n):
-            torch.manual_seed(seed + i)
-            kwargs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p}
-            ids = model.generate(
-                **batch,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                **kwargs,
+        torch.manual_seed(seed)
+        ids = model.generate(
+            **batch,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **kwargs,
+        )
+    return tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+# --- the vLLM path --------------------------------------------------------------------------------------------------
+# vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
+    """Whether :func:`compare` samples with vLLM: a GPU with vLLM installed, and a run that generated with vLLM."""
+    from trainer.backend import probe
+
+    if not config.use_vllm or config.backend == "plain" or config.model_name_or_path == BUILTIN_MODEL:
+        return False
+    caps = caps or probe()
+    return caps.cuda and caps.vllm
+
+
+class VllmSampler:
+    """One vLLM engine on the base model with LoRA enabled: the base side without a LoRA request, the tuned side
+    with the run's adapter as one."""
+
+    def __init__(self, base_path: str, config: RunConfig) -> None:
+        from vllm import LLM
+
+        from trainer.backend import hub_access
+
+        self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
+        with hub_access(base_path):
+            self.llm = LLM(
+                model=base_path,
+                enable_lora=True,
+                max_lora_rank=next(r for r in VLLM_LORA_RANKS if r >= config.lora_r),
+                max_loras=1,
+                max_model_len=config.max_seq_length,
+                gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+                seed=0,
             )
-            out.append(tokenizer.decode(ids[0, batch["input_ids"].shape[1] :], skip_special_tokens=True))
-    return out
+
+    def sample(
+        self,
+        messages: list[dict],
+        n: int,
+        adapter_dir: Path | None,
+        *,
+        greedy: bool,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+    ) -> list[str]:
+        """``n`` completions in one batch, completion i seeded with ``seed + i``; with ``adapter_dir`` through it."""
+        from vllm import SamplingParams
+        from vllm.lora.request import LoRARequest
+
+        params = [
+            SamplingParams(
+                n=1,
+                temperature=0.0 if greedy else temperature,
+                top_p=1.0 if greedy else top_p,
+                max_tokens=max_new_tokens,
+                seed=seed + i,
+            )
+            for i in range(n)
+        ]
+        lora = None
+        if adapter_dir is not None:
+            lora_id = self.lora_ids.setdefault(str(adapter_dir), len(self.lora_ids) + 1)
+            lora = LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=str(adapter_dir))
+        outputs = self.llm.chat([messages] * n, params, use_tqdm=False, lora_request=lora)
+        return [out.outputs[0].text for out in outputs]
+
+    def shutdown(self) -> None:
+        """Stop the engine (its engine-core process holds the GPU memory: vllm 0.32 v1/engine/core_client.py:766)."""
+        engine_core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+        self.llm = None
 
 
 def score(
@@ -238,17 +352,25 @@ def compare(
     """Sample ``n`` completions from base and tuned with the run's sampling settings and score both sides."""
     from trainer.backend import model_path
 
+    settings = dict(
+        greedy=greedy,
+        temperature=temperature or config.temperature,
+        top_p=top_p or config.top_p,
+        max_new_tokens=max_new_tokens or config.max_completion_length,
+        seed=seed,
+    )
     with cache.lock:
-        model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
-        settings = dict(
-            greedy=greedy,
-            temperature=temperature or config.temperature,
-            top_p=top_p or config.top_p,
-            max_new_tokens=max_new_tokens or config.max_completion_length,
-            seed=seed,
-        )
-        if progress:
-            progress(0.8, desc="sampling")
-        base = sample(model, tokenizer, messages, n, adapter=False, **settings)
-        tuned = sample(model, tokenizer, messages, n, adapter=True, **settings)
+        if uses_vllm_engine(config):
+            engine = cache.engine_for(config, model_path(config), progress)
+            if progress:
+                progress(0.8, desc="sampling")
+            base = engine.sample(messages, n, None, **settings)
+            tuned = engine.sample(messages, n, adapter_dir, **settings)
+        else:
+            model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
+            cache.notice = None
+            if progress:
+                progress(0.8, desc="sampling")
+            base = sample(model, tokenizer, messages, n, adapter=False, **settings)
+            tuned = sample(model, tokenizer, messages, n, adapter=True, **settings)
     return Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)

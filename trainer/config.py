@@ -60,7 +60,9 @@ class RunConfig:
     # --- model ---
     name: str = setting("grpo-run", "A name for the run, shown in the dashboard and the run list.", "model")
     model_name_or_path: str = setting(
-        "meta-llama/Llama-3.2-3B-Instruct",
+        # Unsloth's ungated copy of meta-llama/Llama-3.2-3B-Instruct (the same weights): the meta-llama repo needs
+        # an HF_TOKEN of an account that accepted Meta's license, which compare, eval and the plain path would ask for.
+        "unsloth/Llama-3.2-3B-Instruct",
         "Model to fine-tune: a Hugging Face hub id, a local directory, or builtin:tiny (offline demo model).",
         "model",
     )
@@ -170,9 +172,10 @@ class RunConfig:
     # --- loading ---
     backend: str = setting(
         "auto",
-        "Model path: auto (Unsloth + vLLM when a GPU and the gpu extra are there, else plain), or force plain/unsloth.",
+        "Model path: auto (Unsloth + vLLM when a GPU and the gpu extra are there; TRL + vLLM with vLLM but no Unsloth; "
+        "else plain), or force plain, unsloth or trl (TRL's own vLLM colocate mode, no Unsloth).",
         "advanced",
-        choices=("auto", "plain", "unsloth"),
+        choices=("auto", "plain", "unsloth", "trl"),
     )
     load_in_4bit: bool = setting(True, "Load the base model in 4 bits (GPU only; saves memory).", "advanced")
     use_vllm: bool = setting(True, "Generate groups with vLLM (GPU fast path only).", "advanced")
@@ -283,6 +286,7 @@ class RunConfig:
             problems.append(f"deepspeed_stage {self.deepspeed_stage} needs num_processes of 2 or more")
         if not self.lora_target_modules:
             problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
+        problems.extend(_check_gpu_path(self))
         return problems
 
     def _check_batch(self) -> list[str]:
@@ -355,6 +359,25 @@ class RunConfig:
         """How many distinct prompts one optimizer step sees (over all processes)."""
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
         return batch // self.num_generations
+
+    def with_absolute_paths(self, base: Path) -> RunConfig:
+        """This config with its relative local paths (model directory, data file, custom reward files) made absolute
+        against ``base``, the directory they were checked from: a launched worker runs in its run directory."""
+
+        def absolute(text: str) -> str:
+            path = Path(text).expanduser()
+            return str(base / path) if not path.is_absolute() and (base / path).exists() else text
+
+        rewards = []
+        for name in self.reward_funcs:
+            target, sep, func = name.rpartition(":")
+            rewards.append(absolute(target) + sep + func if target.endswith(".py") else name)
+        return dataclasses.replace(
+            self,
+            model_name_or_path=absolute(self.model_name_or_path),
+            dataset_name=absolute(self.dataset_name),
+            reward_funcs=rewards,
+        )
 
 
 class ConfigError(ValueError):
@@ -463,3 +486,28 @@ def _check_dataset(name: str) -> list[str]:
 
 def _looks_like_path(text: str) -> bool:
     return text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
+
+
+# --- GPU path -------------------------------------------------------------------------------------------------------
+# vLLM accepts only these LoRA ranks (vllm 0.32 config/lora.py:26, MaxLoRARanks = 1, 8, ... 320, 512); Unsloth rounds
+# a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
+VLLM_MAX_LORA_RANK = 512
+
+
+def _check_gpu_path(config: RunConfig) -> list[str]:
+    """What the GPU path cannot start with: a LoRA rank vLLM refuses, DeepSpeed asked for but not installed."""
+    import importlib.util
+
+    problems = []
+    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
+        problems.append(
+            f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
+            "use_vllm: false"
+        )
+    if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
+        problems.append(
+            f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
+            "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
+        )
+    return problems

@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
+from trainer.backend import cache_env
 
 LOG_FILE = "worker.log"
 LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
@@ -77,8 +79,10 @@ def start_worker(session: Session, run: Run) -> int:
         raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
     out = Path(run.output_dir) if run.output_dir else run_dir(run.id)
     out.mkdir(parents=True, exist_ok=True)
+    _absolute_paths(run)
     root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ)
+    # Compile caches under the data dir unless the caller chose otherwise (trainer.backend.CACHE_VARIABLES says why).
+    env = cache_env(data_dir()) | dict(os.environ)
     # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     with open(out / LOG_FILE, "ab") as log_file:
@@ -95,7 +99,9 @@ def start_worker(session: Session, run: Run) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
-            cwd=str(root),
+            # The run directory: writable, and what a library writes to its working directory stays with the run
+            # (in the container the package root is root-owned site-packages).
+            cwd=str(out),
         )
     run.pid = process.pid
     run.pid_started = process_start_time(process.pid)
@@ -105,6 +111,20 @@ def start_worker(session: Session, run: Run) -> int:
     run.finished_at = None
     queries.add_log(session, run.id, f"worker started (pid {process.pid})")
     return process.pid
+
+
+def _absolute_paths(run: Run) -> None:
+    """Make the run's relative local paths absolute against this (the launching) process's working directory, where
+    they were validated: the worker runs in the run directory."""
+    from trainer.config import ConfigError, RunConfig
+
+    try:
+        config, _ = RunConfig.from_dict(run.config or {})
+    except ConfigError:
+        return  # the worker reports a config it cannot read
+    absolute = config.with_absolute_paths(Path.cwd())
+    if absolute != config:
+        run.config = {**(run.config or {}), **absolute.to_dict()}
 
 
 def process_start_time(pid: int) -> str | None:
@@ -208,8 +228,9 @@ def active_runs(session: Session) -> list[Run]:
     return [r for r in queries.list_runs(session, LIVE) if r.pid and is_alive(r)]
 
 
-def schedule(session: Session, max_concurrent: int = 1) -> list[int]:
+def schedule(session: Session, max_concurrent: int = 1, before_start: Callable[[Run], None] | None = None) -> list[int]:
     """Reconcile, then start the oldest waiting runs while fewer than ``max_concurrent`` train. Returns started ids.
+    ``before_start(run)`` is called before each worker starts (the dashboard frees its GPU model there).
 
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
     restart: whoever calls this next picks up where the last caller left off.
@@ -219,6 +240,8 @@ def schedule(session: Session, max_concurrent: int = 1) -> list[int]:
     waiting = sorted((r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid), key=lambda r: r.id)
     started = []
     for run in waiting[: max(free, 0)]:
+        if before_start is not None:
+            before_start(run)
         start_worker(session, run)
         started.append(run.id)
     return started

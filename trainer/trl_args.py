@@ -1,10 +1,15 @@
 """Turn a RunConfig into the installed TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``.
 
-grpo-studio supports TRL 1.15 and 1.16. Where they differ, the argument is set only if the installed GRPOConfig has
-it, and the difference is reported in ``notes`` (shown in the run's log):
+grpo-studio supports TRL 1.15 and 1.16. An argument is set only if the installed GRPOConfig has it, and what is not
+applied is reported in ``notes`` (shown in the run's log):
 
-- TRL 1.16 has no ``max_prompt_length``; the worker then truncates prompts itself (see :func:`truncate_prompts`).
+- Neither TRL 1.15 nor 1.16 has ``max_prompt_length`` on GRPOConfig (trl 1.15.0 and 1.16.0 trainer/grpo_config.py
+  declare no such field); the worker truncates prompts itself (see :func:`truncate_prompts`) and still passes the
+  argument, so a TRL that has it again applies it.
 - transformers 5 dropped ``warmup_ratio``; a ratio below 1 passed as ``warmup_steps`` means the same thing.
+- ``use_vllm`` with ``vllm_mode="colocate"`` is TRL's own vLLM engine in the training process (both versions:
+  trl 1.15.0 grpo_config.py:582-598, 1.16.0 :587-603); ``vllm_max_model_length`` keeps its KV cache to the run's
+  ``max_seq_length`` instead of the model's whole context window.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def grpo_kwargs(
         "use_vllm": use_vllm,
         "vllm_mode": "colocate",
         "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
+        "vllm_max_model_length": config.max_seq_length,
         "gradient_checkpointing": config.gradient_checkpointing,
         "bf16": bf16,
         "report_to": "none",
@@ -118,7 +124,7 @@ def truncate_prompts(dataset, tokenizer, max_prompt_length: int):
     """Cut each row's question from the left so its chat-templated prompt fits ``max_prompt_length`` tokens.
 
     Returns the dataset and how many rows were cut. Only the user's question is shortened: the system prompt and the
-    template stay whole, as TRL 1.15's left truncation of the token ids would not guarantee.
+    template stay whole, as a left truncation of the templated token ids would not guarantee.
     """
     cut = 0
 

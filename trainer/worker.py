@@ -31,6 +31,7 @@ from typing import Any
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Metric, Run, RunStatus, Sample
+from trainer.backend import Backend
 from trainer.config import RunConfig
 from trainer.launch import is_alive, process_start_time, run_dir
 
@@ -336,12 +337,37 @@ def named_rewards(names: list[str]) -> list[Callable]:
 
 
 # --- the job --------------------------------------------------------------------------------------------------------
-def build_trainer(config: RunConfig, output_dir: Path, callbacks: list, log_line: Callable[[str], None], **overrides):
-    """Data → tokenizer/model → rewards → GRPOTrainer, in that order. Returns the trainer (not yet trained)."""
-    from trainer.backend import load_model, select_backend
+def start_backend(config: RunConfig) -> Backend:
+    """Point the compile caches under the data dir, choose the model path, and on the Unsloth path import unsloth
+    before anything imports trl, transformers or peft: it patches them on import, and warns that training may be
+    slower or use more memory when they came first (unsloth 2026.10.9 _gpu_init.py:20-21, 134-143)."""
+    from storage.db import data_dir
+    from trainer.backend import cache_env, select_backend
+
+    for name, value in cache_env(data_dir()).items():
+        os.environ.setdefault(name, value)
+    backend = select_backend(config)
+    if backend.name == "unsloth":
+        import unsloth  # noqa: F401
+
+    return backend
+
+
+def build_trainer(
+    config: RunConfig,
+    output_dir: Path,
+    callbacks: list,
+    log_line: Callable[[str], None],
+    backend: Backend | None = None,
+    **overrides,
+):
+    """Data → tokenizer/model → rewards → GRPOTrainer, in that order. Returns the trainer (not yet trained).
+
+    ``backend`` is the path :func:`start_backend` chose (chosen here when not given)."""
+    from trainer.backend import load_model
     from trainer.data import build_dataset
 
-    backend = select_backend(config)
+    backend = backend or start_backend(config)
     log_line(f"model path: {backend.describe()}")
     dataset = build_dataset(config)
     log_line(f"data: {config.dataset_name} ({len(dataset)} prompts, {config.prompts_per_step()} per step)")
@@ -376,7 +402,7 @@ def build_trainer(config: RunConfig, output_dir: Path, callbacks: list, log_line
         args=args.grpo,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=args.lora if backend.name == "plain" else None,
+        peft_config=None if backend.name == "unsloth" else args.lora,  # Unsloth's loader applied the adapter
         callbacks=callbacks,
     )
     trainer.grpo_studio_backend = backend
@@ -447,8 +473,9 @@ def _train(
         log.info(message)
         writer.log(message)
 
+    backend = start_backend(config)  # before make_callback, which imports transformers
     callback = make_callback(run_id, writer, stop, config)
-    trainer = build_trainer(config, output_dir, [callback], log_line, disable_tqdm=not show_progress)
+    trainer = build_trainer(config, output_dir, [callback], log_line, backend, disable_tqdm=not show_progress)
     callback.trainer = trainer
     if not show_progress:
         from transformers.trainer_callback import PrinterCallback
@@ -483,7 +510,8 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
         config, _ = RunConfig.from_dict(dict(run.config))
         output_dir = Path(run.output_dir)  # set by the launcher before any process started
     stop.install()
-    trainer = build_trainer(config, output_dir, [make_callback(run_id, None, stop, config)], log.info)
+    backend = start_backend(config)
+    trainer = build_trainer(config, output_dir, [make_callback(run_id, None, stop, config)], log.info, backend)
     checkpoint = latest_checkpoint(output_dir)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.save_model(str(output_dir / ADAPTER_DIR))  # collective under DeepSpeed/FSDP; rank 0 writes the files

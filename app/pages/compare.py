@@ -76,6 +76,23 @@ def gpu_busy() -> str | None:
     return None
 
 
+def release_for_run(run) -> None:
+    """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free this panel's model so the
+    worker (vLLM in particular) finds the GPU memory it needs; the panel says so (:func:`panel_notice`)."""
+    from trainer.compare import CACHE
+    from trainer.launch import gpu_visible
+
+    if gpu_visible():
+        CACHE.release_for_training(f"run {run.id} ({run.name})")
+
+
+def panel_notice() -> str:
+    """Why the panel's model is not loaded any more (released for a training run), or nothing."""
+    from trainer.compare import CACHE
+
+    return f"*{CACHE.notice}*" if CACHE.notice else ""
+
+
 def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
     """Sample base and tuned side by side and score both."""
     from trainer.compare import adapter_dirs, compare
@@ -218,6 +235,7 @@ def build() -> gr.Dropdown:
         seed = gr.Number(value=0, precision=0, label="Seed")
         greedy = gr.Checkbox(label="Greedy decoding")
     go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
+    notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
         with gr.Column():
             base_summary = gr.Markdown(elem_id="compare-base-summary")
@@ -246,6 +264,7 @@ def build() -> gr.Dropdown:
         export_message = gr.Markdown()
 
     run.change(run_details, run, [adapter, example])
+    run.change(panel_notice, None, notice)
     example.change(pick_example, [run, example], [question, reference])
     go_button.click(
         run_compare,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import gradio as gr
@@ -49,9 +49,9 @@ def _row(session, run: Run) -> list:
 def _duration(run: Run) -> str:
     if run.started_at is None:
         return ""
-    start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=timezone.utc)
-    end = run.finished_at or datetime.now(timezone.utc)
-    end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+    start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
+    end = run.finished_at or datetime.now(UTC)
+    end = end if end.tzinfo else end.replace(tzinfo=UTC)
     seconds = int((end - start).total_seconds())
     return f"{seconds // 60}m{seconds % 60:02d}s"
 

@@ -210,10 +210,13 @@ def extract_code(text: str) -> str | None:
 
 
 def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc:
-    """Fraction of a sample's unit tests (data set column ``tests``) its code passes, run in the sandbox
-    (:mod:`trainer.sandbox`); no code, a syntax error or a timeout score 0.0; None where a sample has no tests.
+    """Fraction of a sample's unit tests (data set column ``tests``) its code passes; no code, a syntax error, a
+    timeout or a crash score 0.0; None where a sample has no tests. Always within [0, 1].
 
-    A group's completions run in parallel with a bounded pool. Example: code passing 3 of 4 tests -> 0.75.
+    Each completion runs in its own sandbox (:mod:`trainer.sandbox`), which only returns the values its functions
+    compute; the tests are judged here (:mod:`trainer.judge`), so the code can't claim results. A group's completions
+    run in parallel. Raises SandboxUnavailable where code can't be isolated and the operator hasn't accepted that
+    (validation refuses such a config first). Example: code passing 3 of 4 tests -> 0.75.
     """
 
     def code_tests_reward(prompts, completions, tests=None, **kwargs) -> list[float | None]:

@@ -1,80 +1,77 @@
-"""Running untrusted code (a model's answer to a coding prompt) against unit tests, in a sandbox process.
+"""Running untrusted code (a model's answer to a coding prompt) against unit tests.
 
-Layers, each covering what another can miss:
+GRPO optimises whatever the reward pays for, so this has to hold against the model, not only against accidents. Two
+separations do the work:
 
-- a separate process in its own session, killed with its whole process group at the wall-clock limit;
-- resource limits: CPU seconds, address space (memory), file size, and a process count;
-- when we run as root (containers, CI): the child drops to the ``nobody`` user, so the process limit applies (root
-  is exempt from RLIMIT_NPROC) and it can't write outside its throw-away working directory; and it gets a network
-  namespace of its own (no interfaces up), so no connection can leave it;
-- a scrubbed environment (no tokens, keys or proxies inherited), ``python -I`` (no user site, no PYTHON* variables);
-- inside, an audit hook refuses sockets, subprocesses and writes outside the working directory, for when the OS
-  layers are unavailable (not root, no namespaces).
+- **The verdict never shares an interpreter with the candidate.** The worker parses each test and evaluates it
+  itself (:mod:`trainer.judge`); the sandbox only receives "call ``f`` with these arguments" and returns the value as
+  plain data (:mod:`trainer.sandbox_server`), through a pipe the worker reads with a deadline and a size cap. A
+  forged result line, a patched ``json``, an always-equal object or a rewritten ``__main__`` can only change the
+  values reported for the candidate's own calls, which it decides anyway. A malformed, missing or oversized answer
+  fails that test; nothing the candidate sends raises out of here.
+- **The candidate runs in a bubblewrap sandbox** (one per completion, serving all of its tests): fresh user, PID,
+  mount, network, IPC and UTS namespaces; a read-only view of /usr and the Python installation and nothing else of the
+  host (no /etc, /home, /proc, database or run files); an empty, size-capped tmpfs at /tmp as the only writable
+  place; no environment; a seccomp filter (:mod:`trainer.seccomp`); rlimits on CPU time, memory per process,
+  processes, file size and open files. As root, the sandbox is started as ``nobody``, because a process whose host
+  user is root ignores the process limit. When the job ends, for any reason, its process group is killed; the
+  sandbox's PID 1 goes with it, and the kernel then kills everything left in its PID namespace, ``setsid`` daemons
+  included (``--die-with-parent`` does the same if the worker itself dies).
 
-The verdict is the fraction of tests passed; a syntax error, a timeout or a crash scores 0.
+Where the sandbox can't be built (no bwrap; Docker's default seccomp and AppArmor profiles block user namespaces and
+mounts), ``code_tests`` is refused at config validation with what to do (:func:`code_tests_refusal`), unless the
+operator opted in with ``--allow-unisolated-code``; then the same protocol runs in a plain child process with the
+rlimits only, and a warning says so. SECURITY.md says what this promises and what it does not.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
+import logging
 import os
+import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
+from trainer import seccomp
+from trainer.judge import CandidateError, Unsupported, judge, plan
+from trainer.sandbox_server import WireError, decode, encode, frame
+
+log = logging.getLogger(__name__)
+
+ALLOW_UNISOLATED_ENV = "GRPO_STUDIO_ALLOW_UNISOLATED_CODE"
 NOBODY = 65534
-
-RUNNER = r"""
-import json, os, sys
-work = os.getcwd()
-
-def guard(event, args):
-    if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo", "subprocess.Popen",
-                 "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty", "pty.spawn", "ctypes.dlopen"):
-        raise PermissionError(f"sandbox: {event} is not allowed")
-    if event == "open" and len(args) > 1 and isinstance(args[0], (str, bytes)):
-        mode, path = args[1], os.fsdecode(args[0])
-        writing = isinstance(mode, str) and any(c in mode for c in "wax+")
-        if writing and not os.path.abspath(path).startswith(work + os.sep):
-            raise PermissionError(f"sandbox: writing {path} is not allowed")
-
-spec = json.load(open("job.json"))
-sys.addaudithook(guard)
-result = {"passed": 0, "total": len(spec["tests"]), "status": "ok", "errors": []}
-namespace = {"__name__": "__solution__"}
-try:
-    exec(compile(spec["code"], "solution.py", "exec"), namespace)
-except SyntaxError as exc:
-    result["status"] = "syntax_error"; result["errors"].append(str(exc))
-except BaseException as exc:
-    result["status"] = "error"; result["errors"].append(f"{type(exc).__name__}: {exc}")
-else:
-    for test in spec["tests"]:
-        try:
-            exec(compile(test, "test.py", "exec"), dict(namespace))
-            result["passed"] += 1
-        except BaseException as exc:
-            result["errors"].append(f"{type(exc).__name__}: {exc}"[:200])
-sys.stdout.write("\n@@RESULT@@" + json.dumps(result) + "\n")
-"""
+SERVER_SOURCE = (Path(__file__).with_name("sandbox_server.py")).read_text()
+HOW_TO_ENABLE = (
+    "in Docker, start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined "
+    "(the default profiles block the user namespaces and mounts a sandbox needs; a seccomp profile that allows "
+    "unshare and clone with CLONE_NEWUSER works too); on a host, allow unprivileged user namespaces "
+    "(sysctl user.max_user_namespaces=15000 and, on Ubuntu 24.04, kernel.apparmor_restrict_unprivileged_userns=0)"
+)
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one sandboxed run may use."""
+    """What one sandboxed solution may use."""
 
-    wall_seconds: float = 5.0
+    wall_seconds: float = 5.0  # the whole job: start, the module's code and every test
+    test_seconds: float = 2.0  # one test's calls
     cpu_seconds: int = 5
-    memory_mb: int = 512
-    max_processes: int = 16
+    memory_mb: int = 512  # per process (RLIMIT_AS); see SECURITY.md for what that means for a whole job
+    max_processes: int = 8
     max_file_mb: int = 16
+    tmpfs_mb: int = 64  # all of /tmp, the job's only writable place
+    open_files: int = 64
+    max_reply_kb: int = 1024  # one answer, encoded
 
 
 @dataclass(frozen=True)
@@ -92,95 +89,352 @@ class Verdict:
         return self.passed / self.total if self.total and self.status in ("ok", "error") else 0.0
 
 
-def _preexec(limits: Limits, isolate: bool):
-    def setup() -> None:
-        import resource
-
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-        memory = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        size = limits.max_file_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if isolate:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.unshare(CLONE_NEWNET)  # best effort: without it the audit hook still refuses sockets
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-
-    return setup
+class SandboxUnavailable(RuntimeError):
+    """Model-written code can't be isolated here and the operator has not accepted running it unisolated."""
 
 
-def _world_executable(path: str) -> bool:
-    """Whether a user with no rights of its own (``nobody``) can run ``path``: every directory on the way must be
-    world-searchable (a pyenv under /root, mode 700, is not)."""
-    real = Path(os.path.realpath(path))
-    return all(os.stat(p).st_mode & 0o001 for p in [*real.parents, real])
+class _Gone(Exception):
+    """The sandbox stopped answering: over a time limit, exited, or broke the protocol. Ends the job."""
+
+    def __init__(self, status: str, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
 
 
-def sandbox_python() -> tuple[str, bool]:
-    """The interpreter for sandboxed code and whether it can run as ``nobody``. Only the standard library is needed,
-    so the system python serves when ours sits in a private directory."""
-    if os.geteuid() != 0:
-        return sys.executable, False
-    for candidate in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.path.exists(candidate) and _world_executable(candidate):
-            return candidate, True
-    return sys.executable, False
+# --- whether isolation is available ---------------------------------------------------------------------------------
+def unisolated_allowed() -> bool:
+    """Whether the operator accepted running model-written code without isolation (``--allow-unisolated-code``,
+    which sets GRPO_STUDIO_ALLOW_UNISOLATED_CODE=1 for the server and the workers it starts)."""
+    return os.environ.get(ALLOW_UNISOLATED_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def run_tests(code: str, tests: list[str], limits: Limits = Limits()) -> Verdict:
-    """Run ``code`` then each test snippet (plain asserts) in a fresh sandbox; returns the verdict."""
-    python, isolate = sandbox_python()
-    work = Path(tempfile.mkdtemp(prefix="grpo-sandbox-"))
-    try:
-        (work / "job.json").write_text(json.dumps({"code": code, "tests": tests}))
-        (work / "runner.py").write_text(RUNNER)
-        if isolate:
-            os.chown(work, NOBODY, NOBODY)
-            for f in work.iterdir():
-                os.chown(f, NOBODY, NOBODY)
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
-        process = subprocess.Popen(
-            [python, "-I", "runner.py"],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=_preexec(limits, isolate),
+_probed: tuple[float, str | None] | None = None  # (when, what isolation_problem found)
+
+
+def isolation_problem() -> str | None:
+    """Why the sandbox can't be built on this machine, with what to do; None when it can. Found by sandboxing a
+    one-line solution for real; a success holds for the process, a failure is probed again after 30 s (someone may
+    have installed bubblewrap meanwhile)."""
+    global _probed
+    if _probed is None or (_probed[1] is not None and time.monotonic() - _probed[0] > 30):
+        _probed = (time.monotonic(), _probe())
+    return _probed[1]
+
+
+def _probe() -> str | None:
+    if not seccomp.supported():
+        return f"there is no seccomp filter for this machine's architecture ({os.uname().machine})"
+    if _bwrap() is None:
+        return (
+            "bubblewrap is not installed (apt-get install bubblewrap on Debian and Ubuntu, dnf install bubblewrap "
+            "on Fedora)"
         )
-        try:
-            out, err = process.communicate(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            _kill_group(process.pid)
-            process.communicate()
-            return Verdict(0, len(tests), "timeout", f"over {limits.wall_seconds:g} s")
-        finally:
-            _kill_group(process.pid)  # anything it left behind in its group goes too
-        text = out.decode("utf-8", "replace")
-        if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "@@RESULT@@" not in text:
-            return Verdict(0, len(tests), "timeout", f"over {limits.cpu_seconds} CPU seconds")
-        if "@@RESULT@@" not in text:
-            return Verdict(0, len(tests), "crashed", err.decode("utf-8", "replace")[-500:])
-        result = json.loads(text.rsplit("@@RESULT@@", 1)[1])
-        return Verdict(result["passed"], result["total"], result["status"], "; ".join(result["errors"])[:500])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _kill_group(pid: int) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        _interpreter()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    verdict = _run("def probe():\n    return 1\n", ["assert probe() == 1"], Limits(), isolated=True)
+    if verdict.score != 1.0:
+        return f"bubblewrap could not start a sandbox here ({verdict.detail.strip()[:300]}); {HOW_TO_ENABLE}"
+    return None
+
+
+def code_tests_refusal() -> str | None:
+    """Why config validation must refuse the ``code_tests`` reward here, or None when it may run."""
+    problem = isolation_problem()
+    if problem is None or unisolated_allowed():
+        return None
+    return (
+        f"code_tests runs model-written code, which can't be isolated here: {problem}. To run it without isolation "
+        f"anyway, accept the risk with --allow-unisolated-code (or {ALLOW_UNISOLATED_ENV}=1)"
+    )
+
+
+def _isolated_or_refuse() -> bool:
+    """True to isolate, False where the operator accepted running unisolated; raises SandboxUnavailable otherwise."""
+    if isolation_problem() is None:
+        return True
+    refusal = code_tests_refusal()
+    if refusal:
+        raise SandboxUnavailable(refusal)
+    _warn_unisolated()
+    return False
+
+
+@lru_cache(maxsize=1)
+def _warn_unisolated() -> None:
+    log.warning(
+        "code_tests: running model-written code WITHOUT isolation (%s): %s", ALLOW_UNISOLATED_ENV, isolation_problem()
+    )
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _readable_by_anyone(path: str, executable: bool = False) -> bool:
+    """Whether ``nobody`` can read (and run) ``path``: every directory above it must be world-searchable (a pyenv
+    under /root, mode 700, is not)."""
+    real = Path(os.path.realpath(path))
+    wanted = stat.S_IROTH | (stat.S_IXOTH if executable or real.is_dir() else 0)
+    return os.stat(real).st_mode & wanted == wanted and all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents)
+
+
+@lru_cache(maxsize=1)
+def _interpreter() -> tuple[str, str]:
+    """The Python that runs candidates, and its installation directory. Only the standard library is needed, so the
+    system's Python serves when ours sits where ``nobody`` can't read it (a root-owned pyenv)."""
+    ours = (os.path.realpath(getattr(sys, "_base_executable", sys.executable)), os.path.realpath(sys.base_prefix))
+    for python, prefix in (ours, (os.path.realpath("/usr/bin/python3"), "/usr")):
+        if os.path.isfile(python) and (
+            os.geteuid() != 0 or (_readable_by_anyone(python, executable=True) and _readable_by_anyone(prefix))
+        ):
+            return python, prefix
+    raise SandboxUnavailable(
+        f"no Python that the sandbox's user (nobody) can read: {ours[0]} sits in a private directory and there is no "
+        "/usr/bin/python3 (install python3, or run grpo-studio as an ordinary user)"
+    )
+
+
+# --- one sandbox ----------------------------------------------------------------------------------------------------
+def _bwrap_argv(limits: Limits, python: str, prefix: str, seccomp_fd: int) -> list[str]:
+    mounts = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):  # merged-/usr symlinks, or real directories
+        if os.path.islink(top):
+            mounts += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            mounts += ["--ro-bind", top, top]
+    mounts += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    if not (prefix + "/").startswith("/usr/"):
+        mounts += ["--ro-bind", prefix, prefix]
+    if not python.startswith(prefix + "/") and not python.startswith("/usr/"):
+        mounts += ["--ro-bind", python, python]
+    return [
+        _bwrap() or "bwrap",
+        # --unshare-all only *tries* a user namespace; without one there is no isolation, so it must fail instead.
+        "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
+        "--die-with-parent", "--new-session",
+        "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/tmp",
+        *mounts,
+        "--size", str(limits.tmpfs_mb * 2**20), "--tmpfs", "/tmp",
+        # /dev is three harmless devices on a tiny tmpfs (bwrap's --dev tmpfs has no size limit and a writable shm).
+        "--size", str(2**16), "--tmpfs", "/dev",
+        "--dev-bind", "/dev/null", "/dev/null", "--dev-bind", "/dev/zero", "/dev/zero",
+        "--dev-bind", "/dev/urandom", "/dev/urandom",
+        "--remount-ro", "/dev", "--remount-ro", "/",
+        "--chdir", "/tmp",
+        "--seccomp", str(seccomp_fd),
+        "--",
+    ]  # fmt: skip
+
+
+class _Sandbox:
+    """One candidate's sandbox process and the two pipes of the protocol; every read and write has a deadline."""
+
+    def __init__(self, limits: Limits, isolated: bool):
+        self.limits = limits
+        self.max_reply = limits.max_reply_kb * 1024 + 4096  # room for the envelope and an error message
+        python, prefix = _interpreter()
+        request_end, self._requests = os.pipe()
+        self._replies, reply_end = os.pipe()
+        passed = [request_end, reply_end]
+        server = [
+            python, "-I", "-S", "-c", SERVER_SOURCE, str(request_end), str(reply_end), str(self.max_reply),
+            str(limits.cpu_seconds), str(limits.memory_mb * 2**20), str(limits.max_processes),
+            str(limits.max_file_mb * 2**20), str(limits.open_files),
+        ]  # fmt: skip
+        self._workdir = None
+        if isolated:
+            filter_end, filter_write = os.pipe()
+            os.write(filter_write, seccomp.program())  # a few hundred bytes: fits the pipe's buffer
+            os.close(filter_write)
+            passed.append(filter_end)
+            argv, cwd = _bwrap_argv(limits, python, prefix, filter_end) + server, "/"
+        else:
+            self._workdir = tempfile.mkdtemp(prefix="grpo-sandbox-")
+            argv, cwd = server, self._workdir
+        as_nobody = os.geteuid() == 0
+        if as_nobody and self._workdir:
+            os.chown(self._workdir, NOBODY, NOBODY)
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self._workdir or "/"},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=passed,
+                start_new_session=True,
+                **({"user": NOBODY, "group": NOBODY, "extra_groups": []} if as_nobody else {}),
+            )
+        except BaseException:
+            os.close(self._requests)
+            os.close(self._replies)
+            raise
+        finally:
+            for fd in passed:
+                os.close(fd)
+        for fd in (self._requests, self._replies, self.process.stderr.fileno()):
+            os.set_blocking(fd, False)
+        self._buffer = bytearray()
+
+    def __enter__(self) -> _Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send(self, message: dict, deadline: float) -> None:
+        """Write one request frame, giving up at ``deadline`` (a candidate that stops reading can't block us)."""
+        data = memoryview(frame(message))
+        while data:
+            self._wait(self._requests, select.POLLOUT, deadline)
+            try:
+                data = data[os.write(self._requests, data) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                raise self._gone() from None
+
+    def receive(self, deadline: float) -> dict:
+        """Read one reply frame. A frame that isn't a JSON object reads as an error reply; an oversized one, the end
+        of the pipe or the deadline end the job (_Gone)."""
+        while True:
+            if len(self._buffer) >= 4:
+                size = int.from_bytes(self._buffer[:4], "big")
+                if size > self.max_reply:
+                    raise _Gone("crashed", f"an answer of {size} bytes, over the {self.max_reply}-byte limit")
+                if len(self._buffer) >= 4 + size:
+                    body = bytes(self._buffer[4 : 4 + size])
+                    del self._buffer[: 4 + size]
+                    try:
+                        message = json.loads(body)
+                    except (ValueError, RecursionError) as exc:
+                        return {"error": f"malformed answer: {type(exc).__name__}"}
+                    return message if isinstance(message, dict) else {"error": "malformed answer: not an object"}
+            self._wait(self._replies, select.POLLIN, deadline)
+            try:
+                chunk = os.read(self._replies, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise self._gone()
+            self._buffer += chunk
+
+    def call(self, name: str, args: list, kwargs: dict, deadline: float):
+        """The candidate's ``name(*args, **kwargs)``, decoded; CandidateError if it raised or answered nonsense."""
+        self.send({"call": name, "args": encode(args), "kwargs": encode(kwargs)}, deadline)
+        reply = self.receive(deadline)
+        if "value" in reply:
+            try:
+                return decode(reply["value"])
+            except (WireError, RecursionError) as exc:
+                raise CandidateError(f"{name}() answered something that isn't plain data: {exc}") from None
+        raise CandidateError(f"{name}() failed: {str(reply.get('error', 'malformed answer'))[:200]}")
+
+    def _wait(self, fd: int, event: int, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        poller = select.poll()
+        poller.register(fd, event)
+        if remaining <= 0 or not poller.poll(remaining * 1000):
+            raise _Gone(
+                "timeout", f"over {self.limits.test_seconds:g} s for a test or {self.limits.wall_seconds:g} s in all"
+            )
+
+    def _gone(self) -> _Gone:
+        """Why the sandbox stopped answering: a CPU-time kill reads as a timeout, anything else as a crash."""
+        try:
+            code = self.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            code = None
+        # bwrap reports a signalled child as 128 + the signal; a plain child as the negative signal.
+        if code in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
+            return _Gone("timeout", f"over {self.limits.cpu_seconds} CPU seconds")
+        return _Gone("crashed", f"exit status {code}; {self._stderr()}".strip("; "))
+
+    def _stderr(self) -> str:
+        """What bwrap or Python said before the server closed stderr (the candidate can't write there)."""
+        try:
+            return os.read(self.process.stderr.fileno(), 2000).decode("utf-8", "replace").strip()
+        except (BlockingIOError, OSError, ValueError):
+            return ""
+
+    def close(self) -> None:
+        """Kill the job's process group (the sandbox's PID 1 with it, which ends its whole PID namespace) and
+        release everything; never waits without a limit."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            log.warning("code_tests: sandbox process %d did not exit after SIGKILL", self.process.pid)
+        for fd in (self._requests, self._replies):
+            os.close(fd)
+        self.process.stderr.close()
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+# --- judging a solution ---------------------------------------------------------------------------------------------
+def run_tests(code: str, tests: list[str], limits: Limits = Limits()) -> Verdict:
+    """Run ``code`` in a fresh sandbox and judge each test (see :mod:`trainer.judge`) against it; returns the
+    verdict. Raises SandboxUnavailable where isolation is impossible and the operator hasn't accepted the risk."""
+    return _run(code, tests, limits, _isolated_or_refuse())
+
+
+def _run(code: str, tests: list[str], limits: Limits, isolated: bool) -> Verdict:
+    plans: list = []
+    for test in tests:
+        try:
+            plans.append(plan(test))
+        except Unsupported as exc:
+            plans.append(exc)
+    total, passed, notes = len(tests), 0, []
+    deadline = time.monotonic() + limits.wall_seconds
+    try:
+        box = _Sandbox(limits, isolated)
+    except OSError as exc:  # e.g. no process slot left on the host
+        return Verdict(0, total, "crashed", f"could not start the sandbox: {exc}")
+    try:
+        with box:
+            box.send({"code": code}, deadline)
+            reply = box.receive(deadline)
+            if "ready" not in reply:
+                status = "syntax_error" if reply.get("kind") == "syntax_error" else "error"
+                return Verdict(0, total, status, str(reply.get("error", "malformed answer"))[:500])
+            for number, test_plan in enumerate(plans, 1):
+                if isinstance(test_plan, Unsupported):
+                    notes.append(f"test {number} not judged: {test_plan}")
+                    continue
+                test_deadline = min(deadline, time.monotonic() + limits.test_seconds)
+                answers: list[str] = []
+
+                def call(name: str, args: list, kwargs: dict, answers=answers, test_deadline=test_deadline):
+                    value = box.call(name, args, kwargs, test_deadline)
+                    answers.append(f"{name}() returned {value!r}"[:200])
+                    return value
+
+                try:
+                    judge(test_plan, call)
+                    passed += 1
+                except _Gone:
+                    raise
+                except Exception as exc:  # a failed assert, a candidate error, a TypeError on odd data
+                    notes.append(f"test {number}: {type(exc).__name__}: {exc} {'; '.join(answers)}"[:300])
+    except _Gone as gone:
+        return Verdict(0, total, gone.status, gone.detail[:500])
+    return Verdict(passed, total, "ok", " | ".join(notes)[:1000])
 
 
 def run_many(jobs: list[tuple[str, list[str]]], limits: Limits = Limits(), workers: int | None = None) -> list[Verdict]:
-    """Run several solutions in parallel with a bounded pool (one group's completions at once)."""
-    workers = workers or max(1, min(8, os.cpu_count() or 1))
+    """Run several solutions at once (one group's completions). Most of a job's time is spent waiting on its
+    sandbox, so there are more threads than cores."""
+    if not jobs:
+        return []
+    isolated = _isolated_or_refuse()
+    workers = workers or min(16, max(4, 2 * (os.cpu_count() or 1)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda job: run_tests(job[0], job[1], limits), jobs))
+        return list(pool.map(lambda job: _run(job[0], job[1], limits, isolated), jobs))

@@ -1,0 +1,156 @@
+"""The untrusted half of ``code_tests``: a small loop that runs inside the sandbox, next to the candidate's code.
+
+Nobody trusts it. The candidate's code runs in this same interpreter and may rewrite any of it, patch ``json``, write
+to its pipes or exit. Its only job is to make honest code easy to call: it reads call requests ("call ``two_sum``
+with these arguments"), calls the function and writes back the return value as plain data. The worker decodes
+whatever arrives and judges it itself (:mod:`trainer.judge`), so a rewritten loop changes nothing but the values its
+own functions are reported to return, which the candidate decides anyway. It never sees a test or an expected value.
+
+This file is also the wire format both sides share: frames of a 4-byte big-endian length and a UTF-8 JSON document.
+Values are JSON with tuples, sets and dicts tagged (``{"tuple": [...]}``, ``{"set": [...]}``,
+``{"dict": [[key, value], ...]}``) so that ``(1, 2)`` and ``[1, 2]`` stay as different as they are in Python, and
+only exact builtin types are encoded: an ``int`` subclass whose ``__eq__`` is always True is refused, not sent.
+
+It runs as ``python -I -S -c <this source> <fd in> <fd out> <limits...>`` and imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+
+_HEADER = struct.Struct(">I")
+_SCALARS = (bool, int, float, str)
+_TAGS = {"tuple": tuple, "set": set, "frozenset": frozenset}
+
+
+class WireError(ValueError):
+    """A value or frame that isn't plain data in the wire format."""
+
+
+def encode(value, depth: int = 0):
+    """``value`` as JSON-ready data, if it is built of exact builtin types only; raises WireError otherwise."""
+    if depth > 100:
+        raise WireError("nested more than 100 levels deep")
+    kind = type(value)
+    if value is None or kind in _SCALARS:
+        return value
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
+    if kind in (tuple, set, frozenset):
+        return {kind.__name__: [encode(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    raise WireError(f"{kind.__name__} is not plain data (None, bool, int, float, str, list, tuple, set, dict)")
+
+
+def decode(data, depth: int = 0):
+    """The value a JSON document built by :func:`encode` stands for; raises WireError on anything else."""
+    if depth > 100:
+        raise WireError("nested more than 100 levels deep")
+    kind = type(data)
+    if data is None or kind in _SCALARS:
+        return data
+    if kind is list:
+        return [decode(v, depth + 1) for v in data]
+    if kind is dict and len(data) == 1:
+        ((tag, items),) = data.items()
+        if type(items) is list:
+            if tag in _TAGS:
+                try:
+                    return _TAGS[tag](decode(v, depth + 1) for v in items)
+                except TypeError as exc:  # an unhashable set member
+                    raise WireError(str(exc)) from None
+            if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
+                try:
+                    return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
+                except TypeError as exc:
+                    raise WireError(str(exc)) from None
+    raise WireError(f"not a value in the wire format: {str(data)[:80]}")
+
+
+def frame(message: dict) -> bytes:
+    """One frame: length, then the JSON document."""
+    body = json.dumps(message, separators=(",", ":")).encode()
+    return _HEADER.pack(len(body)) + body
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _limit_self(cpu_seconds: int, memory_bytes: int, max_processes: int, file_bytes: int, open_files: int) -> None:
+    """Resource limits, set before a line of the candidate's code is read; it can lower them but never raise them
+    (that takes CAP_SYS_RESOURCE in the host's user namespace). The process limit is set here, inside the job's own
+    user namespace, so it counts this job's processes only, not every sandbox running as the same user."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))  # SIGXCPU, then SIGKILL a second later
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def serve(argv: list[str]) -> None:
+    """Read the code, run it, then answer call requests until the worker closes the pipe."""
+    requests, replies, max_reply, *limits = (int(a) for a in argv)
+    _limit_self(*limits)
+    # The candidate's prints and tracebacks go nowhere: the replies pipe is the only way out, and it carries values.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+    def receive() -> dict:
+        (size,) = _HEADER.unpack(_read_exact(requests, _HEADER.size))
+        return json.loads(_read_exact(requests, size))
+
+    def send(message: dict) -> None:
+        data = frame(message)
+        if len(data) > max_reply:
+            data = frame({"error": f"the answer is over {max_reply} bytes"})
+        while data:
+            data = data[os.write(replies, data) :]
+
+    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+    try:
+        exec(compile(receive()["code"], "solution.py", "exec"), namespace)
+    except SyntaxError as exc:
+        send({"error": _error(exc), "kind": "syntax_error"})
+        return
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from the candidate too
+        send({"error": _error(exc), "kind": "error"})
+        return
+    send({"ready": True})
+    while True:
+        try:
+            request = receive()
+        except EOFError:
+            return
+        try:
+            func = namespace.get(request["call"])
+            if not callable(func):
+                raise NameError(f"name {request['call']!r} is not defined as a function")
+            args = decode(request["args"])
+            kwargs = decode(request["kwargs"])
+            send({"value": encode(func(*args, **kwargs))})
+        except BaseException as exc:
+            send({"error": _error(exc)})
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,8 +26,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``grpo-studio`` console script; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "allow_unisolated_code", False):
+        from trainer.sandbox import ALLOW_UNISOLATED_ENV
+
+        os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.func(args)
+
+
+def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-unisolated-code",
+        action="store_true",
+        help="let code_tests run model-written code where it can't be sandboxed (see SECURITY.md; you accept the risk)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="a YAML or JSON file with RunConfig fields")
     p.add_argument("--name", help="override the run name")
     p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+    _unisolated_code_flag(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("worker", help="train an existing run (used by the launcher)")
@@ -46,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resume", help="continue a stopped or failed run from its latest checkpoint")
     p.add_argument("run_id", type=int)
     p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+    _unisolated_code_flag(p)
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("stop", help="stop a run at its next step boundary")
@@ -81,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         help="let the form accept path/to/file.py:function rewards (runs arbitrary code)",
     )
     p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
+    _unisolated_code_flag(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("build-tiny", help="build the built-in model and report its held-out correctness")

@@ -330,6 +330,11 @@ class RunConfig:
                 f"{len(self.reward_weights)} reward weights for {len(self.reward_funcs)} reward functions: "
                 "give one weight per function, or none for all 1.0"
             )
+        if "code_tests" in self.reward_funcs:
+            from trainer.sandbox import code_tests_refusal
+
+            if refusal := code_tests_refusal():  # no isolation here, and the operator hasn't accepted the risk
+                problems.append(refusal)
         return problems
 
     def warnings(self) -> list[str]:

@@ -22,9 +22,15 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 # python3-dev and build-essential: Triton and vLLM compile kernels at first use. Distribution packages follow the
 # base image's release rather than pinned versions, which break with every Ubuntu point update.
+# bubblewrap: the code_tests reward runs model-written code in a bwrap sandbox (user, PID, mount and network
+# namespaces; see SECURITY.md). Docker's default seccomp and AppArmor profiles forbid those namespaces and mounts, so
+# a container that trains with code_tests needs `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`
+# (or a seccomp profile that also allows unshare/clone with CLONE_NEWUSER), and on an Ubuntu 23.10+ host
+# `sysctl kernel.apparmor_restrict_unprivileged_userns=0`. Without them the dashboard refuses code_tests and says why.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev build-essential curl ca-certificates \
+        bubblewrap \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 

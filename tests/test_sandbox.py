@@ -326,6 +326,14 @@ def test_assert_shapes_are_evaluated_on_plain_data():
     assert (verdict.passed, verdict.total, verdict.status) == (len(tests), len(tests), "ok"), verdict.detail
 
 
+def test_a_builtin_name_is_the_candidates_function_when_the_test_calls_nothing_else():
+    """A task to write max() is judged on the candidate's max(), not on Python's; len() around a call stays trusted."""
+    tests = ["assert max(3, 5) == 5", "assert len(pair(1)) == 2"]
+    wrong = run_tests("def max(a, b):\n    return a\ndef pair(x):\n    return [x, x]\n", tests, LIMITS)
+    right = run_tests("def max(a, b):\n    return b if b > a else a\ndef pair(x):\n    return [x, x]\n", tests, LIMITS)
+    assert (wrong.passed, right.passed) == (1, 2), (wrong.detail, right.detail)
+
+
 def test_a_failed_test_says_what_the_function_returned():
     verdict = run_tests(WRONG_TWO_SUM, TWO_SUM_TESTS[:1], LIMITS)
     assert verdict.score == 0.0 and "two_sum() returned [1, 0]" in verdict.detail

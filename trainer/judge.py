@@ -8,7 +8,8 @@ is evaluated here on that decoded data, so nothing the candidate defines (an ``_
 
 What a test may contain: literals; calls to the candidate's functions, with arguments built from the same;
 indexing and slicing; comparisons (``== != < <= > >= in``, ``not in``, ``is``/``is not``); ``and``/``or``/``not``;
-``+ - * / // %`` on numbers; and a few pure builtins (``abs``, ``len``, ``sorted``, ...) and ``math.isclose``. One
+``+ - * / // %`` on numbers; and a few pure builtins (``abs``, ``len``, ``sorted``, ...) and ``math.isclose``, except
+in a test that calls nothing else, where ``max(3, 5)`` means the candidate's own ``max``. One
 ``assert`` (its message is ignored) or one bare expression, which passes when it raises nothing. Anything else
 (assignments, several statements, methods of a result, lambdas) could only be judged by running trusted code next to
 the candidate's, so such a test counts as failed, and the reason is logged once per test.
@@ -74,6 +75,9 @@ class Plan:
 
     expression: ast.expr
     is_assert: bool
+    # The builtins evaluated here. Empty when the test calls nothing else: then `assert max(3, 5) == 5` tests the
+    # candidate's own max(), and answering it with Python's would pass it whatever the candidate wrote.
+    trusted: frozenset[str]
 
 
 @lru_cache(maxsize=4096)
@@ -86,7 +90,9 @@ def plan(test: str) -> Plan:
         statement = tree.body[0]
         expression = statement.test if isinstance(statement, ast.Assert) else statement.value
         _check(expression)
-        return Plan(expression, isinstance(statement, ast.Assert))
+        called = {n.func.id for n in ast.walk(expression) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        trusted = frozenset(TRUSTED_FUNCTIONS) if called - set(TRUSTED_FUNCTIONS) else frozenset()
+        return Plan(expression, isinstance(statement, ast.Assert), trusted)
     except (SyntaxError, Unsupported, RecursionError) as exc:
         reason = str(exc) if isinstance(exc, Unsupported) else f"{type(exc).__name__}: {exc}"
         log.warning("code_tests: can't judge the test %r outside the sandbox (%s); it counts as failed", test, reason)
@@ -136,55 +142,57 @@ def _dotted(node: ast.expr) -> tuple[str, ...]:
 def judge(test_plan: Plan, call: Caller) -> None:
     """Evaluate one test, calling the candidate through ``call``; returns if it passes, raises AssertionError
     (or CandidateError, or whatever the evaluation raised on odd data, e.g. TypeError) if it fails."""
-    value = _evaluate(test_plan.expression, call)
+    value = _evaluate(test_plan.expression, call, test_plan.trusted)
     if test_plan.is_assert and not value:
         raise AssertionError(f"{ast.unparse(test_plan.expression)[:120]} is false")
 
 
-def _evaluate(node: ast.expr, call: Caller) -> Any:
+def _evaluate(node: ast.expr, call: Caller, trusted: frozenset[str]) -> Any:
     match node:
         case ast.Constant(value=value):
             return value
         case ast.List(elts=elts):
-            return [_evaluate(e, call) for e in elts]
+            return [_evaluate(e, call, trusted) for e in elts]
         case ast.Tuple(elts=elts):
-            return tuple(_evaluate(e, call) for e in elts)
+            return tuple(_evaluate(e, call, trusted) for e in elts)
         case ast.Set(elts=elts):
-            return {_evaluate(e, call) for e in elts}
+            return {_evaluate(e, call, trusted) for e in elts}
         case ast.Dict(keys=keys, values=values):
-            return {_evaluate(k, call): _evaluate(v, call) for k, v in zip(keys, values)}
+            return {_evaluate(k, call, trusted): _evaluate(v, call, trusted) for k, v in zip(keys, values)}
         case ast.UnaryOp(op=ast.Not(), operand=operand):
-            return not _evaluate(operand, call)
+            return not _evaluate(operand, call, trusted)
         case ast.UnaryOp(op=op, operand=operand):
-            number = _number(_evaluate(operand, call))
+            number = _number(_evaluate(operand, call, trusted))
             return -number if isinstance(op, ast.USub) else +number
         case ast.BoolOp(op=op, values=values):
             result = None
             for part in values:  # short-circuits like Python: `and` stops at the first false part
-                result = _evaluate(part, call)
+                result = _evaluate(part, call, trusted)
                 if bool(result) != isinstance(op, ast.And):
                     break
             return result
         case ast.BinOp(left=left, op=op, right=right):
-            return _ARITHMETIC[type(op)](_number(_evaluate(left, call)), _number(_evaluate(right, call)))
+            return _ARITHMETIC[type(op)](
+                _number(_evaluate(left, call, trusted)), _number(_evaluate(right, call, trusted))
+            )
         case ast.Compare(left=left, ops=ops, comparators=comparators):
-            before = _evaluate(left, call)
+            before = _evaluate(left, call, trusted)
             for op, comparator in zip(ops, comparators):
-                after = _evaluate(comparator, call)
+                after = _evaluate(comparator, call, trusted)
                 if not _COMPARE[type(op)](before, after):
                     return False
                 before = after
             return True
         case ast.Subscript(value=value, slice=index):
-            return _evaluate(value, call)[_evaluate(index, call)]
+            return _evaluate(value, call, trusted)[_evaluate(index, call, trusted)]
         case ast.Slice(lower=lower, upper=upper, step=step):
-            return slice(*(None if part is None else _evaluate(part, call) for part in (lower, upper, step)))
+            return slice(*(None if part is None else _evaluate(part, call, trusted) for part in (lower, upper, step)))
         case ast.Call(func=func, args=args, keywords=keywords):
-            values = [_evaluate(a, call) for a in args]
-            named = {k.arg: _evaluate(k.value, call) for k in keywords}
+            values = [_evaluate(a, call, trusted) for a in args]
+            named = {k.arg: _evaluate(k.value, call, trusted) for k in keywords}
             if _dotted(func) == _ISCLOSE:
                 return math.isclose(*(_number(v) for v in values), **{k: _number(v) for k, v in named.items()})
-            if func.id in TRUSTED_FUNCTIONS:
+            if func.id in trusted:
                 return TRUSTED_FUNCTIONS[func.id](*values, **named)
             return call(func.id, values, named)
     raise Unsupported(type(node).__name__)  # _check lets nothing else through

@@ -263,7 +263,7 @@ def test_the_worker_survives_and_later_jobs_are_judged_fairly(battery, mode):
 def test_nothing_outlives_the_jobs(battery, mode):
     """No daemon, pipe holder or fork-bomb child is left on the host after its job."""
     world = _world(battery, mode)
-    assert _processes_mentioning(world.marker) == []
+    assert _wait_for(lambda: not _processes_mentioning(world.marker)), _processes_mentioning(world.marker)
 
 
 @pytest.mark.parametrize("mode", ["root", "unprivileged"])
@@ -275,6 +275,42 @@ def test_host_files_are_untouched(battery, mode):
     assert sorted(os.listdir(world.directory)) == world.listing
     assert [name for name in os.listdir("/tmp") if world.marker in name] == []
     assert world.free_drop < 100 * 2**20
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass (a wait, not a timing assertion)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_killing_the_worker_ends_its_sandboxes():
+    """Stop escalating to SIGKILL on a worker in the middle of a test takes the sandbox and its setsid daemon too."""
+    marker = f"orphan-{uuid.uuid4().hex[:12]}"
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n    os.setsid()\n"
+        f"    os.execv('/usr/bin/python3', ['python3', '-c', 'import time; time.sleep(120)', '{marker}'])\n"
+        "def f():\n    time.sleep(120)\n"
+    )
+    worker = (  # the code comes on stdin, so that only the daemon's command line names the marker
+        "import sys\nfrom trainer.sandbox import Limits, run_tests\n"
+        "run_tests(sys.stdin.read(), ['assert f() == 1'], Limits(wall_seconds=120, test_seconds=120, cpu_seconds=120))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", worker], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE
+    )
+    process.stdin.write(code.encode())
+    process.stdin.close()
+    try:
+        assert _wait_for(lambda: _processes_mentioning(marker)), "the daemon never started"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert _wait_for(lambda: not _processes_mentioning(marker)), _processes_mentioning(marker)
 
 
 def test_no_connection_or_datagram_reached_the_host(battery):

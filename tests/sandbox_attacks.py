@@ -195,7 +195,7 @@ _ATTACKS = {
         "            with open(path, 'ab') as f:\n                f.write(b'x')\n"
         "            found.append(path)\n"
         "        except OSError:\n            pass\n"
-        "    for act in (lambda: os.remove('$db'), lambda: os.rename('$db', '/tmp/db'), lambda: os.chmod('/usr', 0o777)):\n"
+        "    for act in (lambda: os.remove('$db'), lambda: os.rename('$db', '/tmp/db-$marker'), lambda: os.chmod('/usr', 0o777)):\n"
         "        try:\n            act()\n            found.append('changed')\n"
         "        except OSError:\n            pass\n"
         "    return found\n",
@@ -215,9 +215,9 @@ _ATTACKS = {
         "import os\n"
         "def probe():\n"
         "    found = []\n"
-        "    os.symlink('$db', '/tmp/link')\n"
-        "    try:\n        found.append(open('/tmp/link', 'rb').read())\n    except OSError:\n        pass\n"
-        "    try:\n        os.link('$db', '/tmp/hard')\n        found.append('linked')\n    except OSError:\n        pass\n"
+        "    os.symlink('$db', '/tmp/link-$marker')\n"
+        "    try:\n        found.append(open('/tmp/link-$marker', 'rb').read())\n    except OSError:\n        pass\n"
+        "    try:\n        os.link('$db', '/tmp/hard-$marker')\n        found.append('linked')\n    except OSError:\n        pass\n"
         "    return found\n",
         PROBE,
         "full",

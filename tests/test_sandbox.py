@@ -452,11 +452,18 @@ def test_validation_refuses_code_tests_without_bubblewrap(no_isolation):
     assert "--allow-unisolated-code" in problem
 
 
-def test_validation_refuses_where_user_namespaces_are_blocked(monkeypatch):
+@pytest.fixture
+def shared_dir():
+    """A directory nobody can read (tmp_path sits under a root-only directory when the tests run as root)."""
+    directory = Path(tempfile.mkdtemp(prefix="grpo-test-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_validation_refuses_where_user_namespaces_are_blocked(monkeypatch, shared_dir):
     """As in a container under Docker's default seccomp profile: bwrap exists but can't create namespaces."""
-    directory = Path(tempfile.mkdtemp(prefix="grpo-fake-bwrap-", dir="/tmp"))
-    os.chmod(directory, 0o755)  # as root the sandbox is started as nobody, who must be able to run it
-    fake = directory / "bwrap"
+    fake = shared_dir / "bwrap"  # as root the sandbox is started as nobody, who must be able to run it
     fake.write_text(
         "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow "
         "non-privileged user namespaces.' >&2\nexit 1\n"
@@ -470,7 +477,6 @@ def test_validation_refuses_where_user_namespaces_are_blocked(monkeypatch):
     assert "--security-opt seccomp=unconfined" in problem and "--allow-unisolated-code" in problem
     with pytest.raises(SandboxUnavailable):
         REWARDS["code_tests"](prompts=[None], completions=[f"```python\n{TWO_SUM}\n```"], tests=[list(TWO_SUM_TESTS)])
-    shutil.rmtree(directory)
 
 
 def test_the_opt_in_runs_unisolated_and_still_judges_outside(no_isolation, monkeypatch):

@@ -31,7 +31,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.func(args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from storage.db import StorageError, describe_error
+
+    try:
+        return args.func(args)
+    except StorageError as exc:  # a damaged or unreachable database: one sentence, no traceback
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
+    except SQLAlchemyError as exc:
+        print(f"grpo-studio: {describe_error(exc)}", file=sys.stderr)
+        return 2
 
 
 def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
@@ -94,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-custom-rewards",
         action="store_true",
         help="let the form accept path/to/file.py:function rewards (runs arbitrary code)",
+    )
+    p.add_argument(
+        "--allow-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let dashboard users use local models and data files under DIR (repeatable; the data dir is always allowed)",
     )
     p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
     _unisolated_code_flag(p)
@@ -246,14 +264,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the dashboard (blocks)."""
+    import os
+
+    from app.access import Access
     from app.server import parse_auth, serve
 
+    auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
     try:
-        parse_auth(args.auth or None)
+        parse_auth(auth or None)
     except ValueError as exc:
-        print(f"grpo-studio: --auth: {exc}", file=sys.stderr)
+        print(f"grpo-studio: {source}: {exc}", file=sys.stderr)
         return 2
-    serve(args.host, args.port, args.auth, args.allow_custom_rewards, args.max_concurrent_runs)
+    missing = [d for d in args.allow_path if not os.path.isdir(d)]
+    if missing:
+        print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
+        return 2
+    access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
+    serve(args.host, args.port, auth or None, access, args.max_concurrent_runs)
     return 0
 
 

@@ -88,19 +88,24 @@ def to_widget_value(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
-def config_from_form(names: list[str], values: list[Any]) -> tuple[RunConfig | None, list[str]]:
+def config_from_form(
+    names: list[str], values: list[Any], check_rewards: bool = True, check_files: bool = True
+) -> tuple[RunConfig | None, list[str]]:
     """Build a config from the form's widget values. Returns (config, problems); config is None if a value could
-    not even be read, and problems lists everything wrong at once."""
-    data = {}
-    for name, value in zip(names, values):
-        if isinstance(value, str) and name not in ("system_prompt",):
-            value = value.strip()
-        data[name] = value
+    not even be read, and problems lists everything wrong at once (see RunConfig.validate for the two checks)."""
     try:
-        config, _ = RunConfig.from_dict(data)
+        config, _ = RunConfig.from_dict(form_mapping(names, values), check_files=check_files)
     except ConfigError as exc:
         return None, exc.problems
-    return config, config.validate()
+    return config, config.validate(check_rewards=check_rewards, check_files=check_files)
+
+
+def form_mapping(names: list[str], values: list[Any]) -> dict[str, Any]:
+    """The form's widget values as a config mapping (text trimmed, except the system prompt)."""
+    return {
+        name: value.strip() if isinstance(value, str) and name != "system_prompt" else value
+        for name, value in zip(names, values)
+    }
 
 
 def _range_note(lo: float | None, hi: float | None) -> str:

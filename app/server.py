@@ -9,14 +9,15 @@ reconciles statuses (runs whose worker died become failed) and simply goes on wa
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
 import gradio as gr
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.access import Access
 from app.pages import compare, monitor, new_run, runs
-from storage.db import get_sessionmaker
+from storage.db import data_dir, get_sessionmaker
 from trainer.launch import schedule
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,14 @@ SCHEDULE_SECONDS = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def build_app(allow_custom_rewards: bool = False) -> gr.Blocks:
-    """The whole dashboard as a gr.Blocks (not launched)."""
+def build_app(access: Access | None = None) -> gr.Blocks:
+    """The whole dashboard as a gr.Blocks (not launched), under the operator's ``access`` rules."""
+    access = access or Access()
     with gr.Blocks(title="grpo-studio") as demo:
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
         with gr.Tabs():
             with gr.Tab("New run", id="new"):
-                new_run.build(allow_custom_rewards)
+                new_run.build(access)
             with gr.Tab("Runs", id="runs"):
                 table = runs.build(_form_widgets(demo), _form_status(demo), new_run.config_values)
             with gr.Tab("Monitor", id="monitor"):
@@ -41,7 +43,10 @@ def build_app(allow_custom_rewards: bool = False) -> gr.Blocks:
         ticker = gr.Timer(3.0)
 
         def refresh_lists():
-            choices = runs.run_choices()
+            try:
+                choices = runs.run_choices()
+            except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
+                return gr.update(), gr.update(), gr.update(), gr.update()
             return (
                 runs.run_rows(),
                 gr.update(choices=choices),
@@ -100,11 +105,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 7860,
     auth: str | None = None,
-    allow_custom_rewards: bool = False,
+    access: Access | None = None,
     max_concurrent: int = 1,
 ) -> None:
-    """Start the scheduler and the dashboard; blocks until interrupted."""
-    credentials = parse_auth(auth or os.environ.get("GRPO_STUDIO_AUTH"))
+    """Start the scheduler and the dashboard; blocks until interrupted. ``auth`` must already be checked with
+    :func:`parse_auth` (the command line does that, for the flag and the environment variable alike)."""
+    credentials = parse_auth(auth)
     if host not in LOOPBACK and credentials is None:
         banner = "!" * 100
         log.warning(
@@ -116,13 +122,15 @@ def serve(
         )
     scheduler = Scheduler(max_concurrent)
     scheduler.start()
-    demo = build_app(allow_custom_rewards)
+    demo = build_app(access)
     started = time.perf_counter()
     demo.queue(default_concurrency_limit=8).launch(
         server_name=host,
         server_port=port,
         auth=credentials,
         show_error=True,
+        # downloads (exported configs, adapter zips, merged models) are written under the data dir only
+        allowed_paths=[str(data_dir() / "exports")],
         prevent_thread_lock=False,
         quiet=False,
     )

@@ -10,9 +10,12 @@ are switched on so deleting a run cascades to its metrics, samples and log.
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import Base
@@ -31,6 +34,21 @@ def data_dir() -> Path:
     return path
 
 
+def new_export_dir() -> Path:
+    """A fresh directory under ``<data dir>/exports`` for one download (a config, an adapter zip, a merged model).
+    Everything the dashboard writes for a user stays under the data dir, in a directory of its own."""
+    root = data_dir() / "exports"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=root))
+
+
+def slug(text: str, fallback: str = "run") -> str:
+    """A file-name-safe version of a user-given name: letters, digits, ``.-_`` only, no leading dot, at most 60
+    characters. File names are derived from this, never from the raw name (``../../x`` becomes ``x``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-_")[:60].strip(".-_")
+    return cleaned or fallback
+
+
 def database_url() -> str:
     """``$DATABASE_URL`` if set, else the SQLite file in the data directory."""
     return os.environ.get("DATABASE_URL") or f"sqlite:///{data_dir() / 'grpo-studio.db'}"
@@ -47,15 +65,51 @@ def _configure_sqlite(dbapi_connection, _record) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with grpo-studio's SQLite settings; the schema is created if missing."""
+    """An engine for ``url`` with grpo-studio's SQLite settings; the schema is created if missing. A database that
+    can't be opened raises :class:`StorageError` with one sentence saying what to do."""
     kwargs: dict = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
-    engine = create_engine(url, **kwargs)
+    try:
+        engine = create_engine(url, **kwargs)
+    except (ArgumentError, ImportError) as exc:
+        raise StorageError(
+            f"DATABASE_URL is not a usable database URL ({exc}); e.g. sqlite:////path/to/file.db"
+        ) from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _configure_sqlite)
-    Base.metadata.create_all(engine)
+    try:
+        Base.metadata.create_all(engine)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise StorageError(describe_error(exc, engine)) from None
     return engine
+
+
+class StorageError(RuntimeError):
+    """The database can't be used; the message says what is wrong, where, and what to do."""
+
+
+def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
+    """One sentence for a database failure, without the SQL statement SQLAlchemy appends to its messages."""
+    reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    url = (engine or _engine).url if (engine or _engine) is not None else None
+    where = (url.database if url is not None and url.drivername.startswith("sqlite") else None) or (
+        url.render_as_string(hide_password=True) if url is not None else "in use"
+    )
+    lowered = reason.lower()
+    if "malformed" in lowered or "not a database" in lowered or "file is encrypted" in lowered:
+        return (
+            f"the database {where} is damaged ({reason}): stop grpo-studio and move the file aside (a new one is "
+            "created on the next start), or restore a backup"
+        )
+    if "disk is full" in lowered or "no space" in lowered:
+        return f"the disk holding the database {where} is full ({reason}): free some space, then try again"
+    if "unable to open" in lowered or "readonly" in lowered or "permission" in lowered:
+        return f"the database {where} can't be opened for writing ({reason}): check that its directory exists and is writable"
+    if "locked" in lowered:
+        return f"the database {where} is locked by another process ({reason}): try again in a moment"
+    return f"the database {where} failed: {reason}"
 
 
 def get_engine() -> Engine:

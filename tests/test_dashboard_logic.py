@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from app.access import Access
 from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
 from app.form import config_from_form, form_fields, grouped_fields, presets
 from app.health import health_alerts
@@ -62,7 +63,7 @@ def test_launch_with_problems_starts_nothing():
     with get_sessionmaker().begin() as s:
         before = len(queries.list_runs(s))
     values = new_run.config_values(RunConfig(num_generations=3, beta=-1.0))
-    message = new_run.launch(False, *values)
+    message = new_run.launch(Access(), *values)
     assert message.startswith("❌ **2 problems:**") and "group size 3" in message and "beta -1" in message
     with get_sessionmaker().begin() as s:
         assert len(queries.list_runs(s)) == before
@@ -72,7 +73,7 @@ def test_custom_rewards_need_the_server_flag(tmp_path):
     from app.pages import new_run
 
     values = new_run.config_values(tiny_config(reward_funcs=["mine.py:f"]))
-    assert "--allow-custom-rewards" in new_run.check(False, *values)
+    assert "--allow-custom-rewards" in new_run.check(Access(), *values)
 
 
 # --- charts ---------------------------------------------------------------------------------------------------------

@@ -34,6 +34,10 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
 
 GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
+# Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
+MAX_TEXT_CHARS = 1_000
+MAX_PROMPT_CHARS = 20_000
+MAX_LIST_ITEMS = 64
 
 
 def setting(
@@ -76,7 +80,7 @@ class RunConfig:
     question_column: str = setting("question", "Column of a local file that holds the question.", "data")
     answer_column: str = setting("answer", "Column of a local file that holds the reference answer.", "data")
     max_train_samples: int = setting(
-        0, "Use at most this many training examples (0: all).", "data", min=0, advanced=True
+        0, "Use at most this many training examples (0: all).", "data", min=0, max=100_000_000, advanced=True
     )
     system_prompt: str = setting(SYSTEM_PROMPT, "System prompt put before every question.", "data")
     # --- rewards ---
@@ -140,9 +144,14 @@ class RunConfig:
         advanced=True,
     )
     max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6)
-    seed: int = setting(42, "Random seed for data order, sampling and initialisation.", "advanced", min=0)
-    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1)
-    save_steps: int = setting(50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1)
+    # numpy's seed must fit in 32 bits
+    seed: int = setting(
+        42, "Random seed for data order, sampling and initialisation.", "advanced", min=0, max=2**32 - 1
+    )
+    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1, max=1_000_000)
+    save_steps: int = setting(
+        50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000
+    )
     # --- generation ---
     max_prompt_length: int = setting(
         256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072
@@ -196,7 +205,9 @@ class RunConfig:
         min=0,
         max=3,
     )
-    max_seq_length: int = setting(1024, "Longest prompt + completion the model is loaded for.", "advanced", min=16)
+    max_seq_length: int = setting(
+        1024, "Longest prompt + completion the model is loaded for.", "advanced", min=16, max=262_144
+    )
     gradient_checkpointing: bool = setting(True, "Trade compute for memory by recomputing activations.", "advanced")
 
     # ---------------------------------------------------------------------------------------------------------------
@@ -210,7 +221,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> tuple[RunConfig, list[str]]:
+    def from_dict(cls, data: dict[str, Any], check_files: bool = True) -> tuple[RunConfig, list[str]]:
         """Build a config from a flat mapping.
 
         Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
@@ -220,31 +231,32 @@ class RunConfig:
         hints = typing.get_type_hints(cls)
         kwargs: dict[str, Any] = {}
         problems: list[str] = []
-        ignored = sorted(k for k in data if k not in known)
+        ignored = sorted(str(k) for k in data if k not in known)
         for key, value in data.items():
             if key not in known:
                 continue
             try:
                 kwargs[key] = _coerce(value, hints[key])
-            except (TypeError, ValueError):
-                problems.append(f"{key}: expected {_type_name(hints[key])}, got {value!r}")
+            except (TypeError, ValueError, OverflowError):
+                problems.append(f"{key}: expected {_type_name(hints[key])}, got {_shorten(value)}")
         if problems:
+            # Report the range problems of the values that did parse too, so a second try isn't needed.
+            problems.extend(cls(**kwargs).validate(check_rewards=False, check_files=check_files))
             raise ConfigError(problems)
-        notes = [f"ignored unknown setting {k!r}" for k in ignored]
+        notes = [f"ignored unknown setting {_shorten(k)}" for k in ignored[:20]]
+        if len(ignored) > 20:
+            notes.append(f"... and {len(ignored) - 20} more unknown settings")
         return cls(**kwargs), notes
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[RunConfig, list[str]]:
         """Load a YAML or JSON file holding a flat mapping of field names."""
-        text = Path(path).read_text()
-        if str(path).endswith(".json"):
-            data = json.loads(text)
-        else:
-            import yaml
+        from trainer.config_file import ConfigFileError, read_mapping
 
-            data = yaml.safe_load(text) or {}
-        if not isinstance(data, dict):
-            raise ConfigError([f"{path}: expected a mapping of setting names to values, got {type(data).__name__}"])
+        try:
+            data = read_mapping(path)
+        except ConfigFileError as exc:
+            raise ConfigError([str(exc)]) from None
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
@@ -261,11 +273,12 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
 
     # ---------------------------------------------------------------------------------------------------------------
-    def validate(self, check_rewards: bool = True) -> list[str]:
+    def validate(self, check_rewards: bool = True, check_files: bool = True) -> list[str]:
         """Every problem with this config, in plain words (an empty list means valid).
 
-        With ``check_rewards`` custom reward functions are imported and dry-run; the dashboard turns that off while
-        the user is still typing.
+        With ``check_rewards`` custom reward functions are imported and dry-run (the dashboard does that only when
+        its operator allowed custom rewards). With ``check_files`` local model directories and data files are looked
+        at (a data file's head is read); the dashboard turns that off for a path its user may not read.
         """
         problems: list[str] = []
         for f in dataclasses.fields(self):
@@ -273,8 +286,9 @@ class RunConfig:
                 problems.extend(_check_range(f, getattr(self, f.name)))
         if not self.name.strip():
             problems.append("name is empty: give the run a name")
-        problems.extend(_check_model(self.model_name_or_path))
-        problems.extend(_check_dataset(self.dataset_name))
+        if check_files:
+            problems.extend(_check_model(self.model_name_or_path))
+            problems.extend(_check_dataset(self.dataset_name, self.question_column, self.answer_column))
         problems.extend(self._check_rewards(check_rewards))
         problems.extend(self._check_batch())
         if self.max_prompt_length + self.max_completion_length > self.max_seq_length:
@@ -421,6 +435,13 @@ def _coerce(value: Any, hint: Any) -> Any:
     if hint is int:
         if isinstance(value, bool):
             raise TypeError
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                value = float(
+                    value
+                )  # "1e20" (YAML reads exponents without a dot as text): a range problem, not a type one
         if isinstance(value, float) and not value.is_integer():
             raise ValueError
         return int(value)
@@ -442,22 +463,59 @@ def _type_name(hint: Any) -> str:
 
 
 def _check_range(f: dataclasses.Field, value: Any) -> list[str]:
+    """Choices, finiteness, the field's range, and size bounds (what a run row stores must stay small)."""
     meta = f.metadata
     if meta.get("choices") and value not in meta["choices"]:
-        return [f"{f.name} {value!r}: expected one of {', '.join(meta['choices'])}"]
-    lo, hi = meta.get("min"), meta.get("max")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value != value:  # NaN
-            return [f"{f.name} is NaN: expected a number"]
-        if lo is not None and value < lo or hi is not None and value > hi:
-            return [f"{f.name} {value:g}: expected {_range_text(lo, hi)}"]
+        return [f"{f.name} {_shorten(value)}: expected one of {', '.join(meta['choices'])}"]
+    if isinstance(value, str):
+        limit = MAX_PROMPT_CHARS if f.name == "system_prompt" else MAX_TEXT_CHARS
+        if len(value) > limit:
+            return [f"{f.name} is {len(value):,} characters long: at most {limit:,}"]
+        return []
+    if isinstance(value, list):
+        if len(value) > MAX_LIST_ITEMS:
+            return [f"{f.name} has {len(value)} items: at most {MAX_LIST_ITEMS}"]
+        return [p for i, item in enumerate(value) for p in _check_number(f"{f.name}[{i}]", item, None, None)] + [
+            f"{f.name}[{i}] is {len(item):,} characters long: at most {MAX_TEXT_CHARS:,}"
+            for i, item in enumerate(value)
+            if isinstance(item, str) and len(item) > MAX_TEXT_CHARS
+        ]
+    return _check_number(f.name, value, meta.get("min"), meta.get("max"))
+
+
+def _check_number(name: str, value: Any, lo: float | None, hi: float | None) -> list[str]:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return []
+    if value != value:  # NaN
+        return [f"{name} is NaN: expected {_range_text(lo, hi) if lo is not None or hi is not None else 'a number'}"]
+    if value in (float("inf"), float("-inf")):
+        return [
+            f"{name} is {value}: expected a finite number"
+            + (f", {_range_text(lo, hi)}" if lo is not None or hi is not None else "")
+        ]
+    if lo is not None and value < lo or hi is not None and value > hi:
+        return [f"{name} {value:g}: expected {_range_text(lo, hi)}"]
     return []
+
+
+def _shorten(value: Any, limit: int = 60) -> str:
+    """A value's repr for an error message, cut so that a huge value is never echoed back whole."""
+    text = (
+        repr(value)
+        if not isinstance(value, (list, dict)) or len(value) < 20
+        else f"<{type(value).__name__} of {len(value)} items>"
+    )
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _range_text(lo: float | None, hi: float | None) -> str:
     if lo is not None and hi is not None:
-        return f"a value from {lo:g} to {hi:g}"
-    return f"at least {lo:g}" if lo is not None else f"at most {hi:g}"
+        return f"a value from {_number(lo)} to {_number(hi)}"
+    return f"at least {_number(lo)}" if lo is not None else f"at most {_number(hi)}"
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) >= 1000 else f"{value:g}"
 
 
 def _check_model(model: str) -> list[str]:
@@ -472,7 +530,7 @@ def _check_model(model: str) -> list[str]:
     return []
 
 
-def _check_dataset(name: str) -> list[str]:
+def _check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
     if name in BUILTIN_DATASETS or name in ("gsm8k", "openai/gsm8k"):
         return []
     if name.startswith("builtin:"):
@@ -483,6 +541,12 @@ def _check_dataset(name: str) -> list[str]:
             return [f"dataset {name!r}: no such file"]
         if path.suffix.lower() not in DATA_FILE_SUFFIXES:
             return [f"dataset {name!r}: expected a {', '.join(DATA_FILE_SUFFIXES)} file"]
+        from trainer.datafiles import DataFileError, summarize
+
+        try:  # reads the head only: the columns, the first rows, the encoding
+            summarize(path, question_column, answer_column)
+        except DataFileError as exc:
+            return [str(exc)]
         return []
     if not _HUB_ID.match(name):
         return [f"dataset {name!r}: expected gsm8k, {', '.join(BUILTIN_DATASETS)}, a hub id or a local data file"]

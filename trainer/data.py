@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.datafiles import SUFFIXES, DataFileError, read_rows, summarize
+
 if TYPE_CHECKING:
     from datasets import Dataset
 
@@ -71,8 +73,9 @@ def make_prompt(question: str, system_prompt: str) -> list[dict[str, str]]:
     return messages + [{"role": "user", "content": question}]
 
 
-def load_problems(config: RunConfig, split: str | None = None) -> list[Problem]:
-    """The questions and reference answers of the config's data set and split (default: the training split)."""
+def load_problems(config: RunConfig, split: str | None = None, limit: int | None = None) -> list[Problem]:
+    """The questions and reference answers of the config's data set and split (default: the training split); with
+    ``limit``, a local file is read no further than that many rows (the preview)."""
     split = split or config.dataset_split
     name = config.dataset_name
     if name == "builtin:arithmetic":
@@ -88,12 +91,11 @@ def load_problems(config: RunConfig, split: str | None = None) -> list[Problem]:
         rows = load_dataset("openai/gsm8k", "main", split=split)
         return [Problem(r["question"], gsm8k_reference(r["answer"])) for r in rows]
     path = Path(name).expanduser()
-    if path.suffix.lower() in (".jsonl", ".json", ".csv", ".parquet"):
-        rows = _load_file(path)
-    else:
-        from datasets import load_dataset
+    if path.suffix.lower() in SUFFIXES:
+        return _file_problems(path, config.question_column, config.answer_column, limit)
+    from datasets import load_dataset
 
-        rows = load_dataset(name, split=split)
+    rows = load_dataset(name, split=split)
     return _map_columns(rows, config.question_column, config.answer_column, name)
 
 
@@ -116,16 +118,16 @@ def build_dataset(config: RunConfig, split: str | None = None) -> Dataset:
     return Dataset.from_list(rows)
 
 
-def _load_file(path: Path) -> Any:
-    if not path.is_file():
-        raise DataError(f"data file {path} does not exist")
-    from datasets import load_dataset
-
-    kind = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[path.suffix.lower()]
+def _file_problems(path: Path, question_column: str, answer_column: str, limit: int | None) -> list[Problem]:
+    """A local file's problems; the head is checked first (columns, empty values) so a wrong mapping fails fast."""
     try:
-        return load_dataset(kind, data_files=str(path), split="train")
-    except Exception as exc:
-        raise DataError(f"could not read {path} as {kind}: {exc}") from exc
+        summarize(path, question_column, answer_column)
+        return [
+            Problem(str(r.get(question_column) or ""), str(r.get(answer_column) or "").strip())
+            for r in read_rows(path, limit)
+        ]
+    except DataFileError as exc:
+        raise DataError(str(exc)) from None
 
 
 def _map_columns(rows: Any, question_column: str, answer_column: str, name: str) -> list[Problem]:

@@ -33,6 +33,7 @@ from storage.db import get_sessionmaker
 from storage.models import Metric, Run, RunStatus, Sample
 from trainer.backend import Backend
 from trainer.config import RunConfig
+from trainer.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.launch import is_alive, process_start_time, run_dir
 
 log = logging.getLogger(__name__)
@@ -436,6 +437,7 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
     stop = stop or StopRequest()
     previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
     writer = DbWriter(run_id)
+    reserve = DiskReserve(output_dir)  # given back before the final status, so a full disk can't keep it "running"
     status, error = RunStatus.FAILED, None
     try:
         config, notes = RunConfig.from_dict(raw_config)
@@ -447,16 +449,21 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         status = _train(run_id, config, output_dir, writer, stop, show_progress)
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         error = "".join(traceback.format_exception(exc))
+        if is_disk_full(exc):  # the last line is what the dashboard shows
+            error += str(exc) if isinstance(exc, DiskFullError) else full_message(output_dir)
         log.error("run %d failed:\n%s", run_id, error)
         writer.log(f"failed: {type(exc).__name__}: {exc}", "ERROR")
         status = RunStatus.FAILED
         if not isinstance(exc, Exception):
             raise
     finally:
+        reserve.release()
         try:
             writer.close()
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 - the final status below must still be written
             status, error = RunStatus.FAILED, (error or "") + str(exc)
+            if is_disk_full(exc):
+                error += "\n" + full_message(output_dir)
         with Session.begin() as session:
             run = queries.get_run(session, run_id)
             queries.finish_run(session, run, status, error)
@@ -475,7 +482,8 @@ def _train(
 
     backend = start_backend(config)  # before make_callback, which imports transformers
     callback = make_callback(run_id, writer, stop, config)
-    trainer = build_trainer(config, output_dir, [callback], log_line, backend, disable_tqdm=not show_progress)
+    guard = make_disk_guard(output_dir, lambda: latest_checkpoint(output_dir))
+    trainer = build_trainer(config, output_dir, [callback, guard], log_line, backend, disable_tqdm=not show_progress)
     callback.trainer = trainer
     if not show_progress:
         from transformers.trainer_callback import PrinterCallback
@@ -496,6 +504,8 @@ def _train(
     if stop.requested:
         return RunStatus.STOPPED
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    if guard.problem:  # stopped before a checkpoint that would not have fitted; the last complete one resumes
+        raise DiskFullError(guard.problem)
     trainer.save_model(str(output_dir / ADAPTER_DIR))
     log_line(f"adapter saved to {output_dir / ADAPTER_DIR} at step {trainer.state.global_step}")
     if stop.requested and trainer.state.global_step < trainer.state.max_steps:

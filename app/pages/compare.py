@@ -6,13 +6,12 @@ its functions. While a training run is using the GPU the page says so instead of
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import gradio as gr
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, new_export_dir
 from trainer.config import RunConfig
 from trainer.launch import active_runs
 
@@ -188,7 +187,7 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     except (RunLookupError, TypeError) as exc:
         raise gr.Error(str(exc)) from exc
     progress(0.2, desc="merging")
-    target = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"run-{run_id}-merged"
+    target = new_export_dir() / f"run-{int(run_id)}-merged"
     merge(config, adapter_dir, target)
     archive = shutil.make_archive(str(target), "zip", target)
     return archive, f"Merged model (safetensors + tokenizer) ready: {Path(archive).name}"
@@ -204,7 +203,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     try:
         config, folder = run_adapter(int(run_id), adapter or "final")
         if merged:
-            folder = merge(config, folder, Path(tempfile.mkdtemp(prefix="grpo-studio-")) / "merged")
+            folder = merge(config, folder, new_export_dir() / "merged")
         return f"Pushed to {push(folder, repo.strip(), (token or '').strip() or None)}"
     except (RunLookupError, TypeError) as exc:  # ExportError included
         raise gr.Error(str(exc)) from exc

@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import gradio as gr
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.charts import CHARTS, build_all
 from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
 from app.pages.runs import run_choices
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import describe_error, get_sessionmaker
 from trainer.launch import log_tail
 
 POLL_SECONDS = 2.0
@@ -90,7 +91,16 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False):
     """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
 
     The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
+    A database that fails (damaged, full, locked) is reported in one sentence in the header, and the charts stay.
     """
+    try:
+        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned)
+    except SQLAlchemyError as exc:
+        unchanged = [gr.update()] * len(CHARTS)
+        return [f"⚠️ {describe_error(exc)}", "", *unchanged, gr.update(), gr.update(), gr.update(), caches]
+
+
+def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned):
     if run_id is None:
         empty = [None] * len(CHARTS)
         return ["Pick a run.", "", *empty, gr.update(), [], "", caches]

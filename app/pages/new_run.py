@@ -4,6 +4,7 @@ validation that lists every problem, and launch (the run is queued; the schedule
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,19 +12,25 @@ from typing import Any
 
 import gradio as gr
 
+from app.access import Access, custom_reward_problems
 from app.form import (
     GROUP_TITLES,
     FieldSpec,
     config_from_form,
     default_config,
+    form_mapping,
     grouped_fields,
     presets,
     to_widget_value,
 )
 from storage import queries
-from storage.db import data_dir, get_sessionmaker
+from storage.db import data_dir, get_sessionmaker, new_export_dir, slug
+from trainer.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
 from trainer.config import BUILTIN_MODEL, ConfigError, RunConfig
+from trainer.config_file import ConfigFileError, read_mapping_isolated
 from trainer.rewards import REWARDS
+
+MAX_UPLOAD_BYTES = 2_000_000_000
 
 SPECS: list[FieldSpec] = [spec for _, fields in grouped_fields() for spec in fields]
 NAMES = [s.name for s in SPECS]
@@ -40,18 +47,17 @@ def apply_preset(name: str) -> list[Any]:
     return config_values(presets()[name])
 
 
-def validate(allow_custom: bool, *values: Any) -> tuple[RunConfig | None, list[str]]:
-    """The config the form describes and every problem with it (custom rewards refused without the server flag)."""
-    config, problems = config_from_form(NAMES, list(values))
-    if config is not None and not allow_custom:
-        custom = [r for r in config.reward_funcs if r not in REWARDS]
-        if custom:
-            problems = [p for p in problems if not any(c in p for c in custom)]
-            problems.append(
-                f"custom reward {', '.join(custom)}: custom reward code runs arbitrary Python, so the dashboard "
-                "only accepts it when started with --allow-custom-rewards"
-            )
-    return config, problems
+def validate(access: Access, *values: Any) -> tuple[RunConfig | None, list[str]]:
+    """The config the form describes and every problem with it, under the operator's rules (see app/access.py): a
+    path outside the allowed directories is refused before anything reads it, and custom reward code is neither
+    imported nor accepted unless allowed."""
+    refused = access.path_problems(form_mapping(NAMES, list(values)))
+    config, problems = config_from_form(
+        NAMES, list(values), check_rewards=access.allow_custom_rewards, check_files=not refused
+    )
+    if config is not None:
+        problems = problems + custom_reward_problems(access, config.reward_funcs)
+    return config, refused + problems
 
 
 def problems_markdown(problems: list[str]) -> str:
@@ -63,18 +69,18 @@ def problems_markdown(problems: list[str]) -> str:
     )
 
 
-def check(allow_custom: bool, *values: Any) -> str:
+def check(access: Access, *values: Any) -> str:
     """Validate without launching; a valid config also shows the reward-mix warnings."""
-    config, problems = validate(allow_custom, *values)
+    config, problems = validate(access, *values)
     text = problems_markdown(problems)
     if config is not None and not problems:
         text += "".join(f"\n\n⚠️ {w}" for w in config.warnings())
     return text
 
 
-def launch(allow_custom: bool, *values: Any) -> str:
+def launch(access: Access, *values: Any) -> str:
     """Queue a run if the config is valid; otherwise list its problems and start nothing."""
-    config, problems = validate(allow_custom, *values)
+    config, problems = validate(access, *values)
     if problems or config is None:
         return problems_markdown(problems)
     with get_sessionmaker().begin() as session:
@@ -83,12 +89,13 @@ def launch(allow_custom: bool, *values: Any) -> str:
     return f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. Follow it under Monitor."
 
 
-def export_yaml(allow_custom: bool, *values: Any) -> tuple[str | None, str]:
-    """Write the form's config to a YAML file for download (only when it can be read at all)."""
-    config, problems = config_from_form(NAMES, list(values))
+def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
+    """Write the form's config to a YAML file for download (only when it can be read at all). The file name is a
+    slug of the run name in a fresh directory under the data dir: the raw name never becomes a path."""
+    config, problems = validate(access, *values)
     if config is None:
         return None, problems_markdown(problems)
-    path = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"{config.name or 'run'}.yaml"
+    path = new_export_dir() / f"{slug(config.name)}.yaml"
     config.save(path)
     return str(path), problems_markdown(problems)
 
@@ -97,12 +104,12 @@ def import_yaml(file: str | None) -> list[Any]:
     """Fill the form from an uploaded YAML/JSON config; unknown keys are listed, bad values raise gr.Error."""
     if not file:
         raise gr.Error("choose a .yaml or .json config file")
-    try:
-        config, notes = RunConfig.load(file)
+    try:  # parsed in a child process with limits: a hostile file costs that process, not the dashboard
+        config, notes = RunConfig.from_dict(read_mapping_isolated(file), check_files=False)
+    except ConfigFileError as exc:
+        raise gr.Error(str(exc).replace(str(file), Path(file).name)) from None
     except ConfigError as exc:
-        raise gr.Error("; ".join(exc.problems)) from exc
-    except Exception as exc:
-        raise gr.Error(f"could not read {Path(file).name}: {exc}") from exc
+        raise gr.Error("; ".join(exc.problems)) from None
     message = "Imported." + ("" if not notes else " " + "; ".join(notes))
     return config_values(config) + [message]
 
@@ -114,36 +121,49 @@ def upload_dataset(file: str | None) -> tuple[str, str]:
     source = Path(file)
     if source.suffix.lower() not in (".jsonl", ".json", ".csv", ".parquet"):
         raise gr.Error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
+    if source.stat().st_size > MAX_UPLOAD_BYTES:
+        raise gr.Error(f"{source.name}: {source.stat().st_size / 1e9:.1f} GB; uploads are limited to 2 GB")
     target_dir = data_dir() / "uploads"
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / source.name
+    # a new name for every upload, so that one never replaces a file an earlier run still trains on
+    handle, name = tempfile.mkstemp(
+        dir=target_dir, prefix=slug(source.stem, "data") + "-", suffix=source.suffix.lower()
+    )
+    os.close(handle)
+    target = Path(name)
     shutil.copyfile(source, target)
     return str(target), f"Uploaded to {target}. Set the question/answer columns, then preview."
 
 
-def preview(*values: Any) -> str:
+def preview(access: Access, *values: Any) -> str:
     """The first three prompts exactly as the model will see them (chat template applied when the tokenizer is
-    available locally), with their reference answers."""
-    config, problems = config_from_form(NAMES, list(values))
+    available locally), with their reference answers. Reads only the head of a data file; a path the dashboard
+    may not read is refused before anything opens it."""
+    refused = access.path_problems(form_mapping(NAMES, list(values)))
+    if refused:
+        return problems_markdown(refused)
+    config, problems = config_from_form(NAMES, list(values), check_rewards=False, check_files=False)
     if config is None:
         return problems_markdown(problems)
     from trainer.data import DataError, load_problems, make_prompt
 
     try:
-        rows = load_problems(config)[:3]
+        rows = load_problems(config, limit=3)[:3]
     except (DataError, OSError, ValueError) as exc:
         return f"❌ {exc}"
     except Exception as exc:  # the hub unreachable, etc.
-        return f"❌ could not load {config.dataset_name}: {type(exc).__name__}: {exc}"
+        return f"❌ could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}"
     template = _local_chat_template(config.model_name_or_path)
     blocks = []
     for problem in rows:
         messages = make_prompt(problem.question, config.system_prompt)
-        text = (
-            template.render(messages=messages, add_generation_prompt=True)
-            if template
-            else "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
-        )
+        if template:
+            try:
+                text = render_chat_template(template, messages)
+            except TemplateRenderError as exc:
+                return f"❌ {exc}"
+        else:
+            text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
         blocks.append(f"```\n{text}\n```\nreference answer: `{problem.answer}`")
     note = (
         ""
@@ -153,24 +173,24 @@ def preview(*values: Any) -> str:
     return note + "\n\n".join(blocks)
 
 
-def _local_chat_template(model: str):
-    """The model's chat template as a jinja2 template, read from its files without loading transformers."""
-    import jinja2
-
+def _local_chat_template(model: str) -> str | None:
+    """The model's chat template source, read from its files without loading transformers (it is rendered only by
+    trainer.chat_template, sandboxed)."""
     if model == BUILTIN_MODEL:
         from trainer.tiny import CHAT_TEMPLATE
 
-        source = CHAT_TEMPLATE
-    else:
-        path = Path(model).expanduser()
-        source = None
+        return CHAT_TEMPLATE
+    path = Path(model).expanduser()
+    try:
         if (path / "chat_template.jinja").is_file():
-            source = (path / "chat_template.jinja").read_text()
-        elif (path / "tokenizer_config.json").is_file():
-            source = json.loads((path / "tokenizer_config.json").read_text()).get("chat_template")
-        if not isinstance(source, str):
-            return None
-    return jinja2.Environment(trim_blocks=False, lstrip_blocks=False).from_string(source)
+            return (path / "chat_template.jinja").read_text()[: MAX_TEMPLATE_CHARS + 1]
+        config_file = path / "tokenizer_config.json"
+        if config_file.is_file() and config_file.stat().st_size < 20_000_000:
+            source = json.loads(config_file.read_text()).get("chat_template")
+            return source if isinstance(source, str) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
@@ -196,9 +216,10 @@ def _widget(spec: FieldSpec, allow_custom: bool):
     return gr.Textbox(**common)
 
 
-def build(allow_custom: bool) -> None:
+def build(access: Access) -> None:
     """Lay out the New run page inside the current gr.Blocks."""
-    allow = gr.State(allow_custom)
+    allow = gr.State(access)
+    allow_custom = access.allow_custom_rewards
     with gr.Row():
         preset = gr.Dropdown(choices=list(presets()), label="Preset", elem_id="preset", scale=3)
         load_preset = gr.Button("Load preset", elem_id="load-preset", scale=1)
@@ -235,4 +256,4 @@ def build(allow_custom: bool) -> None:
     export_button.click(export_yaml, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
-    preview_button.click(preview, widgets, preview_box)
+    preview_button.click(preview, [allow, *widgets], preview_box)

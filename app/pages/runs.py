@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 import gradio as gr
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run, RunStatus
 from trainer.config import RunConfig
 from trainer.launch import LIVE, is_alive, stop_worker
@@ -127,7 +126,7 @@ def adapter_zip(run_id) -> str:
         adapter = Path(run.output_dir or "") / "adapter"
     if not (adapter / "adapter_config.json").is_file():
         raise gr.Error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
-    base = Path(tempfile.mkdtemp(prefix="grpo-studio-")) / f"run-{run_id}-adapter"
+    base = new_export_dir() / f"run-{int(run_id)}-adapter"
     return shutil.make_archive(str(base), "zip", adapter)
 
 

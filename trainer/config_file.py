@@ -1,0 +1,192 @@
+"""Reading a run config file that nobody vetted: a YAML or JSON mapping, bounded in every direction.
+
+Config files come from users of the dashboard (Import) and from the command line, so a hostile or broken file must
+cost little and say clearly what is wrong:
+
+- at most ``MAX_CONFIG_BYTES`` (a real config is a few KB; a 50 MB one would be stored on every run row);
+- UTF-8 text: binary files and UTF-16/32 are refused by name rather than parsed as garbage;
+- YAML aliases are allowed (recipes use anchors) but the *expanded* document is measured before anything walks it,
+  so a 351-byte "billion laughs" is refused in milliseconds instead of exhausting memory;
+- nesting deeper than ``MAX_DEPTH`` is refused before the parser recurses into it (a flat mapping needs 2 levels);
+- errors name the file and line and never echo a whole value back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MAX_CONFIG_BYTES = 1_000_000
+MAX_NODES = 100_000  # scalars, lists and mappings after alias expansion; a real config has a few hundred
+MAX_DEPTH = 20
+# Brackets counted before parsing (quoted text included, so far above MAX_DEPTH): PyYAML's composer recurses a few
+# frames per level and would hit Python's recursion limit at a few hundred.
+MAX_BRACKET_DEPTH = 100
+
+
+class ConfigFileError(ValueError):
+    """A config file that can't be read as a mapping of settings; the message is one sentence for the user."""
+
+
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML or JSON config file (JSON when the name ends in .json)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigFileError(f"{path}: no such file" if not path.exists() else f"{path}: not a regular file")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigFileError(
+            f"{path}: {size / 1e6:.1f} MB is too large for a run config (at most {MAX_CONFIG_BYTES // 1_000_000} MB)"
+        )
+    text = decode_text(path.read_bytes(), str(path))
+    _check_depth(text, str(path))
+    data = _parse_json(text, path) if path.suffix.lower() == ".json" else _parse_yaml(text, path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"{path}: expected a mapping of setting names to values, got {_kind(data)}")
+    return data
+
+
+def decode_text(raw: bytes, where: str) -> str:
+    """``raw`` as UTF-8 text, or a ConfigFileError naming what the bytes look like instead."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or raw[:200].count(b"\x00") > 0:
+        kind = "UTF-16/32 text" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or raw[1:2] == b"\x00" else "binary data"
+        raise ConfigFileError(f"{where}: holds {kind}, not UTF-8 text; save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigFileError(
+            f"{where}: line {line} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse bracket nesting beyond MAX_BRACKET_DEPTH before a recursive parser meets it (flow style is the only way to nest
+    deeply in a few bytes; block style costs indentation per level and is caught by the node walk below)."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "[{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                line = text.count("\n", 0, index) + 1
+                raise ConfigFileError(f"{where}: line {line}: nested more than {MAX_DEPTH} levels deep")
+        elif char in "]}":
+            depth = max(0, depth - 1)
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ConfigFileError(f"{path}: nested too deeply") from None
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    import yaml
+
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _measure(node, str(path))
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigFileError(f"{path}: {where}not valid YAML ({exc.problem or exc.context})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"{path}: not valid YAML ({str(exc)[:200]})") from None
+    except RecursionError:
+        raise ConfigFileError(f"{path}: nested too deeply") from None
+
+
+def _measure(root: Any, where: str) -> None:
+    """Count the nodes of the document as it would be after alias expansion (shared nodes counted once per use,
+    computed once per node) and its depth; refuse it before construction when either is too large."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    pending: set[int] = set()  # nodes whose children are being measured: meeting one again means a cycle
+    # Iterative post-order walk: a recursive one could itself hit the recursion limit on hostile input.
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if not expanded and key in pending:
+            raise ConfigFileError(f"{where}: a YAML alias refers to itself; a run config is a flat mapping")
+        children: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        if not expanded and children:
+            pending.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        pending.discard(key)
+        sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+        depths[key] = 1 + max((depths[id(c)] for c in children), default=0)
+        if sizes[key] > MAX_NODES:
+            raise ConfigFileError(
+                f"{where}: expands to more than {MAX_NODES:,} values (YAML aliases nested inside each other?); "
+                "a run config is a flat mapping of settings"
+            )
+        if depths[key] > MAX_DEPTH:
+            raise ConfigFileError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def read_mapping_isolated(path: str | Path, timeout: float = 10.0, memory_mb: int = 512) -> dict[str, Any]:
+    """:func:`read_mapping` in a child process with a memory and time limit: the dashboard's Import uses this so
+    that parsing a user's file never holds the server's interpreter (and its other users) while it runs."""
+    import subprocess
+    import sys
+
+    def limits() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_CPU, (int(timeout), int(timeout) + 1))
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", __file__, str(path)], capture_output=True, timeout=timeout, preexec_fn=limits
+        )
+    except subprocess.TimeoutExpired:
+        raise ConfigFileError(f"{path}: reading it took over {timeout:g} s; a run config is a few KB") from None
+    reply = done.stdout.decode("utf-8", "replace")
+    kind, _, body = reply.partition("\n")
+    if kind == "ok":
+        return json.loads(body)
+    if kind == "error":
+        raise ConfigFileError(body)
+    raise ConfigFileError(f"{path}: could not be read (the reader ran out of memory or time)")
+
+
+if __name__ == "__main__":  # the child of read_mapping_isolated
+    import sys
+
+    try:
+        mapping = read_mapping(sys.argv[1])
+    except ConfigFileError as exc:
+        sys.stdout.write(f"error\n{exc}")
+    else:
+        sys.stdout.write("ok\n" + json.dumps(mapping, default=str))

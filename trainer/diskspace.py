@@ -1,0 +1,118 @@
+"""A full disk must end a run as "failed: disk full", never leave it "running" with a cut log.
+
+Two parts:
+
+- before each checkpoint, the worker checks the free space of the run directory against what the last checkpoint
+  took (plus a margin) and stops training cleanly when it would not fit, with "disk full: N MB free in DIR";
+- a small reserve file, written when the worker starts, is deleted before the worker writes its final status, so
+  that SQLite has room for that last transaction (and the log for its last lines) even when the disk filled up
+  under the worker for some other reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+RESERVE_BYTES = 8 << 20  # room for the final status transaction, its WAL pages and the last log lines
+MARGIN_BYTES = 64 << 20  # kept free beyond a checkpoint's size: the database and the worker log go on growing
+RESERVE_NAME = ".disk-reserve"
+
+
+class DiskFullError(OSError):
+    """Training stopped because the run's disk is (nearly) full; the message is the run's error."""
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes available to this user on the file system holding ``path``."""
+    return shutil.disk_usage(path).free
+
+
+def full_message(directory: Path, needed: int | None = None) -> str:
+    """The run's error for a full disk: how much is free, where, and what to do."""
+    free = free_bytes(directory) if directory.exists() else 0
+    need = f"; the next checkpoint needs about {needed / 1e6:.0f} MB" if needed else ""
+    return f"disk full: {free / 1e6:.0f} MB free in {directory}{need}. Free some space, then resume the run."
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an exception (or one it was raised from) says the disk is full: ENOSPC/EDQUOT, SQLite's "database or
+    disk is full", or torch's failed write of a checkpoint."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFullError):
+            return True
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc).lower()
+        if "disk is full" in text or "no space left" in text or "file write failed" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def directory_bytes(path: Path) -> int:
+    """Total size of the files under ``path``."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def checkpoint_fits(output_dir: Path, last_checkpoint: Path | None) -> tuple[bool, int]:
+    """Whether the next checkpoint fits on the run's disk, and the bytes it is expected to need (the last
+    checkpoint's size, or nothing known before the first, plus the margin)."""
+    needed = (directory_bytes(last_checkpoint) if last_checkpoint else 0) + MARGIN_BYTES
+    return free_bytes(output_dir) >= needed, needed
+
+
+class DiskReserve:
+    """A file of ``RESERVE_BYTES`` in the run directory, given back just before the final status is written."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / RESERVE_NAME
+        try:
+            with open(self.path, "wb") as f:
+                # real blocks, not a sparse file: zeros written out
+                chunk = b"\0" * (1 << 20)
+                for _ in range(RESERVE_BYTES // len(chunk)):
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:  # already too full for the reserve: nothing to give back later
+            self.release()
+
+    def release(self) -> None:
+        """Delete the reserve file (idempotent)."""
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+
+def make_disk_guard(output_dir: Path, last_checkpoint):
+    """A TrainerCallback that, when the trainer is about to save a checkpoint that would not fit, skips the save and
+    stops training; its ``problem`` then holds the run's error. ``last_checkpoint()`` gives the newest checkpoint."""
+    from transformers import TrainerCallback
+
+    class DiskGuard(TrainerCallback):
+        problem: str | None = None
+
+        def on_step_end(self, args, state, control, **kwargs):
+            # DefaultFlowCallback, registered before this one, has just decided whether this step saves
+            if control.should_save:
+                fits, needed = checkpoint_fits(output_dir, last_checkpoint())
+                if not fits:
+                    self.problem = full_message(output_dir, needed)
+                    control.should_save = False
+                    control.should_training_stop = True
+            return control
+
+    return DiskGuard()

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.models import Base
+from storage.migrate import upgrade
 
 # How long a writer waits for a lock held by another process before SQLite raises "database is locked".
 BUSY_TIMEOUT_S = 30
@@ -65,11 +65,13 @@ def _configure_sqlite(dbapi_connection, _record) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with grpo-studio's SQLite settings; the schema is created if missing. A database that
+    """An engine for ``url`` with grpo-studio's SQLite settings; the schema is created or upgraded in place. A database that
     can't be opened raises :class:`StorageError` with one sentence saying what to do."""
     kwargs: dict = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+    else:  # a server may close idle connections (a dashboard left open overnight): test before use
+        kwargs["pool_pre_ping"] = True
     try:
         engine = create_engine(url, **kwargs)
     except (ArgumentError, ImportError) as exc:
@@ -79,7 +81,7 @@ def make_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _configure_sqlite)
     try:
-        Base.metadata.create_all(engine)
+        upgrade(engine)  # creates the schema, or brings an older one up to date (storage/migrate.py)
     except SQLAlchemyError as exc:
         engine.dispose()
         raise StorageError(describe_error(exc, engine)) from None

@@ -44,3 +44,66 @@ def format_learner_path(tmp_path_factory) -> Path:
     from trainer.tiny import TinySpec, build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("format-learner"), TinySpec(sft_steps=60))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throw-away PostgreSQL server for the session: ``$GRPO_STUDIO_TEST_POSTGRES_URL`` when set (a server of your
+    own), else a cluster made here with Debian's ``postgresql`` package (``initdb`` in a temp dir, trust auth, a free
+    port on 127.0.0.1), stopped at the end. Skips the PostgreSQL tests when neither is available."""
+    import glob
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tests.helpers import free_port
+
+    url = os.environ.get("GRPO_STUDIO_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    pytest.importorskip("psycopg", reason="the PostgreSQL tests need psycopg (pip install 'psycopg[binary]')")
+    binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not binaries:
+        pytest.skip("no PostgreSQL server here (apt-get install postgresql, or set GRPO_STUDIO_TEST_POSTGRES_URL)")
+    bindir = Path(binaries[-1]).parent
+    # initdb refuses to run as root: the package's postgres user owns the server's files, in a directory of its
+    # own under /tmp (pytest's temp dirs are private to root)
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    data = Path(tempfile.mkdtemp(prefix="grpo-studio-pg-"))
+    if as_user:
+        shutil.chown(data, "postgres")
+    subprocess.run(
+        [*as_user, bindir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"], check=True, capture_output=True
+    )
+    port = free_port()
+    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    subprocess.run(
+        [*as_user, bindir / "pg_ctl", "-D", data, "-o", options, "-w", "-l", data / "log", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server, request):
+    """A fresh, empty database on the session's PostgreSQL server for one test (dropped afterwards)."""
+    import re
+
+    from sqlalchemy import create_engine, text
+
+    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:50] + f"_{os.getpid()}"
+    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = postgres_server.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the grpo-studio schema (see storage/migrate.py)."""

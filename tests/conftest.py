@@ -29,6 +29,63 @@ def studio_home(tmp_path_factory) -> Path:
     reset_engine()
 
 
+def use_database(url: str) -> None:
+    """Point this process, and the workers and servers it starts, at the database ``url``."""
+    os.environ["DATABASE_URL"] = url
+    reset_engine()
+
+
+@pytest.fixture(scope="session")
+def session_database(studio_home) -> str:
+    """The database of the session-wide fixtures (the shared trained run)."""
+    url = f"sqlite:///{studio_home / 'session.db'}"
+    use_database(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def module_database(studio_home, request) -> str:
+    """A database shared by the tests of one module (for module-scoped fixtures such as a running server)."""
+    url = f"sqlite:///{studio_home / ('module-' + request.module.__name__ + '.db')}"
+    use_database(url)
+    return url
+
+
+@pytest.fixture(autouse=True)
+def database(request, tmp_path) -> str:
+    """Each test gets its own database, so that nothing one test leaves behind (a queued run, say) is seen, or
+    trained by a scheduler, in the next. Tests that use a shared fixture get that fixture's database instead."""
+    if "trained_run" in request.fixturenames:
+        url = request.getfixturevalue("session_database")
+    elif "module_database" in request.fixturenames:
+        url = request.getfixturevalue("module_database")
+    else:
+        url = f"sqlite:///{tmp_path / 'test.db'}"
+    use_database(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def trained_run(session_database, tiny_model_path):
+    """One finished 6-step run of the tiny model, trained by a detached worker process and shared by every test that
+    only reads it: (run id, config, digest of the base weights before training). A large learning rate, so the
+    adapter visibly moves in a few steps; a checkpoint every 3 steps."""
+    import hashlib
+
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from tests.helpers import create_run, run_row, tiny_config, wait_for
+    from trainer.launch import start_worker
+
+    before = hashlib.sha256((tiny_model_path / "model.safetensors").read_bytes()).hexdigest()
+    config = tiny_config(name="shared", max_steps=6, learning_rate=5e-3, save_steps=3)
+    run_id = create_run(config)
+    with get_sessionmaker().begin() as s:
+        start_worker(s, queries.get_run(s, run_id))
+    wait_for(lambda: run_row(run_id).status in ("completed", "failed", "stopped"), 600, "the shared run to end")
+    return run_id, config, before
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(studio_home) -> Path:
     """The real built-in model (``builtin:tiny``), built once into the session's data dir."""

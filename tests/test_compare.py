@@ -8,21 +8,19 @@ import torch
 from trainer.compare import ModelCache, adapter_dirs, base_weight_bytes, compare, sample
 from trainer.config import RunConfig
 from trainer.data import make_prompt
-from trainer.worker import run_worker
 
-from .helpers import create_run, run_row, tiny_config
+from .helpers import run_row
 
 pytestmark = pytest.mark.slow
 
 PROMPT = make_prompt("What is 17 + 25?", RunConfig().system_prompt)
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_model_path):
-    """A finished 6-step run whose adapter moved (a large learning rate, so the change shows in a few steps)."""
-    config = tiny_config(name="compare", max_steps=6, learning_rate=5e-3, save_steps=3)
-    run_id = create_run(config)
-    assert run_worker(run_id).value == "completed"
+@pytest.fixture
+def trained(trained_run):
+    """The session's shared finished 6-step run (tests/conftest.py: trained_run), with its run directory."""
+    run_id, config, _ = trained_run
+    assert run_row(run_id).status == "completed", run_row(run_id).error
     return run_id, config, run_row(run_id).output_dir
 
 

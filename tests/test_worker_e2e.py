@@ -10,10 +10,10 @@ import torch
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.launch import is_alive, start_worker
+from trainer.launch import is_alive
 from trainer.worker import ADAPTER_DIR
 
-from .helpers import create_run, run_row, tiny_config, wait_for
+from .helpers import run_row, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -24,24 +24,18 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_path):
-    """A 4-step builtin:tiny run trained by a detached worker process, waited for until it ends."""
-    base_weights = tiny_model_path / "model.safetensors"
-    before = _digest(base_weights)
-    run_id = create_run(tiny_config(name="e2e", reward_funcs=REWARDS, max_steps=4))
-    with get_sessionmaker().begin() as s:
-        pid = start_worker(s, queries.get_run(s, run_id))
-    assert pid > 0
-    wait_for(lambda: run_row(run_id).status in ("completed", "failed", "stopped"), 300, "the run to end")
-    return run_id, before, base_weights
+@pytest.fixture
+def finished_run(trained_run, tiny_model_path):
+    """The session's shared 6-step builtin:tiny run, trained by a detached worker process (tests/conftest.py)."""
+    run_id, _, before = trained_run
+    return run_id, before, tiny_model_path / "model.safetensors"
 
 
 def test_run_completes_with_progress_and_backend(finished_run):
     run_id, _, _ = finished_run
     run = run_row(run_id)
     assert run.status == "completed", run.error
-    assert (run.current_step, run.total_steps) == (4, 4)
+    assert (run.current_step, run.total_steps) == (6, 6)
     assert run.started_at <= run.finished_at
     assert run.backend.startswith("plain transformers + PEFT on cpu") and "no GPU" in run.backend
     wait_for(lambda: not is_alive(run_row(run_id)), 60, "the worker process to exit")
@@ -54,21 +48,21 @@ def test_every_step_has_the_grpo_metrics(finished_run):
         series = {k: queries.metric_series(s, run_id, k) for k in keys}
     wanted = ["reward", "reward_std", "kl", "loss", "frac_reward_zero_std"] + [f"rewards/{r}/mean" for r in REWARDS]
     for key in wanted:
-        assert [p.step for p in series[key]] == [1, 2, 3, 4], key
+        assert [p.step for p in series[key]] == [1, 2, 3, 4, 5, 6], key
     # values are sane, not just present: the reward is within what the three rewards can sum to
     assert all(0.0 <= p.value <= 2.0 + 0.5 + 0.5 for p in series["reward"])
     assert all(p.value >= 0 for p in series["kl"] + series["reward_std"])
     assert all(0.0 <= p.value <= 1.0 for p in series["frac_reward_zero_std"])
     # the warmed-up model writes the format: strict_format averages well above zero
-    assert sum(p.value for p in series["rewards/strict_format/mean"]) / 4 > 0.25
+    assert sum(p.value for p in series["rewards/strict_format/mean"]) / 6 > 0.25
     assert any(k.startswith("clip_ratio/") for k in keys) and "completions/mean_length" in keys
 
 
 def test_samples_carry_per_reward_scores_and_advantages(finished_run):
     run_id, _, _ = finished_run
     with get_sessionmaker().begin() as s:
-        assert queries.sample_steps(s, run_id) == [1, 2, 3, 4]
-        samples = queries.samples_at(s, run_id, 4)
+        assert queries.sample_steps(s, run_id) == [1, 2, 3, 4, 5, 6]
+        samples = queries.samples_at(s, run_id, 6)
     assert len(samples) == 8  # 2 prompts x 4 completions
     for sample in samples:
         assert set(sample.rewards) == set(REWARDS)

@@ -39,8 +39,9 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_path):
-    """A real `grpo-studio serve` process on a free port, sharing the session's data dir."""
+def server(tiny_model_path, module_database):
+    """A real `grpo-studio serve` process on a free port, sharing the session's data dir and this module's database
+    (its tests launch runs in one test and watch them in the next)."""
     port = free_port()
     log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "serve.log", "w")
     process = subprocess.Popen(

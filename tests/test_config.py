@@ -127,6 +127,85 @@ def test_to_trl_states_grpo_studio_defaults_on_installed_trl(tmp_path):
         assert args.prompt_truncation_needed and "cuts prompts to 256 tokens" in args.notes[0]
 
 
+# Every setting marked ``trl`` in RunConfig's metadata, each changed from its default (and still valid together).
+CHANGED_FOR_TRL = {
+    "num_generations": 4,
+    "beta": 0.02,
+    "epsilon": 0.3,
+    "loss_type": "dapo",
+    "scale_rewards": "batch",
+    "learning_rate": 1e-5,
+    "max_steps": 7,
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 2,
+    "warmup_ratio": 0.2,
+    "lr_scheduler_type": "linear",
+    "max_grad_norm": 0.5,
+    "seed": 3,
+    "logging_steps": 2,
+    "save_steps": 5,
+    "max_prompt_length": 100,
+    "max_completion_length": 50,
+    "temperature": 0.7,
+    "top_p": 0.9,
+    "vllm_gpu_memory_utilization": 0.3,
+    "gradient_checkpointing": False,
+    "max_seq_length": 512,
+}
+
+
+def test_settings_marked_for_trl_reach_grpo_config(tmp_path):
+    """Each field flagged ``trl`` arrives in the installed GRPOConfig under its TRL name, when that TRL has it."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from trainer.trl_args import to_trl
+
+    flagged = {f.name: f.metadata["trl"] for f in dataclasses.fields(RunConfig) if f.metadata["trl"]}
+    assert set(flagged) == set(CHANGED_FOR_TRL)
+    config = RunConfig(**CHANGED_FOR_TRL)
+    assert config.validate() == []
+    grpo = to_trl(config, str(tmp_path)).grpo
+    accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
+    arrived = {name: (name if trl is True else trl) for name, trl in flagged.items()}
+    assert arrived["max_seq_length"] == "vllm_max_model_length"
+    for name, trl_name in arrived.items():
+        if trl_name in accepted:
+            assert getattr(grpo, trl_name) == CHANGED_FOR_TRL[name], name
+
+
+def test_settings_named_as_in_grpo_config_are_marked_for_trl():
+    """A new RunConfig field that TRL also has is passed to TRL unless it is one of the few decided elsewhere."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    decided_elsewhere = {
+        "use_vllm": "the backend decides (vLLM installed, a GPU)",
+        "reward_weights": "passed as RunConfig.weights(), 1.0 each when empty",
+    }
+    accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
+    unmarked = {f.name for f in dataclasses.fields(RunConfig) if f.name in accepted and not f.metadata["trl"]}
+    assert unmarked == set(decided_elsewhere)
+
+
+def test_peft_gets_the_lora_settings(tmp_path):
+    from trainer.trl_args import lora_kwargs, to_trl
+
+    config = RunConfig(lora_r=16, lora_alpha=8, lora_dropout=0.1, lora_target_modules=["q_proj", "v_proj"])
+    lora = to_trl(config, str(tmp_path)).lora
+    assert lora_kwargs(config) == {
+        "r": 16,
+        "lora_alpha": 8,
+        "lora_dropout": 0.1,
+        "target_modules": ["q_proj", "v_proj"],
+        "bias": "none",
+    }
+    assert (lora.r, lora.lora_alpha, lora.lora_dropout, lora.bias) == (16, 8, 0.1, "none")
+    assert set(lora.target_modules) == {"q_proj", "v_proj"} and lora.task_type == "CAUSAL_LM"
+
+
 def test_invalid_config_file_exits_nonzero_and_starts_nothing(tmp_path):
     from storage import queries
     from storage.db import get_sessionmaker

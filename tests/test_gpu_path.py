@@ -392,6 +392,7 @@ def _fake_unsloth(calls: list) -> types.ModuleType:
 
 def test_unsloth_path_hands_unsloth_the_rank_device_and_vllm_settings(fake_gpu, monkeypatch):
     from trainer.backend import Backend, load_model
+    from trainer.trl_args import lora_kwargs
 
     calls = []
     monkeypatch.setitem(sys.modules, "unsloth", _fake_unsloth(calls))
@@ -405,6 +406,7 @@ def test_unsloth_path_hands_unsloth_the_rank_device_and_vllm_settings(fake_gpu, 
     )
     assert (loaded["device_map"], loaded["max_lora_rank"], loaded["gpu_memory_utilization"]) == ({"": 2}, 64, 0.5)
     assert (peft["r"], peft["lora_alpha"], peft["use_gradient_checkpointing"]) == (64, 128, False)
+    assert {key: peft[key] for key in lora_kwargs(config)} == lora_kwargs(config)  # the settings PEFT gets too
     assert model == "peft model" and tokenizer.pad_token == "</s>" and tokenizer.padding_side == "left"
 
 

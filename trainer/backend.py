@@ -28,10 +28,20 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainer.config import BUILTIN_MODEL, RunConfig
+from trainer.data import HUB_ID, looks_like_path
+from trainer.trl_args import lora_kwargs
+
+if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
+    from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
+
+BUILTIN_MODEL = "builtin:tiny"
+# vLLM accepts only these LoRA ranks (vllm 0.32 config/lora.py:26, MaxLoRARanks = 1, 8, ... 320, 512); Unsloth rounds
+# a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
+VLLM_MAX_LORA_RANK = 512
 
 # Compile and kernel caches, each under the data directory rather than the working directory or /tmp, so they
 # survive a container restart (the Docker image sets the same variables under /data). Without them: Unsloth's
@@ -180,6 +190,40 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
     return plain(why + ("; vllm not installed, generating with transformers" if config.use_vllm else ""))
 
 
+def check_model(model: str) -> list[str]:
+    """What is wrong with ``model_name_or_path`` before anything loads it (RunConfig.validate calls this): an unknown
+    built-in model, a local directory that isn't there, or a name that is no hub id."""
+    if model == BUILTIN_MODEL or Path(model).expanduser().is_dir():
+        return []
+    if model.startswith("builtin:"):
+        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
+    if looks_like_path(model):
+        return [f"model {model!r}: no such directory"]
+    if not HUB_ID.match(model):
+        return [f"model {model!r}: expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
+    return []
+
+
+def gpu_path_problems(config: RunConfig) -> list[str]:
+    """What the GPU path cannot start with (RunConfig.validate calls this): a LoRA rank vLLM refuses, DeepSpeed asked
+    for with one process or without DeepSpeed installed."""
+    problems = []
+    if config.deepspeed_stage and config.num_processes < 2:
+        problems.append(f"deepspeed_stage {config.deepspeed_stage} needs num_processes of 2 or more")
+    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
+        problems.append(
+            f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
+            "use_vllm: false"
+        )
+    if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
+        problems.append(
+            f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
+            "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
+        )
+    return problems
+
+
 def model_path(config: RunConfig) -> str:
     """Where to load the model from: the built-in model's cache directory, or the configured id/path."""
     if config.model_name_or_path == BUILTIN_MODEL:
@@ -319,10 +363,7 @@ def _load_unsloth(config: RunConfig, path: str, backend: Backend, placement: dic
     )
     model = FastLanguageModel.get_peft_model(
         model,
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(config.lora_target_modules),
+        **lora_kwargs(config),
         use_gradient_checkpointing="unsloth" if config.gradient_checkpointing else False,
         random_state=config.seed,
     )

@@ -23,7 +23,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.config import BUILTIN_MODEL, RunConfig
+from trainer.backend import BUILTIN_MODEL
+from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
 

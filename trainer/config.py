@@ -1,8 +1,11 @@
 """RunConfig: the single source of truth for every setting of a run.
 
 The dashboard form, the CLI, YAML/JSON files and the worker all use this dataclass. Each field carries in its
-metadata a one-line ``help``, the ``group`` it belongs to in the form, and its valid range (``min``/``max``, or
-``choices``), so the UI generates its widgets from here and a new field appears without UI code.
+metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid range (``min``/``max``, or
+``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
+(trainer.trl_args) are generated from here: a new field needs no UI code and no second list. The checks behind
+:meth:`RunConfig.validate` live in trainer.config_checks, and those that look at a model or data set with the code
+that loads it (trainer.backend, trainer.data).
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
@@ -17,27 +20,19 @@ prompt with its 8 completions. (The seed script's batch size 1 dates from older 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
-BUILTIN_MODEL = "builtin:tiny"
-BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
-DATA_FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-# A hub id is "name" or "owner/name"; anything with more slashes, or that exists on disk, is a local path.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-# A custom reward: "path/to/file.py:function" or "package.module:function".
-_CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
+from trainer import config_checks as checks
+from trainer.backend import check_model, gpu_path_problems
+from trainer.config_file import ConfigFileError, read_mapping, write_mapping
+from trainer.data import check_dataset, load_problems
+from trainer.rewards import reward_mix_warnings
 
+SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
-# Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
-MAX_TEXT_CHARS = 1_000
-MAX_PROMPT_CHARS = 20_000
-MAX_LIST_ITEMS = 64
 
 
 def setting(
@@ -49,9 +44,12 @@ def setting(
     max: float | None = None,
     choices: tuple | None = None,
     advanced: bool = False,
+    trl: bool | str = False,
 ) -> Any:
-    """A dataclass field with the metadata the validator and the UI read (help text, group, valid range)."""
-    meta = {"help": help, "group": group, "min": min, "max": max, "choices": choices, "advanced": advanced}
+    """A dataclass field with the metadata the validator, the UI and the TRL conversion read: help text, group,
+    valid range, and ``trl``: True passes the setting to TRL's GRPOConfig under its own name, a string under that
+    name (see trainer.trl_args)."""
+    meta = {"help": help, "group": group, "min": min, "max": max, "choices": choices, "advanced": advanced, "trl": trl}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -92,6 +90,14 @@ class RunConfig:
     reward_weights: list[float] = setting(
         [], "One weight per reward function, in the same order (empty: all 1.0).", "rewards"
     )
+    length_penalty_max_tokens: int = setting(
+        200,
+        "Token budget of the length_penalty reward: each completion token past it costs 0.002 (at most 1.0 in all).",
+        "rewards",
+        min=1,
+        max=1_000_000,
+        advanced=True,
+    )
     # --- grpo ---
     num_generations: int = setting(
         8,
@@ -99,6 +105,7 @@ class RunConfig:
         "grpo",
         min=2,
         max=256,
+        trl=True,
     )
     beta: float = setting(
         0.04,
@@ -106,15 +113,17 @@ class RunConfig:
         "grpo",
         min=0.0,
         max=10.0,
+        trl=True,
     )
     epsilon: float = setting(
-        0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", "grpo", min=0.0, max=1.0
+        0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", "grpo", min=0.0, max=1.0, trl=True
     )
     loss_type: str = setting(
         "grpo",
         "How token losses are aggregated: grpo (per-sequence mean, as in the paper), dapo, dr_grpo or bnpo.",
         "grpo",
         choices=("grpo", "dapo", "dr_grpo", "bnpo"),
+        trl=True,
     )
     scale_rewards: str = setting(
         "group",
@@ -122,45 +131,50 @@ class RunConfig:
         "grpo",
         choices=("group", "batch", "none"),
         advanced=True,
+        trl=True,
     )
-    learning_rate: float = setting(5e-6, "Peak learning rate of the LoRA adapter.", "grpo", min=1e-9, max=1.0)
-    max_steps: int = setting(250, "Number of optimizer steps to train.", "grpo", min=1, max=1_000_000)
+    learning_rate: float = setting(5e-6, "Peak learning rate of the LoRA adapter.", "grpo", min=1e-9, max=1.0, trl=True)
+    max_steps: int = setting(250, "Number of optimizer steps to train.", "grpo", min=1, max=1_000_000, trl=True)
     per_device_train_batch_size: int = setting(
         8,
         "Completions per device per step (prompts per step = this x accumulation / group size).",
         "grpo",
         min=1,
         max=4096,
+        trl=True,
     )
     gradient_accumulation_steps: int = setting(
-        1, "Micro-batches accumulated before each optimizer step.", "grpo", min=1, max=1024
+        1, "Micro-batches accumulated before each optimizer step.", "grpo", min=1, max=1024, trl=True
     )
-    warmup_ratio: float = setting(0.1, "Share of steps spent warming the learning rate up.", "grpo", min=0.0, max=1.0)
+    warmup_ratio: float = setting(
+        0.1, "Share of steps spent warming the learning rate up.", "grpo", min=0.0, max=1.0, trl=True
+    )
     lr_scheduler_type: str = setting(
         "cosine",
         "Learning-rate schedule after warm-up.",
         "grpo",
         choices=("cosine", "linear", "constant"),
         advanced=True,
+        trl=True,
     )
-    max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6)
+    max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6, trl=True)
     # numpy's seed must fit in 32 bits
     seed: int = setting(
-        42, "Random seed for data order, sampling and initialisation.", "advanced", min=0, max=2**32 - 1
+        42, "Random seed for data order, sampling and initialisation.", "advanced", min=0, max=2**32 - 1, trl=True
     )
-    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1, max=1_000_000)
+    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1, max=1_000_000, trl=True)
     save_steps: int = setting(
-        50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000
+        50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000, trl=True
     )
     # --- generation ---
     max_prompt_length: int = setting(
-        256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072
+        256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072, trl=True
     )
     max_completion_length: int = setting(
-        200, "Completions are cut after this many tokens.", "generation", min=1, max=131072
+        200, "Completions are cut after this many tokens.", "generation", min=1, max=131072, trl=True
     )
     temperature: float = setting(
-        1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0
+        1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0, trl=True
     )
     top_p: float = setting(
         1.0,
@@ -168,6 +182,7 @@ class RunConfig:
         "generation",
         min=0.01,
         max=1.0,
+        trl=True,
     )
     # --- lora ---
     lora_r: int = setting(32, "LoRA rank.", "lora", min=1, max=1024)
@@ -189,7 +204,7 @@ class RunConfig:
     load_in_4bit: bool = setting(True, "Load the base model in 4 bits (GPU only; saves memory).", "advanced")
     use_vllm: bool = setting(True, "Generate groups with vLLM (GPU fast path only).", "advanced")
     vllm_gpu_memory_utilization: float = setting(
-        0.6, "Share of GPU memory vLLM may take.", "advanced", min=0.05, max=0.95
+        0.6, "Share of GPU memory vLLM may take.", "advanced", min=0.05, max=0.95, trl=True
     )
     num_processes: int = setting(
         1,
@@ -206,9 +221,16 @@ class RunConfig:
         max=3,
     )
     max_seq_length: int = setting(
-        1024, "Longest prompt + completion the model is loaded for.", "advanced", min=16, max=262_144
+        1024,
+        "Longest prompt + completion the model is loaded for.",
+        "advanced",
+        min=16,
+        max=262_144,
+        trl="vllm_max_model_length",
     )
-    gradient_checkpointing: bool = setting(True, "Trade compute for memory by recomputing activations.", "advanced")
+    gradient_checkpointing: bool = setting(
+        True, "Trade compute for memory by recomputing activations.", "advanced", trl=True
+    )
 
     # ---------------------------------------------------------------------------------------------------------------
     @classmethod
@@ -227,32 +249,16 @@ class RunConfig:
         Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
         :class:`ConfigError` listing every problem; range checks are left to :meth:`validate`.
         """
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        hints = typing.get_type_hints(cls)
-        kwargs: dict[str, Any] = {}
-        problems: list[str] = []
-        ignored = sorted(str(k) for k in data if k not in known)
-        for key, value in data.items():
-            if key not in known:
-                continue
-            try:
-                kwargs[key] = _coerce(value, hints[key])
-            except (TypeError, ValueError, OverflowError):
-                problems.append(f"{key}: expected {_type_name(hints[key])}, got {_shorten(value)}")
+        kwargs, problems, notes = checks.read_values(data, typing.get_type_hints(cls))
         if problems:
             # Report the range problems of the values that did parse too, so a second try isn't needed.
             problems.extend(cls(**kwargs).validate(check_rewards=False, check_files=check_files))
             raise ConfigError(problems)
-        notes = [f"ignored unknown setting {_shorten(k)}" for k in ignored[:20]]
-        if len(ignored) > 20:
-            notes.append(f"... and {len(ignored) - 20} more unknown settings")
         return cls(**kwargs), notes
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[RunConfig, list[str]]:
         """Load a YAML or JSON file holding a flat mapping of field names."""
-        from trainer.config_file import ConfigFileError, read_mapping
-
         try:
             data = read_mapping(path)
         except ConfigFileError as exc:
@@ -260,17 +266,8 @@ class RunConfig:
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
-        """Write the config as YAML (or JSON when the file name ends in .json)."""
-        if str(path).endswith(".json"):
-            Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        else:
-            Path(path).write_text(self.to_yaml())
-
-    def to_yaml(self) -> str:
-        """The config as a YAML document, fields in declaration order."""
-        import yaml
-
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+        """Write the config as YAML, fields in declaration order (or JSON when the file name ends in .json)."""
+        write_mapping(path, self.to_dict())
 
     # ---------------------------------------------------------------------------------------------------------------
     def validate(self, check_rewards: bool = True, check_files: bool = True) -> list[str]:
@@ -282,88 +279,32 @@ class RunConfig:
         """
         problems: list[str] = []
         for f in dataclasses.fields(self):
-            if f.name != "num_generations":  # _check_batch words its range in GRPO terms
-                problems.extend(_check_range(f, getattr(self, f.name)))
+            if f.name != "num_generations":  # check_batch words its range in GRPO terms
+                problems.extend(checks.check_range(f, getattr(self, f.name)))
         if not self.name.strip():
             problems.append("name is empty: give the run a name")
         if check_files:
-            problems.extend(_check_model(self.model_name_or_path))
-            problems.extend(_check_dataset(self.dataset_name, self.question_column, self.answer_column))
-        problems.extend(self._check_rewards(check_rewards))
-        problems.extend(self._check_batch())
+            problems.extend(check_model(self.model_name_or_path))
+            problems.extend(check_dataset(self.dataset_name, self.question_column, self.answer_column))
+        problems.extend(checks.check_rewards(self.reward_funcs, self.reward_weights, import_custom=check_rewards))
+        batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
+        problems.extend(checks.check_batch(*batch, group=self.num_generations))
         if self.max_prompt_length + self.max_completion_length > self.max_seq_length:
             problems.append(
                 f"max_prompt_length {self.max_prompt_length} + max_completion_length {self.max_completion_length} "
                 f"exceeds max_seq_length {self.max_seq_length}: raise max_seq_length or shorten one of them"
             )
-        if self.deepspeed_stage and self.num_processes < 2:
-            problems.append(f"deepspeed_stage {self.deepspeed_stage} needs num_processes of 2 or more")
         if not self.lora_target_modules:
             problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
-        problems.extend(_check_gpu_path(self))
-        return problems
-
-    def _check_batch(self) -> list[str]:
-        g = self.num_generations
-        if g < 2:
-            return [f"group size {g}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
-        if g > 256:
-            return [f"group size {g}: at most 256 completions per prompt"]
-        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
-        if batch % g:
-            devices = f" × {self.num_processes} processes" if self.num_processes > 1 else ""
-            return [
-                f"{self.per_device_train_batch_size} completions per device × {self.gradient_accumulation_steps} "
-                f"accumulation steps{devices} = {batch} completions per step is not divisible by the group size {g}: "
-                f"use a multiple of {g} (e.g. per_device_train_batch_size {g})"
-            ]
-        return []
-
-    def _check_rewards(self, import_custom: bool) -> list[str]:
-        from trainer.rewards import REWARDS, load_custom_reward
-
-        problems = []
-        if not self.reward_funcs:
-            problems.append("reward_funcs is empty: choose at least one reward function")
-        for name in self.reward_funcs:
-            if name in REWARDS:
-                continue
-            if _CUSTOM_REWARD.match(name):
-                if import_custom:
-                    try:
-                        load_custom_reward(name)
-                    except ValueError as exc:
-                        problems.append(str(exc))
-                continue
-            problems.append(
-                f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
-                "or give path/to/file.py:function"
-            )
-        if self.reward_weights and len(self.reward_weights) != len(self.reward_funcs):
-            problems.append(
-                f"{len(self.reward_weights)} reward weights for {len(self.reward_funcs)} reward functions: "
-                "give one weight per function, or none for all 1.0"
-            )
-        if "code_tests" in self.reward_funcs:
-            from trainer.sandbox import code_tests_refusal
-
-            if refusal := code_tests_refusal():  # no isolation here, and the operator hasn't accepted the risk
-                problems.append(refusal)
+        problems.extend(gpu_path_problems(self))
         return problems
 
     def warnings(self) -> list[str]:
         """Things that are valid but probably not what the user wants (see rewards.reward_mix_warnings). Reads a few
         rows of the data set; a data set that can't be read yet gives no warning here (the worker reports it)."""
-        from trainer.rewards import reward_mix_warnings
-
+        local = self.dataset_name.startswith("builtin:") or Path(self.dataset_name).is_file()
         try:
-            from trainer.data import load_problems
-
-            problems = (
-                load_problems(self)[:64]
-                if self.dataset_name.startswith("builtin:") or Path(self.dataset_name).is_file()
-                else []
-            )
+            problems = load_problems(self)[:64] if local else []
         except Exception:
             problems = []
         return reward_mix_warnings(
@@ -414,169 +355,3 @@ def load_and_validate(path: str | Path) -> tuple[RunConfig, list[str]]:
     if problems:
         raise ConfigError(problems)
     return config, notes
-
-
-# --- helpers --------------------------------------------------------------------------------------------------------
-def _coerce(value: Any, hint: Any) -> Any:
-    origin = typing.get_origin(hint)
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        if isinstance(value, str):  # "q_proj, v_proj" from a form or a CLI flag
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise TypeError
-        return [_coerce(v, item) for v in value]
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-            return value.lower() in ("true", "yes")
-        raise TypeError
-    if hint is int:
-        if isinstance(value, bool):
-            raise TypeError
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                value = float(
-                    value
-                )  # "1e20" (YAML reads exponents without a dot as text): a range problem, not a type one
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError
-        return int(value)
-    if hint is float:
-        if isinstance(value, bool):
-            raise TypeError
-        return float(value)  # PyYAML reads 5e-6 (no dot) as a string; float() accepts it
-    if hint is str:
-        if not isinstance(value, (str, int, float)):
-            raise TypeError
-        return str(value)
-    return value
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) is list:
-        return f"a list of {_type_name(typing.get_args(hint)[0])}"
-    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(hint, str(hint))
-
-
-def _check_range(f: dataclasses.Field, value: Any) -> list[str]:
-    """Choices, finiteness, the field's range, and size bounds (what a run row stores must stay small)."""
-    meta = f.metadata
-    if meta.get("choices") and value not in meta["choices"]:
-        return [f"{f.name} {_shorten(value)}: expected one of {', '.join(meta['choices'])}"]
-    if isinstance(value, str):
-        limit = MAX_PROMPT_CHARS if f.name == "system_prompt" else MAX_TEXT_CHARS
-        if len(value) > limit:
-            return [f"{f.name} is {len(value):,} characters long: at most {limit:,}"]
-        return []
-    if isinstance(value, list):
-        if len(value) > MAX_LIST_ITEMS:
-            return [f"{f.name} has {len(value)} items: at most {MAX_LIST_ITEMS}"]
-        return [p for i, item in enumerate(value) for p in _check_number(f"{f.name}[{i}]", item, None, None)] + [
-            f"{f.name}[{i}] is {len(item):,} characters long: at most {MAX_TEXT_CHARS:,}"
-            for i, item in enumerate(value)
-            if isinstance(item, str) and len(item) > MAX_TEXT_CHARS
-        ]
-    return _check_number(f.name, value, meta.get("min"), meta.get("max"))
-
-
-def _check_number(name: str, value: Any, lo: float | None, hi: float | None) -> list[str]:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return []
-    if value != value:  # NaN
-        return [f"{name} is NaN: expected {_range_text(lo, hi) if lo is not None or hi is not None else 'a number'}"]
-    if value in (float("inf"), float("-inf")):
-        return [
-            f"{name} is {value}: expected a finite number"
-            + (f", {_range_text(lo, hi)}" if lo is not None or hi is not None else "")
-        ]
-    if lo is not None and value < lo or hi is not None and value > hi:
-        return [f"{name} {value:g}: expected {_range_text(lo, hi)}"]
-    return []
-
-
-def _shorten(value: Any, limit: int = 60) -> str:
-    """A value's repr for an error message, cut so that a huge value is never echoed back whole."""
-    text = (
-        repr(value)
-        if not isinstance(value, (list, dict)) or len(value) < 20
-        else f"<{type(value).__name__} of {len(value)} items>"
-    )
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _range_text(lo: float | None, hi: float | None) -> str:
-    if lo is not None and hi is not None:
-        return f"a value from {_number(lo)} to {_number(hi)}"
-    return f"at least {_number(lo)}" if lo is not None else f"at most {_number(hi)}"
-
-
-def _number(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() and abs(value) >= 1000 else f"{value:g}"
-
-
-def _check_model(model: str) -> list[str]:
-    if model == BUILTIN_MODEL or Path(model).expanduser().is_dir():
-        return []
-    if model.startswith("builtin:"):
-        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
-    if _looks_like_path(model):
-        return [f"model {model!r}: no such directory"]
-    if not _HUB_ID.match(model):
-        return [f"model {model!r}: expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
-    return []
-
-
-def _check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
-    if name in BUILTIN_DATASETS or name in ("gsm8k", "openai/gsm8k"):
-        return []
-    if name.startswith("builtin:"):
-        return [f"dataset {name!r}: built-in data sets are {', '.join(BUILTIN_DATASETS)}"]
-    path = Path(name).expanduser()
-    if path.suffix.lower() in DATA_FILE_SUFFIXES or _looks_like_path(name):
-        if not path.is_file():
-            return [f"dataset {name!r}: no such file"]
-        if path.suffix.lower() not in DATA_FILE_SUFFIXES:
-            return [f"dataset {name!r}: expected a {', '.join(DATA_FILE_SUFFIXES)} file"]
-        from trainer.datafiles import DataFileError, summarize
-
-        try:  # reads the head only: the columns, the first rows, the encoding
-            summarize(path, question_column, answer_column)
-        except DataFileError as exc:
-            return [str(exc)]
-        return []
-    if not _HUB_ID.match(name):
-        return [f"dataset {name!r}: expected gsm8k, {', '.join(BUILTIN_DATASETS)}, a hub id or a local data file"]
-    return []
-
-
-def _looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
-
-
-# --- GPU path -------------------------------------------------------------------------------------------------------
-# vLLM accepts only these LoRA ranks (vllm 0.32 config/lora.py:26, MaxLoRARanks = 1, 8, ... 320, 512); Unsloth rounds
-# a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
-VLLM_MAX_LORA_RANK = 512
-
-
-def _check_gpu_path(config: RunConfig) -> list[str]:
-    """What the GPU path cannot start with: a LoRA rank vLLM refuses, DeepSpeed asked for but not installed."""
-    import importlib.util
-
-    problems = []
-    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
-    if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
-        problems.append(
-            f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
-            "use_vllm: false"
-        )
-    if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
-        problems.append(
-            f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
-            "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
-        )
-    return problems

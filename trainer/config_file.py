@@ -49,6 +49,16 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def write_mapping(path: str | Path, mapping: dict[str, Any]) -> None:
+    """Write a config mapping as YAML, keys in the mapping's order (or as JSON when the name ends in .json)."""
+    if str(path).endswith(".json"):
+        Path(path).write_text(json.dumps(mapping, indent=2) + "\n")
+    else:
+        import yaml
+
+        Path(path).write_text(yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True))
+
+
 def decode_text(raw: bytes, where: str) -> str:
     """``raw`` as UTF-8 text, or a ConfigFileError naming what the bytes look like instead."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or raw[:200].count(b"\x00") > 0:

@@ -3,21 +3,29 @@
 Every source comes out in one shape: ``question``, ``answer`` (the reference answer, the column rewards read) and
 ``prompt`` (chat messages: the system prompt, then the question). ``datasets`` is imported inside the functions, so
 importing this module stays light.
+
+What a ``dataset_name`` means (a built-in set, GSM8K, a local file, a hub id) is decided here, once, for loading and
+for :func:`check_dataset`, which RunConfig.validate calls. This module reads the config through
+:class:`DataSettings`, the few fields it needs, so it never imports ``trainer.config`` (which imports it).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainer.datafiles import SUFFIXES, DataFileError, read_rows, summarize
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from trainer.config import RunConfig
+BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
+GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
+# A hub id is "name" or "owner/name"; anything with more slashes, or that exists on disk, is a local path.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 # The arithmetic task: a + b and a - b (a >= b) with operands up to this value. Small enough for a tiny model to learn
 # in minutes on a CPU, large enough (two-digit carries) that it doesn't learn it perfectly in a short warm-up.
@@ -28,6 +36,17 @@ ARITHMETIC_SEED = 1234
 
 class DataError(ValueError):
     """A data set that can't be loaded as asked (missing file or column, unknown split)."""
+
+
+class DataSettings(Protocol):
+    """The settings the loaders read; a RunConfig has them all."""
+
+    dataset_name: str
+    dataset_split: str
+    question_column: str
+    answer_column: str
+    max_train_samples: int
+    system_prompt: str
 
 
 @dataclass(frozen=True)
@@ -73,7 +92,7 @@ def make_prompt(question: str, system_prompt: str) -> list[dict[str, str]]:
     return messages + [{"role": "user", "content": question}]
 
 
-def load_problems(config: RunConfig, split: str | None = None, limit: int | None = None) -> list[Problem]:
+def load_problems(config: DataSettings, split: str | None = None, limit: int | None = None) -> list[Problem]:
     """The questions and reference answers of the config's data set and split (default: the training split); with
     ``limit``, a local file is read no further than that many rows (the preview)."""
     split = split or config.dataset_split
@@ -85,7 +104,7 @@ def load_problems(config: RunConfig, split: str | None = None, limit: int | None
         from trainer.code_tasks import CODE_PROBLEMS
 
         return [Problem(p["question"], p["answer"], tuple(p["tests"])) for p in CODE_PROBLEMS]
-    if name in ("gsm8k", "openai/gsm8k"):
+    if name in GSM8K_NAMES:
         from datasets import load_dataset
 
         rows = load_dataset("openai/gsm8k", "main", split=split)
@@ -99,7 +118,7 @@ def load_problems(config: RunConfig, split: str | None = None, limit: int | None
     return _map_columns(rows, config.question_column, config.answer_column, name)
 
 
-def build_dataset(config: RunConfig, split: str | None = None) -> Dataset:
+def build_dataset(config: DataSettings, split: str | None = None) -> Dataset:
     """The training data set: columns ``prompt`` (chat messages), ``question`` and ``answer``."""
     from datasets import Dataset
 
@@ -116,6 +135,34 @@ def build_dataset(config: RunConfig, split: str | None = None) -> Dataset:
             row["tests"] = list(p.tests or [])
         rows.append(row)
     return Dataset.from_list(rows)
+
+
+def check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
+    """What is wrong with ``dataset_name`` before anything loads it: an unknown built-in set, a missing or unreadable
+    local file (only its head is read: the columns, the first rows, the encoding), or a name that is neither."""
+    if name in BUILTIN_DATASETS or name in GSM8K_NAMES:
+        return []
+    if name.startswith("builtin:"):
+        return [f"dataset {name!r}: built-in data sets are {', '.join(BUILTIN_DATASETS)}"]
+    path = Path(name).expanduser()
+    if path.suffix.lower() in SUFFIXES or looks_like_path(name):
+        if not path.is_file():
+            return [f"dataset {name!r}: no such file"]
+        if path.suffix.lower() not in SUFFIXES:
+            return [f"dataset {name!r}: expected a {', '.join(SUFFIXES)} file"]
+        try:
+            summarize(path, question_column, answer_column)
+        except DataFileError as exc:
+            return [str(exc)]
+        return []
+    if not HUB_ID.match(name):
+        return [f"dataset {name!r}: expected gsm8k, {', '.join(BUILTIN_DATASETS)}, a hub id or a local data file"]
+    return []
+
+
+def looks_like_path(text: str) -> bool:
+    """Whether a model or data set name is meant as a local path rather than a hub id."""
+    return text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
 
 
 def _file_problems(path: Path, question_column: str, answer_column: str, limit: int | None) -> list[Problem]:

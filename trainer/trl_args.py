@@ -1,5 +1,9 @@
 """Turn a RunConfig into the installed TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``.
 
+Which RunConfig settings GRPOConfig gets, and under which name, is the ``trl`` flag of each field's metadata
+(trainer.config): a new setting for TRL is one flag, not a line here too. The other arguments follow from a setting
+(warm-up steps, reward weights), from the machine (vLLM, bf16, CPU) or are fixed for every run (logging).
+
 grpo-studio supports TRL 1.15 and 1.16. An argument is set only if the installed GRPOConfig has it, and what is not
 applied is reported in ``notes`` (shown in the run's log):
 
@@ -16,9 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.config import RunConfig
+if TYPE_CHECKING:  # annotations only, so that trainer.backend can use lora_kwargs without importing the config
+    from trainer.config import RunConfig
 
 
 @dataclass
@@ -31,41 +36,30 @@ class TrlArgs:
     prompt_truncation_needed: bool = False
 
 
+def trl_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings RunConfig's field metadata marks for TRL (``trl=True`` or ``trl="name"``), under TRL's names."""
+    return {
+        f.name if f.metadata["trl"] is True else f.metadata["trl"]: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.metadata["trl"]
+    }
+
+
 def grpo_kwargs(
     config: RunConfig, output_dir: str, *, use_vllm: bool = False, bf16: bool = False, cpu: bool = False
 ) -> dict[str, Any]:
-    """The GRPOConfig keyword arguments for ``config``, before filtering by what the installed TRL accepts."""
-    warmup = config.warmup_ratio if config.warmup_ratio < 1 else config.max_steps
+    """The GRPOConfig keyword arguments for ``config``, before filtering by what the installed TRL accepts: the
+    settings marked for TRL, plus what follows from them or from the machine."""
     return {
+        **trl_settings(config),
         "output_dir": output_dir,
-        "learning_rate": config.learning_rate,
-        "num_generations": config.num_generations,
-        "beta": config.beta,
-        "epsilon": config.epsilon,
-        "loss_type": config.loss_type,
-        "scale_rewards": config.scale_rewards,
-        "max_steps": config.max_steps,
-        "per_device_train_batch_size": config.per_device_train_batch_size,
-        "gradient_accumulation_steps": config.gradient_accumulation_steps,
-        "warmup_ratio": config.warmup_ratio,
-        "warmup_steps": warmup,
-        "lr_scheduler_type": config.lr_scheduler_type,
-        "max_grad_norm": config.max_grad_norm,
-        "seed": config.seed,
+        # transformers 5 has no warmup_ratio (to_trl passes this instead); a value below 1 is read as a ratio
+        "warmup_steps": config.warmup_ratio if config.warmup_ratio < 1 else config.max_steps,
         "data_seed": config.seed,
-        "logging_steps": config.logging_steps,
         "save_strategy": "steps",
-        "save_steps": config.save_steps,
-        "max_prompt_length": config.max_prompt_length,
-        "max_completion_length": config.max_completion_length,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
         "reward_weights": config.weights(),
         "use_vllm": use_vllm,
         "vllm_mode": "colocate",
-        "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
-        "vllm_max_model_length": config.max_seq_length,
-        "gradient_checkpointing": config.gradient_checkpointing,
         "bf16": bf16,
         "report_to": "none",
         # The worker stores the completions table itself; TRL's parquet files and rich printing would duplicate it.
@@ -76,6 +70,17 @@ def grpo_kwargs(
         # parallelism instead of training independent copies.
         "use_cpu": cpu,
         **({"ddp_backend": "gloo"} if cpu and config.num_processes > 1 else {}),
+    }
+
+
+def lora_kwargs(config: RunConfig) -> dict[str, Any]:
+    """The LoRA adapter's settings, in the argument names PEFT's LoraConfig and Unsloth's get_peft_model share."""
+    return {
+        "r": config.lora_r,
+        "lora_alpha": config.lora_alpha,
+        "lora_dropout": config.lora_dropout,
+        "target_modules": list(config.lora_target_modules),
+        "bias": "none",
     }
 
 
@@ -109,14 +114,7 @@ def to_trl(
     if dropped:
         notes.append(f"the installed TRL does not know {', '.join(dropped)}: not applied")
     grpo = GRPOConfig(**{k: v for k, v in wanted.items() if k in accepted})
-    lora = LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(config.lora_target_modules),
-        task_type="CAUSAL_LM",
-        bias="none",
-    )
+    lora = LoraConfig(**lora_kwargs(config), task_type="CAUSAL_LM")
     return TrlArgs(grpo=grpo, lora=lora, notes=notes, prompt_truncation_needed=truncate)
 
 

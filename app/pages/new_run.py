@@ -25,8 +25,9 @@ from app.form import (
 )
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, new_export_dir, slug
+from trainer.backend import BUILTIN_MODEL
 from trainer.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
-from trainer.config import BUILTIN_MODEL, ConfigError, RunConfig
+from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
 from trainer.rewards import REWARDS
 

@@ -1,0 +1,204 @@
+"""The checks behind RunConfig: reading a value into its field's type, and the per-field and per-setting rules.
+
+These take plain values (a field and its value, a list of reward names), not a RunConfig, so that ``trainer.config``
+can import them without this module importing it back. Checks that need to look at something outside the config
+live with the code that loads that thing and are called by :meth:`RunConfig.validate` too: the data set
+(``trainer.data.check_dataset``), the model and the GPU path (``trainer.backend.check_model``,
+``gpu_path_problems``).
+
+Every message names the setting, the value it got (shortened, so a huge value is never echoed whole) and what is
+expected, e.g. "beta -1: expected a value from 0 to 10".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from typing import Any
+
+from trainer.rewards import REWARDS, load_custom_reward
+from trainer.sandbox import code_tests_refusal
+
+# Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
+MAX_TEXT_CHARS = 1_000
+MAX_PROMPT_CHARS = 20_000
+MAX_LIST_ITEMS = 64
+# A custom reward: "path/to/file.py:function" or "package.module:function".
+CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
+
+
+# --- reading values -------------------------------------------------------------------------------------------------
+def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The values of ``data`` whose keys are fields (``hints`` maps each field to its type), each read as its type.
+
+    Returns (values, problems, notes): a problem for each value of the wrong type, a note for each unknown key (at
+    most 20 named: a file of junk keys must not flood the dashboard).
+    """
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in data.items():
+        if key not in hints:
+            continue
+        try:
+            values[key] = coerce(value, hints[key])
+        except (TypeError, ValueError, OverflowError):
+            problems.append(f"{key}: expected {type_name(hints[key])}, got {shorten(value)}")
+    ignored = sorted(str(k) for k in data if k not in hints)
+    notes = [f"ignored unknown setting {shorten(k)}" for k in ignored[:20]]
+    if len(ignored) > 20:
+        notes.append(f"... and {len(ignored) - 20} more unknown settings")
+    return values, problems, notes
+
+
+def coerce(value: Any, hint: Any) -> Any:
+    """``value`` as the type ``hint`` names (text from a form, a CLI flag or YAML included); raises TypeError or
+    ValueError when it can't be read as one."""
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str):  # "q_proj, v_proj" from a form or a CLI flag
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        return [coerce(v, item) for v in value]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            return value.lower() in ("true", "yes")
+        raise TypeError
+    if hint is int:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                # "1e20" (YAML reads exponents without a dot as text): a range problem, not a type one
+                value = float(value)
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return int(value)
+    if hint is float:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)  # PyYAML reads 5e-6 (no dot) as a string; float() accepts it
+    if hint is str:
+        if not isinstance(value, (str, int, float)):
+            raise TypeError
+        return str(value)
+    return value
+
+
+def type_name(hint: Any) -> str:
+    """A type in the words of an error message ("a whole number", "a list of text")."""
+    if typing.get_origin(hint) is list:
+        return f"a list of {type_name(typing.get_args(hint)[0])}"
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(hint, str(hint))
+
+
+def shorten(value: Any, limit: int = 60) -> str:
+    """A value's repr for an error message, cut so that a huge value is never echoed back whole."""
+    text = (
+        repr(value)
+        if not isinstance(value, (list, dict)) or len(value) < 20
+        else f"<{type(value).__name__} of {len(value)} items>"
+    )
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- one field ------------------------------------------------------------------------------------------------------
+def check_range(f: dataclasses.Field, value: Any) -> list[str]:
+    """Choices, finiteness, the field's range, and size bounds (what a run row stores must stay small)."""
+    meta = f.metadata
+    if meta.get("choices") and value not in meta["choices"]:
+        return [f"{f.name} {shorten(value)}: expected one of {', '.join(meta['choices'])}"]
+    if isinstance(value, str):
+        limit = MAX_PROMPT_CHARS if f.name == "system_prompt" else MAX_TEXT_CHARS
+        if len(value) > limit:
+            return [f"{f.name} is {len(value):,} characters long: at most {limit:,}"]
+        return []
+    if isinstance(value, list):
+        if len(value) > MAX_LIST_ITEMS:
+            return [f"{f.name} has {len(value)} items: at most {MAX_LIST_ITEMS}"]
+        return [p for i, item in enumerate(value) for p in check_number(f"{f.name}[{i}]", item, None, None)] + [
+            f"{f.name}[{i}] is {len(item):,} characters long: at most {MAX_TEXT_CHARS:,}"
+            for i, item in enumerate(value)
+            if isinstance(item, str) and len(item) > MAX_TEXT_CHARS
+        ]
+    return check_number(f.name, value, meta.get("min"), meta.get("max"))
+
+
+def check_number(name: str, value: Any, lo: float | None, hi: float | None) -> list[str]:
+    """NaN, infinity and values outside ``lo``..``hi`` (either may be None); anything but a number passes."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return []
+    ranged = lo is not None or hi is not None
+    if value != value:  # NaN
+        return [f"{name} is NaN: expected {range_text(lo, hi) if ranged else 'a number'}"]
+    if value in (float("inf"), float("-inf")):
+        return [f"{name} is {value}: expected a finite number" + (f", {range_text(lo, hi)}" if ranged else "")]
+    if lo is not None and value < lo or hi is not None and value > hi:
+        return [f"{name} {value:g}: expected {range_text(lo, hi)}"]
+    return []
+
+
+def range_text(lo: float | None, hi: float | None) -> str:
+    """ "a value from 0 to 10", "at least 1" or "at most 0.9"."""
+    if lo is not None and hi is not None:
+        return f"a value from {_number(lo)} to {_number(hi)}"
+    return f"at least {_number(lo)}" if lo is not None else f"at most {_number(hi)}"
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) >= 1000 else f"{value:g}"
+
+
+# --- settings that go together --------------------------------------------------------------------------------------
+def check_batch(per_device: int, accumulation: int, processes: int, group: int) -> list[str]:
+    """The group size, and that the completions of one step split into whole groups (worded in GRPO's terms)."""
+    if group < 2:
+        return [f"group size {group}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
+    if group > 256:
+        return [f"group size {group}: at most 256 completions per prompt"]
+    batch = per_device * accumulation * processes
+    if batch % group:
+        devices = f" × {processes} processes" if processes > 1 else ""
+        return [
+            f"{per_device} completions per device × {accumulation} accumulation steps{devices} = {batch} completions "
+            f"per step is not divisible by the group size {group}: use a multiple of {group} "
+            f"(e.g. per_device_train_batch_size {group})"
+        ]
+    return []
+
+
+def check_rewards(reward_funcs: list[str], reward_weights: list[float], import_custom: bool) -> list[str]:
+    """Known reward names or custom ``file.py:function`` references (imported and dry-run with ``import_custom``),
+    one weight per function, and a sandbox for ``code_tests``."""
+    problems = []
+    if not reward_funcs:
+        problems.append("reward_funcs is empty: choose at least one reward function")
+    for name in reward_funcs:
+        if name in REWARDS:
+            continue
+        if CUSTOM_REWARD.match(name):
+            if import_custom:
+                try:
+                    load_custom_reward(name)
+                except ValueError as exc:
+                    problems.append(str(exc))
+            continue
+        problems.append(
+            f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
+            "or give path/to/file.py:function"
+        )
+    if reward_weights and len(reward_weights) != len(reward_funcs):
+        problems.append(
+            f"{len(reward_weights)} reward weights for {len(reward_funcs)} reward functions: "
+            "give one weight per function, or none for all 1.0"
+        )
+    # code_tests without isolation here, unless the operator accepted the risk
+    if "code_tests" in reward_funcs and (refusal := code_tests_refusal()):
+        problems.append(refusal)
+    return problems

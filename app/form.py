@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.config import GROUPS, ConfigError, RunConfig
+from trainer.presets import tiny_demo
 
 GROUP_TITLES = {
     "model": "Model",
@@ -117,57 +118,8 @@ def _range_note(lo: float | None, hi: float | None) -> str:
 
 
 # --- presets --------------------------------------------------------------------------------------------------------
-TINY_PRESET = "Tiny offline demo (CPU)"
-
-
 def default_config() -> RunConfig:
     """What the form starts with: the reference recipe on a GPU machine, the offline tiny demo without one."""
     from trainer.launch import gpu_visible
 
-    return presets()[TINY_PRESET] if not gpu_visible() else RunConfig()
-
-
-def tiny_demo() -> RunConfig:
-    """The offline demo (examples/tiny-offline.yaml): builtin:tiny learns builtin:arithmetic on a CPU in about a
-    minute. It departs from the reference recipe where a tiny model on a CPU needs it (see the YAML's comments)."""
-    return RunConfig(
-        name="tiny-offline",
-        model_name_or_path="builtin:tiny",
-        dataset_name="builtin:arithmetic",
-        reward_funcs=["correctness", "int", "strict_format", "soft_format", "xmlcount"],
-        reward_weights=[1.0] * 5,
-        per_device_train_batch_size=32,
-        learning_rate=1e-4,
-        max_steps=100,
-        max_grad_norm=1.0,
-        max_prompt_length=128,
-        max_completion_length=32,
-        lora_r=8,
-        lora_alpha=16,
-        load_in_4bit=False,
-        use_vllm=False,
-        gradient_checkpointing=False,
-        max_seq_length=256,
-        save_steps=20,
-    )
-
-
-def presets() -> dict[str, RunConfig]:
-    """The form's presets: the offline tiny demo, the reference recipe, and Qwen2.5 0.5B/1.5B on GSM8K. Built in
-    code so they work from an installed package; tests check examples/*.yaml say the same."""
-    reference = RunConfig(name="gsm8k-llama3b", reward_weights=[1.0] * 5)
-    qwen = {
-        size: dataclasses.replace(
-            reference,
-            name=f"gsm8k-qwen2.5-{size.lower()}",
-            model_name_or_path=f"Qwen/Qwen2.5-{size}-Instruct",
-            load_in_4bit=size != "0.5B",
-        )
-        for size in ("0.5B", "1.5B")
-    }
-    return {
-        TINY_PRESET: tiny_demo(),
-        "Reference: Llama-3.2-3B-Instruct on GSM8K": reference,
-        "Qwen2.5-0.5B-Instruct on GSM8K": qwen["0.5B"],
-        "Qwen2.5-1.5B-Instruct on GSM8K": qwen["1.5B"],
-    }
+    return tiny_demo() if not gpu_visible() else RunConfig()

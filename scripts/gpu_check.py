@@ -87,9 +87,9 @@ def measure(path: str, model: str, steps: int) -> dict:
         import unsloth  # noqa: F401  first, as the worker does: it patches trl/transformers/peft on import
     import torch
 
-    from app.form import tiny_demo
     from storage import queries
     from storage.db import get_sessionmaker
+    from trainer.presets import tiny_demo
     from trainer.worker import run_worker
 
     reservation = {"device": 0, "torch": 0}

@@ -9,10 +9,10 @@ import pytest
 
 
 def tiny_config(**overrides):
-    """The offline demo's config (app.form.tiny_demo), shrunk further so a step takes well under a second."""
+    """The offline demo's config (trainer.presets.tiny_demo), shrunk further so a step takes well under a second."""
     import dataclasses
 
-    from app.form import tiny_demo
+    from trainer.presets import tiny_demo
 
     values = dict(
         name="test-run",

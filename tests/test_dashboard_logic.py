@@ -9,13 +9,14 @@ import pytest
 
 from app.access import Access
 from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
-from app.form import config_from_form, form_fields, grouped_fields, presets
+from app.form import config_from_form, form_fields, grouped_fields
 from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
 from app.server import parse_auth
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config import RunConfig
+from trainer.presets import presets
 
 from .helpers import create_run, tiny_config
 
@@ -211,12 +212,25 @@ def test_long_series_are_thinned_but_keep_spikes_nans_and_ends():
 def test_example_files_match_the_presets():
     from pathlib import Path
 
-    from app.form import TINY_PRESET
+    from trainer.presets import preset_files, tiny_demo
 
     examples = Path(__file__).resolve().parent.parent / "examples"
-    assert RunConfig.load(examples / "tiny-offline.yaml") == (presets()[TINY_PRESET], [])
+    assert RunConfig.load(examples / "tiny-offline.yaml") == (tiny_demo(), [])
     reference, notes = RunConfig.load(examples / "gsm8k-llama3b.yaml")
     assert notes == [] and reference == presets()["Reference: Llama-3.2-3B-Instruct on GSM8K"]
+    # every preset is in examples/ and every example is a preset, byte for byte
+    shipped = {path.name: path.read_bytes() for path in preset_files()}
+    assert {path.name: path.read_bytes() for path in examples.glob("*.yaml")} == shipped
+
+
+def test_presets_ship_as_package_data():
+    """The preset files are declared package data, so an installed grpo-studio (wheel, Docker image) has them."""
+    import tomllib
+
+    from .conftest import ROOT
+
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "*.yaml" in package_data["trainer.presets"]
 
 
 def test_runs_table_shows_held_out_base_to_tuned():

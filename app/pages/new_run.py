@@ -20,7 +20,6 @@ from app.form import (
     default_config,
     form_mapping,
     grouped_fields,
-    presets,
     to_widget_value,
 )
 from storage import queries
@@ -29,6 +28,7 @@ from trainer.backend import BUILTIN_MODEL
 from trainer.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
 from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
+from trainer.presets import presets
 from trainer.rewards import REWARDS
 
 MAX_UPLOAD_BYTES = 2_000_000_000

@@ -1,8 +1,9 @@
-"""Plotly figure builders for the monitor: pure functions, series in, figures out.
+"""Plotly figure builders for the dashboard: pure functions, rows or series in, figures out. Every figure the
+dashboard shows is built here (the pages only place them).
 
-A series is a list of ``(step, value, wall_time)`` points of one metric key of one run. Each chart names the keys it
-draws (or a prefix, for per-reward keys), and carries one sentence on what it means for GRPO (SPEC.md's five
-quantities), shown under it in the dashboard.
+For the monitor, a series is a list of ``(step, value, wall_time)`` points of one metric key of one run. Each chart
+names the keys it draws (or a prefix, for per-reward keys), and carries one sentence on what it means for GRPO
+(SPEC.md's five quantities), shown under it in the dashboard.
 """
 
 from __future__ import annotations
@@ -176,3 +177,21 @@ def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.
 def build_all(runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> list[go.Figure]:
     """Every monitor chart, in :data:`CHARTS` order."""
     return [build_figure(chart, runs, smoothing, x_axis) for chart in CHARTS]
+
+
+def heldout_figure(bars: Sequence[tuple[str, float, float]], problems: int) -> go.Figure:
+    """The held-out evaluation as grouped bars: one ``(label, base, tuned)`` per metric, each a share from 0 to 1."""
+    labels = [label for label, _, _ in bars]
+    fig = go.Figure(
+        [
+            go.Bar(name="base", x=labels, y=[base for _, base, _ in bars]),
+            go.Bar(name="tuned", x=labels, y=[tuned for _, _, tuned in bars]),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        height=320,
+        yaxis={"range": [0, 1], "tickformat": ".0%"},
+        title=f"Held-out: {problems} problems",
+    )
+    return fig

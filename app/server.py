@@ -33,9 +33,9 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
         with gr.Tabs():
             with gr.Tab("New run", id="new"):
-                new_run.build(access)
+                form = new_run.build(access)
             with gr.Tab("Runs", id="runs"):
-                table = runs.build(_form_widgets(demo), _form_status(demo), new_run.config_values)
+                table = runs.build(form.fields, form.status, new_run.config_values)
             with gr.Tab("Monitor", id="monitor"):
                 run_picker, overlay, _ = monitor.build()
             with gr.Tab("Compare", id="compare"):
@@ -56,19 +56,6 @@ def build_app(access: Access | None = None) -> gr.Blocks:
 
         ticker.tick(refresh_lists, None, [table, run_picker, overlay, compare_picker], show_progress="hidden")
     return demo
-
-
-def _form_widgets(demo: gr.Blocks) -> list:
-    return [demo.blocks[i] for i in _find(demo, lambda b: (b.elem_id or "").startswith("field-"))]
-
-
-def _form_status(demo: gr.Blocks):
-    (index,) = _find(demo, lambda b: b.elem_id == "new-run-status")
-    return demo.blocks[index]
-
-
-def _find(demo: gr.Blocks, predicate) -> list[int]:
-    return [i for i, b in demo.blocks.items() if predicate(b)]
 
 
 class Scheduler(threading.Thread):

@@ -268,7 +268,56 @@ def test_completions_follow_the_newest_step_unless_pinned():
             )
     following = refresh(run_id, [], 0.0, "step", 1, {}, False)
     pinned = refresh(run_id, [], 0.0, "step", 1, {}, True)
-    slider_index = -4  # outputs end with: slider, table, log, caches
-    assert following[slider_index]["value"] == 2 and following[-3][0][4] == "c2"
-    assert pinned[slider_index]["value"] == 1 and pinned[-3][0][4] == "c1"
-    assert following[0].startswith("**follow** (run ") and "step 0 of 4" in following[0]
+    assert following.step["value"] == 2 and following.table[0][4] == "c2"
+    assert pinned.step["value"] == 1 and pinned.table[0][4] == "c1"
+    assert following.header.startswith("**follow** (run ") and "step 0 of 4" in following.header
+
+
+def test_held_out_chart_groups_base_and_tuned_per_metric():
+    from app.charts import heldout_figure
+
+    fig = heldout_figure([("correct (greedy)", 0.5, 0.75), ("format", 0.25, 1.0)], problems=200)
+    base, tuned = fig.data
+    assert (base.name, list(base.x), list(base.y)) == ("base", ["correct (greedy)", "format"], [0.5, 0.25])
+    assert (tuned.name, list(tuned.y)) == ("tuned", [0.75, 1.0])
+    assert tuple(fig.layout.yaxis.range) == (0, 1) and fig.layout.title.text == "Held-out: 200 problems"
+
+
+def test_new_run_page_returns_its_form_widgets_in_field_order():
+    """Clone fills the form with config_values(), one value per name in NAMES: the widgets must come in that order."""
+    import gradio as gr
+
+    from app.pages import new_run
+
+    with gr.Blocks():
+        form = new_run.build(Access())
+    assert [widget.elem_id for widget in form.fields] == [f"field-{name}" for name in new_run.NAMES]
+    assert form.status.elem_id == "new-run-status"
+
+
+def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
+    from app import server
+    from app.pages import new_run, runs
+
+    seen = {}
+    build_form, build_runs = new_run.build, runs.build
+
+    def form_page(access):
+        seen["form"] = build_form(access)
+        return seen["form"]
+
+    def runs_page(fields, status, config_values):
+        seen["runs"] = (fields, status, config_values)
+        return build_runs(fields, status, config_values)
+
+    monkeypatch.setattr(new_run, "build", form_page)
+    monkeypatch.setattr(runs, "build", runs_page)
+    server.build_app()
+    assert seen["runs"] == (seen["form"].fields, seen["form"].status, new_run.config_values)
+
+
+def test_monitor_without_a_run_clears_every_chart():
+    from app.pages.monitor import refresh
+
+    view = refresh(None, [], 0.0, "step", 0, {})
+    assert view.header == "Pick a run." and view.figures == [None] * len(CHARTS) and view.table == []

@@ -257,7 +257,7 @@ def test_monitor_reports_a_damaged_database_without_sql():
     original = monitor._refresh
     monitor._refresh = broken
     try:
-        header = monitor.refresh(1, [], 0.0, "step", 0, {})[0]
+        header = monitor.refresh(1, [], 0.0, "step", 0, {}).header
     finally:
         monitor._refresh = original
     assert "is damaged (database disk image is malformed)" in header and "SELECT" not in header

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.charts import heldout_figure
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from trainer.config import RunConfig
@@ -132,8 +133,6 @@ def _summary(label: str, side, n) -> str:
 
 def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
     """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
-    import plotly.graph_objects as go
-
     from trainer.compare import RunLookupError
     from trainer.evaluate import EvaluationError, evaluate_run
 
@@ -151,20 +150,8 @@ def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
     rows = [[label, _pct(base[key]), _pct(tuned[key])] for label, key in labels if base[key] is not None]
     rows.append(["mean length (tokens)", round(base["mean_length"], 1), round(tuned["mean_length"], 1)])
     rows += [[f"reward {name}", _num(base["rewards"][name]), _num(tuned["rewards"][name])] for name in base["rewards"]]
-    shown = [(label, key) for label, key in labels if base[key] is not None]
-    fig = go.Figure(
-        [
-            go.Bar(name="base", x=[label for label, _ in shown], y=[base[key] for _, key in shown]),
-            go.Bar(name="tuned", x=[label for label, _ in shown], y=[tuned[key] for _, key in shown]),
-        ]
-    )
-    fig.update_layout(
-        barmode="group",
-        height=320,
-        yaxis={"range": [0, 1], "tickformat": ".0%"},
-        title=f"Held-out: {results['problems']} problems",
-    )
-    return rows, fig
+    shown = [(label, base[key], tuned[key]) for label, key in labels if base[key] is not None]
+    return rows, heldout_figure(shown, results["problems"])
 
 
 def _pct(value) -> str:

@@ -4,6 +4,7 @@ by step, and the log tail. A gr.Timer polls; each poll reads only the metric ste
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
@@ -18,6 +19,20 @@ from storage.db import describe_error, get_sessionmaker
 from trainer.launch import log_tail
 
 POLL_SECONDS = 2.0
+
+
+@dataclass
+class MonitorView:
+    """What one poll shows, field by field; :func:`build` maps it onto the widgets in one place. ``gr.update()``
+    leaves a widget as it is, None clears a chart."""
+
+    header: str
+    caches: dict[int, RunCache]
+    banner: str = ""
+    figures: list[Any] = field(default_factory=lambda: [None] * len(CHARTS))
+    step: dict = field(default_factory=gr.update)  # the completions slider's range and value
+    table: Any = field(default_factory=list)  # completions rows
+    log: Any = ""
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -87,7 +102,7 @@ def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False):
+def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False) -> MonitorView:
     """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
 
     The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
@@ -96,14 +111,13 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False):
     try:
         return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned)
     except SQLAlchemyError as exc:
-        unchanged = [gr.update()] * len(CHARTS)
-        return [f"⚠️ {describe_error(exc)}", "", *unchanged, gr.update(), gr.update(), gr.update(), caches]
+        keep = gr.update()
+        return MonitorView(f"⚠️ {describe_error(exc)}", caches, figures=[keep] * len(CHARTS), table=keep, log=keep)
 
 
-def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned):
+def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned) -> MonitorView:
     if run_id is None:
-        empty = [None] * len(CHARTS)
-        return ["Pick a run.", "", *empty, gr.update(), [], "", caches]
+        return MonitorView("Pick a run.", caches)
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
     caches = poll_runs(caches, run_ids)
     with get_sessionmaker().begin() as session:
@@ -112,24 +126,29 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned):
         log_lines = queries.log_tail(session, int(run_id), 30)
     main = runs[int(run_id)]
     if main is None:
-        return [f"Run {run_id} no longer exists.", "", *[None] * len(CHARTS), gr.update(), [], "", caches]
+        return MonitorView(f"Run {run_id} no longer exists.", caches)
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
-    figures = build_all(labels, smoothing or 0.0, "time" if x_axis == "wall time" else "step")
     header = progress_text(main)
     if main.backend:
         header += f"\n\nModel path: {main.backend}"
     if main.error:
         header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
-    banner = health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"))
     first, last = (steps[0], steps[-1]) if steps else (0, 0)
-    # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
     shown = step if pinned and step in steps else last
-    slider = gr.update(minimum=first, maximum=max(last, first + 1), value=shown)
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
     worker_log = log_tail(main, 15)
     if worker_log:
         log_text += "\n--- worker output ---\n" + worker_log
-    return [header, banner, *figures, slider, completions_table(int(run_id), shown), log_text, caches]
+    return MonitorView(
+        header,
+        caches,
+        banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length")),
+        figures=build_all(labels, smoothing or 0.0, "time" if x_axis == "wall time" else "step"),
+        # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
+        step=gr.update(minimum=first, maximum=max(last, first + 1), value=shown),
+        table=completions_table(int(run_id), shown),
+        log=log_text,
+    )
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
@@ -161,11 +180,18 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     )
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
     timer = gr.Timer(POLL_SECONDS)
+
+    def show(*values) -> dict:
+        """A poll's MonitorView onto the widgets: the one place its fields meet them."""
+        view = refresh(*values)
+        shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
+        return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
+
     inputs = [run, overlay, smoothing, x_axis, step, caches, pinned]
-    outputs = [header, banner, *plots, step, table, log, caches]
-    timer.tick(refresh, inputs, outputs, show_progress="hidden")
+    outputs = [header, banner, step, table, log, *plots, caches]  # what show() fills (Gradio matches by key)
+    timer.tick(show, inputs, outputs, show_progress="hidden")
     for control in (run, overlay, smoothing, x_axis):
-        control.change(refresh, inputs, outputs, show_progress="hidden")
+        control.change(show, inputs, outputs, show_progress="hidden")
 
     def pick_step(run_id, value):
         steps = _sample_steps(run_id)

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,15 @@ def _local_chat_template(model: str) -> str | None:
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Form:
+    """The form's widgets, for pages that fill it (the Runs page's Clone): one per field in :data:`NAMES` order
+    (what :func:`config_values` returns values for), and the status line under the form."""
+
+    fields: list[gr.components.Component]
+    status: gr.Markdown
+
+
 def _widget(spec: FieldSpec, allow_custom: bool):
     common = {
         "label": spec.label,
@@ -217,8 +227,8 @@ def _widget(spec: FieldSpec, allow_custom: bool):
     return gr.Textbox(**common)
 
 
-def build(access: Access) -> None:
-    """Lay out the New run page inside the current gr.Blocks."""
+def build(access: Access) -> Form:
+    """Lay out the New run page inside the current gr.Blocks; returns its form widgets."""
     allow = gr.State(access)
     allow_custom = access.allow_custom_rewards
     with gr.Row():
@@ -258,3 +268,4 @@ def build(access: Access) -> None:
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
     preview_button.click(preview, [allow, *widgets], preview_box)
+    return Form(widgets, status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -26,10 +27,10 @@ def test_defaults_are_the_reference_recipe_stated_explicitly():
 
 
 def test_every_field_has_help_group_and_range_metadata():
-    for f in RunConfig.field_specs():
+    for f in dataclasses.fields(RunConfig):
         assert f.metadata["help"].strip(), f.name
         assert f.metadata["group"] in ("model", "data", "rewards", "grpo", "lora", "generation", "advanced"), f.name
-    ranged = {f.name: f.metadata for f in RunConfig.field_specs()}
+    ranged = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}
     assert ranged["num_generations"]["min"] == 2
     assert ranged["loss_type"]["choices"] == ("grpo", "dapo", "dr_grpo", "bnpo")
 
@@ -156,8 +157,6 @@ CHANGED_FOR_TRL = {
 
 def test_settings_marked_for_trl_reach_grpo_config(tmp_path):
     """Each field flagged ``trl`` arrives in the installed GRPOConfig under its TRL name, when that TRL has it."""
-    import dataclasses
-
     from trl import GRPOConfig
 
     from trainer.trl_args import to_trl
@@ -177,8 +176,6 @@ def test_settings_marked_for_trl_reach_grpo_config(tmp_path):
 
 def test_settings_named_as_in_grpo_config_are_marked_for_trl():
     """A new RunConfig field that TRL also has is passed to TRL unless it is one of the few decided elsewhere."""
-    import dataclasses
-
     from trl import GRPOConfig
 
     decided_elsewhere = {

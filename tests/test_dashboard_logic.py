@@ -3,6 +3,7 @@ incremental polling, queue scheduling, and the server's settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -29,7 +30,7 @@ def series(**keys):
 # --- the form -------------------------------------------------------------------------------------------------------
 def test_every_config_field_gets_a_widget_with_its_help_and_range():
     specs = {s.name: s for s in form_fields()}
-    assert set(specs) == {f.name for f in RunConfig.field_specs()}
+    assert set(specs) == {f.name for f in dataclasses.fields(RunConfig)}
     assert specs["num_generations"].kind == "int" and "(2 to 256)" in specs["num_generations"].help
     assert specs["loss_type"].kind == "choice" and specs["reward_funcs"].kind == "rewards"
     assert specs["use_vllm"].advanced and not specs["beta"].advanced

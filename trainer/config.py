@@ -233,11 +233,6 @@ class RunConfig:
     )
 
     # ---------------------------------------------------------------------------------------------------------------
-    @classmethod
-    def field_specs(cls) -> list[dataclasses.Field]:
-        """The dataclass fields in declaration order (what the UI form iterates)."""
-        return list(dataclasses.fields(cls))
-
     def to_dict(self) -> dict[str, Any]:
         """The flat mapping of field names that is stored on the run row and written to YAML/JSON."""
         return dataclasses.asdict(self)
@@ -260,10 +255,9 @@ class RunConfig:
     def load(cls, path: str | Path) -> tuple[RunConfig, list[str]]:
         """Load a YAML or JSON file holding a flat mapping of field names."""
         try:
-            data = read_mapping(path)
+            return cls.from_dict(read_mapping(path))
         except ConfigFileError as exc:
             raise ConfigError([str(exc)]) from None
-        return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
         """Write the config as YAML, fields in declaration order (or JSON when the file name ends in .json)."""
@@ -289,11 +283,7 @@ class RunConfig:
         problems.extend(checks.check_rewards(self.reward_funcs, self.reward_weights, import_custom=check_rewards))
         batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
         problems.extend(checks.check_batch(*batch, group=self.num_generations))
-        if self.max_prompt_length + self.max_completion_length > self.max_seq_length:
-            problems.append(
-                f"max_prompt_length {self.max_prompt_length} + max_completion_length {self.max_completion_length} "
-                f"exceeds max_seq_length {self.max_seq_length}: raise max_seq_length or shorten one of them"
-            )
+        problems.extend(checks.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
         if not self.lora_target_modules:
             problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         problems.extend(gpu_path_problems(self))

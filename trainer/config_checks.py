@@ -173,6 +173,16 @@ def check_batch(per_device: int, accumulation: int, processes: int, group: int) 
     return []
 
 
+def check_lengths(prompt: int, completion: int, sequence: int) -> list[str]:
+    """That a prompt and its completion fit the sequence length the model is loaded for."""
+    if prompt + completion <= sequence:
+        return []
+    return [
+        f"max_prompt_length {prompt} + max_completion_length {completion} exceeds max_seq_length {sequence}: "
+        "raise max_seq_length or shorten one of them"
+    ]
+
+
 def check_rewards(reward_funcs: list[str], reward_weights: list[float], import_custom: bool) -> list[str]:
     """Known reward names or custom ``file.py:function`` references (imported and dry-run with ``import_custom``),
     one weight per function, and a sandbox for ``code_tests``."""

@@ -71,3 +71,21 @@ def test_missing_column_names_the_columns_there_are(tmp_path):
     path.write_text(json.dumps({"problem": "x", "solution": "1"}) + "\n")
     with pytest.raises(DataError, match="has no column 'question'.*its columns are problem, solution"):
         build_dataset(RunConfig(dataset_name=str(path)))
+
+
+def test_the_loaders_never_import_the_config():
+    """trainer.config imports the loaders' checks (data set, model, GPU path); an import back would be a cycle.
+    trainer.data does not name the config module at all (it reads the config through its DataSettings protocol)."""
+    import ast
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    code = "import sys, trainer.data, trainer.backend, trainer.trl_args; print('trainer.config' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
+    tree = ast.parse((ROOT / "trainer" / "data.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert "trainer.config" not in imported

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from trainer.custom_rewards import load_custom_reward
 from trainer.rewards import (
     REWARDS,
     correctness_reward,
     extract_answer,
     int_reward,
-    load_custom_reward,
     normalize_answer,
     soft_format_reward,
     strict_format_reward,
@@ -126,6 +126,31 @@ def test_length_penalty_counts_tokens_past_the_budget():
         pytest.approx(-0.2),
         -0.5,
     ]
+
+
+def test_a_runs_length_penalty_takes_its_token_budget_from_the_config():
+    from trainer.config import RunConfig
+    from trainer.rewards import get_rewards
+
+    ids = [[0] * 5, [0] * 60]
+    (penalty,) = get_rewards(RunConfig(reward_funcs=["length_penalty"], length_penalty_max_tokens=10))
+    assert penalty(prompts=[None] * 2, completions=["a", "b"], completion_ids=ids) == [0.0, pytest.approx(-0.1)]
+    (default,) = get_rewards(RunConfig(reward_funcs=["length_penalty"]))  # budget 200: both are within it
+    assert default(prompts=[None] * 2, completions=["a", "b"], completion_ids=ids) == [0.0, 0.0]
+
+
+def test_a_runs_rewards_are_named_by_their_config_names_in_config_order(tmp_path):
+    """TRL logs rewards/<__name__>/mean: the names must be the ones the user chose (a custom one by its function)."""
+    from trainer.config import RunConfig
+    from trainer.rewards import get_rewards
+
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "def short(prompts, completions, **kw):\n    return [1.0 if len(c) < 20 else 0.0 for c in completions]\n"
+    )
+    rewards = get_rewards(RunConfig(reward_funcs=["xmlcount", f"{mine}:short", "correctness"]))
+    assert [r.__name__ for r in rewards] == ["xmlcount", "short", "correctness"]
+    assert [r(prompts=[None], completions=[GOOD], answer=["7"]) for r in rewards] == [[0.5], [0.0], [2.0]]
 
 
 def test_custom_reward_is_imported_and_dry_run(tmp_path):

@@ -20,18 +20,15 @@ The reference five come from the seed script, with its defects fixed to do what 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 import re
-import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-RewardFunc = Callable[..., list[float | None]]
+from trainer.custom_rewards import RewardFunc, load_custom_reward
+
+if TYPE_CHECKING:  # trainer.config imports this module (to validate reward names)
+    from trainer.config import RunConfig
 
 # The innermost complete block: "<answer><answer>4</answer>" answers "4", not "<answer>4".
 _ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
@@ -247,6 +244,8 @@ def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc
     return code_tests_reward
 
 
+# The names run configs use. Parameterised rewards are here with their defaults (for validation, the form's list and
+# direct calls); a run builds its own from its config with REWARD_FACTORIES (see get_rewards).
 REWARDS: dict[str, RewardFunc] = {
     "correctness": correctness_reward,
     "math_correctness": math_correctness_reward,
@@ -257,62 +256,35 @@ REWARDS: dict[str, RewardFunc] = {
     "length_penalty": get_length_penalty(),
     "code_tests": get_code_tests_reward(),
 }
-
-
-# --- custom rewards -------------------------------------------------------------------------------------------------
-_DRY_RUN = [
-    "<reasoning>\n2 + 2 = 4\n</reasoning>\n<answer>\n4\n</answer>",
-    "I am not sure.",
-]
-
-
-@lru_cache(maxsize=64)
-def load_custom_reward(spec: str) -> RewardFunc:
-    """Import ``path/to/file.py:function`` or ``module:function`` and dry-run it on two sample completions.
-
-    Raises ValueError naming what is wrong: not importable, not callable, wrong signature, or not one float/None per
-    completion.
-    """
-    target, _, func_name = spec.rpartition(":")
-    try:
-        if target.endswith(".py"):
-            path = Path(target).expanduser()
-            if not path.is_file():
-                raise ValueError(f"custom reward {spec!r}: no such file {target}")
-            module_spec = importlib.util.spec_from_file_location(f"grpo_studio_custom_{path.stem}", path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[module_spec.name] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(target)
-    except ValueError:
-        raise
-    except Exception as exc:
-        raise ValueError(f"custom reward {spec!r}: could not import {target}: {type(exc).__name__}: {exc}") from exc
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise ValueError(f"custom reward {spec!r}: {target} has no function {func_name}")
-    params = inspect.signature(func).parameters
-    if "completions" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise ValueError(
-            f"custom reward {spec!r}: expected f(prompts, completions, **kwargs), got {func_name}{inspect.signature(func)}"
-        )
-    try:
-        result = func(prompts=["What is 2 + 2?"] * 2, completions=list(_DRY_RUN), answer=["4", "4"])
-    except Exception as exc:
-        raise ValueError(
-            f"custom reward {spec!r}: failed on two sample completions: {type(exc).__name__}: {exc}"
-        ) from exc
-    if not isinstance(result, (list, tuple)) or len(result) != 2:
-        raise ValueError(f"custom reward {spec!r}: expected a list with one score per completion (2), got {result!r}")
-    if not all(r is None or (isinstance(r, (int, float)) and not isinstance(r, bool)) for r in result):
-        raise ValueError(f"custom reward {spec!r}: expected a float or None per completion, got {result!r}")
-    return func
+REWARD_FACTORIES: dict[str, Callable[[RunConfig], RewardFunc]] = {
+    "length_penalty": lambda config: get_length_penalty(max_tokens=config.length_penalty_max_tokens),
+}
 
 
 def resolve_reward(name: str) -> RewardFunc:
-    """The reward function for a config name: a registry key or a custom ``file.py:function``."""
+    """The reward function for a config name, with its default parameters: a registry key or a custom
+    ``file.py:function``."""
     return REWARDS[name] if name in REWARDS else load_custom_reward(name)
+
+
+def get_rewards(config: RunConfig) -> list[RewardFunc]:
+    """The run's reward functions in the order of ``config.reward_funcs``, parameterised ones built from the config's
+    values (``length_penalty``'s token budget), each named by its config name: TRL logs ``rewards/<__name__>/mean``
+    and keys the completions table by it, so the dashboard shows the names the user chose."""
+    rewards = []
+    for name in config.reward_funcs:
+        factory = REWARD_FACTORIES.get(name)
+        rewards.append(_named(factory(config) if factory else resolve_reward(name), name.rsplit(":", 1)[-1]))
+    return rewards
+
+
+def _named(func: RewardFunc, name: str) -> RewardFunc:
+    def reward(prompts, completions, **kwargs) -> list[float | None]:
+        return func(prompts=prompts, completions=completions, **kwargs)
+
+    reward.__name__ = reward.__qualname__ = name
+    reward.__doc__ = func.__doc__
+    return reward
 
 
 # --- health of the reward mix ---------------------------------------------------------------------------------------

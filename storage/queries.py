@@ -7,16 +7,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import Evaluation, Metric, Run, RunLog, RunStatus, Sample, utcnow
 
 
 # --- runs -----------------------------------------------------------------------------------------------------------
+# The verbs of a run's life cycle. Nothing outside this module assigns a Run's fields, so every status change and what
+# it implies (a cleared error, the timestamps) is written down once:
+#   create_run, requeue_run (resume)  → queued; worker_launched keeps it queued but gives it a live worker
+#   mark_running (the worker itself)  → running; set_backend, set_progress, drop_steps_after while it trains
+#   finish_run                        → completed, failed or stopped
 def create_run(session: Session, name: str, config: dict[str, Any], total_steps: int = 0) -> Run:
-    """Insert a queued run with its config (a JSON-able mapping) and return it with its id assigned."""
-    run = Run(name=name, config=config, status=RunStatus.QUEUED.value, total_steps=total_steps)
+    """Queue a run with its config (a JSON-able mapping) and return it with its id assigned."""
+    run = Run(name=name, config=config, status=RunStatus.QUEUED, total_steps=total_steps)
     session.add(run)
     session.flush()
     return run
@@ -31,13 +36,37 @@ def list_runs(session: Session, statuses: Iterable[RunStatus] | None = None) -> 
     """Runs, newest first, optionally only those in ``statuses``."""
     stmt = select(Run).order_by(Run.id.desc())
     if statuses is not None:
-        stmt = stmt.where(Run.status.in_([s.value for s in statuses]))
+        stmt = stmt.where(Run.status.in_(list(statuses)))
     return session.scalars(stmt).all()
+
+
+def set_config(session: Session, run: Run, config: dict[str, Any]) -> None:
+    """Replace the run's stored config (the launcher stores it with its relative paths made absolute)."""
+    run.config = config
+
+
+def requeue_run(session: Session, run: Run) -> None:
+    """Queue a stopped or failed run again, without a worker: the scheduler starts one, which resumes it."""
+    run.status = RunStatus.QUEUED
+    run.pid = run.pid_started = None
+    run.error = None
+    run.finished_at = None
+
+
+def worker_launched(session: Session, run: Run, pid: int, pid_started: str | None, output_dir: str) -> None:
+    """Record the worker process a launcher started for the run. The run stays queued until the worker marks itself
+    running, but it holds a training slot from now on (it has a live pid)."""
+    run.status = RunStatus.QUEUED
+    run.pid = pid
+    run.pid_started = pid_started
+    run.output_dir = output_dir
+    run.error = None
+    run.finished_at = None
 
 
 def mark_running(session: Session, run: Run, pid: int, output_dir: str, pid_started: str | None = None) -> None:
     """Record that a worker process ``pid`` has taken the run; clears the error of a previous attempt."""
-    run.status = RunStatus.RUNNING.value
+    run.status = RunStatus.RUNNING
     run.pid = pid
     run.pid_started = pid_started
     run.output_dir = output_dir
@@ -46,13 +75,9 @@ def mark_running(session: Session, run: Run, pid: int, output_dir: str, pid_star
     run.finished_at = None
 
 
-def finish_run(session: Session, run: Run, status: RunStatus, error: str | None = None) -> None:
-    """Put the run in a terminal status, with the error text for ``failed``."""
-    if not status.terminal:
-        raise ValueError(f"finish_run needs a terminal status, got {status.value}")
-    run.status = status.value
-    run.error = error
-    run.finished_at = utcnow()
+def set_backend(session: Session, run_id: int, description: str) -> None:
+    """Record which model path the worker took and why, for the dashboard."""
+    session.execute(update(Run).where(Run.id == run_id).values(backend=description))
 
 
 def set_progress(session: Session, run_id: int, current_step: int, total_steps: int | None = None) -> None:
@@ -60,7 +85,24 @@ def set_progress(session: Session, run_id: int, current_step: int, total_steps: 
     values: dict[str, int] = {"current_step": current_step}
     if total_steps is not None:
         values["total_steps"] = total_steps
-    session.query(Run).filter(Run.id == run_id).update(values)
+    session.execute(update(Run).where(Run.id == run_id).values(values))
+
+
+def drop_steps_after(session: Session, run_id: int, step: int) -> None:
+    """Delete the metrics and samples an interrupted attempt logged after ``step`` and set the step counter back to
+    it: a run resumed from the checkpoint of ``step`` logs those steps again, and each step must appear once."""
+    for model in (Metric, Sample):
+        session.execute(delete(model).where(model.run_id == run_id, model.step > step))
+    set_progress(session, run_id, step)
+
+
+def finish_run(session: Session, run: Run, status: RunStatus, error: str | None = None) -> None:
+    """Put the run in a terminal status, with the error text for ``failed``."""
+    if not status.terminal:
+        raise ValueError(f"finish_run needs a terminal status, got {status.value}")
+    run.status = status
+    run.error = error
+    run.finished_at = utcnow()
 
 
 def delete_run(session: Session, run_id: int) -> None:

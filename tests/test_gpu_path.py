@@ -466,7 +466,7 @@ def _hub_error(cls, status: int, url: str):
 def test_hub_refusal_says_the_model_is_gated_and_to_set_hf_token(error, status, monkeypatch):
     import huggingface_hub.errors as errors
 
-    from trainer.backend import ModelAccessError, hub_access
+    from trainer.hub import ModelAccessError, hub_access
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     model = "meta-llama/Llama-3.2-3B-Instruct"
@@ -483,7 +483,7 @@ def test_hub_refusal_says_the_model_is_gated_and_to_set_hf_token(error, status, 
 def test_other_hub_errors_pass_through_unchanged():
     import huggingface_hub.errors as errors
 
-    from trainer.backend import hub_access
+    from trainer.hub import hub_access
 
     missing = _hub_error(errors.RemoteEntryNotFoundError, 404, "https://huggingface.co/x/y/resolve/main/z")
     with pytest.raises(errors.RemoteEntryNotFoundError), hub_access("x/y"):

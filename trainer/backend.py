@@ -19,18 +19,17 @@ before anything loads.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer.data import HUB_ID, looks_like_path
+from trainer.hub import hub_access
 from trainer.trl_args import lora_kwargs
 
 if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
@@ -231,48 +230,6 @@ def model_path(config: RunConfig) -> str:
 
         return str(tiny_model_dir())
     return config.model_name_or_path
-
-
-# --- hub access -----------------------------------------------------------------------------------------------------
-class ModelAccessError(OSError):
-    """The hub refused the model (gated, private, or a bad token); the message says what to do."""
-
-
-def hub_refusal(exc: BaseException, model: str) -> str | None:
-    """A plain-words message when ``exc`` (or what it was raised from) is the hub refusing ``model``, else None.
-
-    huggingface_hub raises GatedRepoError for a gated repo without access and RepositoryNotFoundError for a 401
-    (gated or private without a token, or missing), both HfHubHTTPError subclasses; a 403 without an error code is a
-    plain HfHubHTTPError (huggingface_hub 2.4 utils/_http.py:888-966, errors.py:313-343). transformers wraps them in
-    an OSError ``from`` the original (transformers 5.17 utils/hub.py:469-514), so the chain is walked.
-    """
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
-
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        if isinstance(exc, GatedRepoError) or (isinstance(exc, HfHubHTTPError) and status in (401, 403)):
-            token = "HF_TOKEN is set, but its account has no access" if os.environ.get("HF_TOKEN") else "no HF_TOKEN"
-            return (
-                f"the hub refused {model} ({status or 'gated'}; {token}): this model is gated or private. "
-                f"Accept its license at https://huggingface.co/{model} and set HF_TOKEN to a token of that account "
-                "(docker run -e HF_TOKEN=...), or pick an ungated copy such as unsloth/Llama-3.2-3B-Instruct"
-            )
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-@contextlib.contextmanager
-def hub_access(model: str) -> Iterator[None]:
-    """Turn the hub's 401/403 while loading ``model`` into a :class:`ModelAccessError` that says what to do."""
-    try:
-        yield
-    except Exception as exc:
-        message = hub_refusal(exc, model)
-        if message is None:
-            raise
-        raise ModelAccessError(message) from exc
 
 
 # --- loading --------------------------------------------------------------------------------------------------------

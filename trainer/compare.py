@@ -104,7 +104,8 @@ class ModelCache:
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
 
-        from trainer.backend import hub_access, load_tokenizer
+        from trainer.backend import load_tokenizer
+        from trainer.hub import hub_access
 
         if self.base_path != base_path or self.model is None:
             self.release()
@@ -247,7 +248,7 @@ class VllmSampler:
     def __init__(self, base_path: str, config: RunConfig) -> None:
         from vllm import LLM
 
-        from trainer.backend import hub_access
+        from trainer.hub import hub_access
 
         self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
         with hub_access(base_path):

@@ -1,7 +1,7 @@
 """The ``grpo-studio`` command line.
 
     grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
-    grpo-studio worker RUN_ID                train an existing run (what the launcher starts)
+    grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.worker)
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     _unisolated_code_flag(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("worker", help="train an existing run (used by the launcher)")
+    p = sub.add_parser("worker", help="train an existing run in this process (as python -m trainer.worker does)")
     p.add_argument("run_id", type=int)
     p.set_defaults(func=cmd_worker)
 
@@ -152,11 +152,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Train an existing run in this process."""
-    from trainer.worker import run_worker
+    """Train an existing run in this process: what ``python -m trainer.worker RUN_ID`` does."""
+    from trainer.worker import main as worker_main
 
-    status = run_worker(args.run_id)
-    return 0 if status.value in ("completed", "stopped") else 1
+    return worker_main([str(args.run_id)])
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -168,7 +167,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         run = _find_run(session, args.run_id)
         if run is None:
             return 2
-        if run.status not in ("stopped", "failed"):
+        if not run.status.resumable:
             print(f"grpo-studio: run {run.id} is {run.status}; only stopped or failed runs resume", file=sys.stderr)
             return 2
         if args.detach:
@@ -214,8 +213,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
-    from trainer.compare import RunLookupError
     from trainer.evaluate import EvaluationError, evaluate_run
+    from trainer.run_lookup import RunLookupError
 
     try:
         results = evaluate_run(args.run_id, args.k, args.samples, args.adapter)
@@ -240,8 +239,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Zip, merge and/or push a run's adapter."""
     from pathlib import Path
 
-    from trainer.compare import RunLookupError, run_adapter
     from trainer.export import merge, push, zip_adapter
+    from trainer.run_lookup import RunLookupError, run_adapter
 
     if not (args.zip or args.merge or args.push):
         print("grpo-studio: export needs --zip PATH, --merge DIR and/or --push REPO", file=sys.stderr)
@@ -320,11 +319,12 @@ def _find_run(session, run_id: int):
 
 
 def _foreground(run_id: int) -> int:
+    from storage.models import RunStatus
     from trainer.worker import run_worker
 
     status = run_worker(run_id, show_progress=True)
-    print(f"run {run_id} {status.value}")
-    return {"completed": 0, "stopped": 130}.get(status.value, 1)
+    print(f"run {run_id} {status}")
+    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from storage import queries
-from storage.models import Run
+from storage.models import Run, RunStatus
 
 
 @dataclass
@@ -32,7 +32,7 @@ class RunCache:
         starts over rather than keep points that no longer exist.
         """
         run = queries.get_run(session, self.run_id)
-        if run is not None and run.current_step < self.last_step and run.status == "running":
+        if run is not None and run.current_step < self.last_step and run.status == RunStatus.RUNNING:
             self.last_step, self.series = -1, {}
         fresh = queries.metrics_since(session, self.run_id, self.last_step)
         count = 0
@@ -56,7 +56,7 @@ def progress_text(run: Run, now: datetime | None = None) -> str:
     end = end if end.tzinfo else end.replace(tzinfo=UTC)
     elapsed = (end - started).total_seconds()
     text += f" · {_duration(elapsed)} elapsed"
-    if run.status == "running" and run.current_step > 0 and run.total_steps > run.current_step:
+    if run.status == RunStatus.RUNNING and run.current_step > 0 and run.total_steps > run.current_step:
         eta = elapsed / run.current_step * (run.total_steps - run.current_step)
         text += f" · ETA {_duration(eta)}"
     return text

@@ -92,16 +92,17 @@ def _studio(config, env: dict) -> tuple[float, float]:
 
     from storage import queries
     from storage.db import make_engine
+    from storage.models import RunStatus
 
     engine = make_engine(env["DATABASE_URL"])
     with sessionmaker(engine).begin() as s:
         run_id = queries.create_run(s, "bench", config.to_dict(), config.max_steps).id
     subprocess.run(
-        [sys.executable, "-m", "app.cli", "worker", str(run_id)], env=env, cwd=ROOT, check=True, capture_output=True
+        [sys.executable, "-m", "trainer.worker", str(run_id)], env=env, cwd=ROOT, check=True, capture_output=True
     )
     with sessionmaker(engine).begin() as s:
         run = queries.get_run(s, run_id)
-        assert run.status == "completed", run.error
+        assert run.status is RunStatus.COMPLETED, run.error
         runtime = queries.last_metric(s, run_id, "train_runtime")
         step_time = sum(p.value for p in queries.metric_series(s, run_id, "step_time"))
         steps = run.current_step

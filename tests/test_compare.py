@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from trainer.compare import ModelCache, adapter_dirs, base_weight_bytes, compare, sample
+from trainer.compare import ModelCache, base_weight_bytes, compare, sample
 from trainer.config import RunConfig
 from trainer.data import make_prompt
+from trainer.run_files import RunFiles
 
 from .helpers import run_row
 
@@ -32,7 +35,7 @@ def _fresh_base(tiny_model_path):
 
 def test_adapters_are_listed_final_and_per_checkpoint(trained):
     _, _, output_dir = trained
-    assert list(adapter_dirs(output_dir)) == ["final", "step 3", "step 6"]
+    assert list(RunFiles(Path(output_dir)).saved_adapters()) == ["final", "step 3", "step 6"]
 
 
 def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
@@ -40,7 +43,7 @@ def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
 
     _, config, output_dir = trained
     cache = ModelCache()
-    model, tokenizer = cache.get(str(tiny_model_path), adapter_dirs(output_dir)["final"])
+    model, tokenizer = cache.get(str(tiny_model_path), RunFiles(Path(output_dir)).saved_adapters()["final"])
     settings = dict(greedy=False, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=11)
     panel_base = sample(model, tokenizer, PROMPT, 4, adapter=False, **settings)
     fresh = _fresh_base(tiny_model_path)
@@ -64,7 +67,9 @@ def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
 
 def test_tuned_differs_from_base_and_both_are_scored(trained):
     _, config, output_dir = trained
-    result = compare(config, adapter_dirs(output_dir)["final"], PROMPT, "42", n=6, seed=3, cache=ModelCache())
+    result = compare(
+        config, RunFiles(Path(output_dir)).saved_adapters()["final"], PROMPT, "42", n=6, seed=3, cache=ModelCache()
+    )
     assert result.base.completions != result.tuned.completions
     for side in (result.base, result.tuned):
         assert len(side.completions) == 6 and len(side.totals) == 6
@@ -76,7 +81,7 @@ def test_tuned_differs_from_base_and_both_are_scored(trained):
 def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
     _, _, output_dir = trained
     cache = ModelCache()
-    dirs = adapter_dirs(output_dir)
+    dirs = RunFiles(Path(output_dir)).saved_adapters()
     model, _ = cache.get(str(tiny_model_path), dirs["final"])
     model, _ = cache.get(str(tiny_model_path), dirs["step 3"])  # a second checkpoint: adapter only, same base
     base_alone = base_weight_bytes(_fresh_base(tiny_model_path))
@@ -89,8 +94,8 @@ def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
 def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_path, tiny_model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.compare import run_adapter
     from trainer.export import merge
+    from trainer.run_lookup import run_adapter
 
     run_id, config, output_dir = trained
     config, adapter_dir = run_adapter(run_id)
@@ -116,8 +121,8 @@ def sample_plain(model, tok) -> str:
 
 
 def test_push_without_a_token_says_so(trained, monkeypatch):
-    from trainer.compare import run_adapter
     from trainer.export import ExportError, push
+    from trainer.run_lookup import run_adapter
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)

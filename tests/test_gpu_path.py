@@ -60,22 +60,19 @@ def test_plain_path_on_gpu_uses_bf16_and_says_why():
 
 
 def test_single_process_command_runs_the_worker_directly():
-    assert worker_command(7) == [sys.executable, "-m", "app.cli", "worker", "7"]
+    assert worker_command(7) == [sys.executable, "-m", "trainer.worker", "7"]
 
 
 def test_multi_process_command_uses_accelerate_launch():
     command = worker_command(7, num_processes=4)
     assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert command[command.index("--num_processes") + 1] == "4" and "--multi_gpu" in command
-    assert command[-4:] == ["--module", "app.cli", "worker", "7"]
+    assert command[-3:] == ["--module", "trainer.worker", "7"]
     deepspeed = worker_command(7, num_processes=2, deepspeed_stage=3)
     assert deepspeed[deepspeed.index("--zero_stage") + 1] == "3" and "--use_deepspeed" in deepspeed
     cpu = worker_command(7, num_processes=2, cpu=True)
-    assert cpu[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"] and cpu[-3:] == [
-        "app.cli",
-        "worker",
-        "7",
-    ]
+    assert cpu[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    assert cpu[-3:] == ["-m", "trainer.worker", "7"]
 
 
 def test_multi_process_config_checks_the_global_batch():

@@ -12,7 +12,7 @@ import pytest
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.launch import is_alive, reconcile, start_worker
-from trainer.worker import ADAPTER_DIR, latest_checkpoint
+from trainer.run_files import RunFiles
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
@@ -53,9 +53,9 @@ def test_sigterm_stops_at_a_step_boundary_saves_adapter_and_resume_continues(tin
     wait_for(lambda: run_row(run_id).status in TERMINAL, 120, "the stop")
     run = run_row(run_id)
     assert run.status == "stopped" and run.error is None
-    out = Path(run.output_dir)
-    assert (out / ADAPTER_DIR / "adapter_model.safetensors").is_file()
-    checkpoint = latest_checkpoint(out)
+    files = RunFiles(Path(run.output_dir))
+    assert (files.adapter / "adapter_model.safetensors").is_file()
+    checkpoint = files.latest_checkpoint()
     stopped_at = int(checkpoint.name.split("-")[1])
     assert 3 <= stopped_at < 400 and run.current_step == stopped_at
     assert _steps(run_id) == list(range(1, stopped_at + 1))
@@ -80,7 +80,7 @@ def test_sigkill_is_reconciled_as_failed_and_keeps_metrics_then_resumes(tiny_mod
     assert run.status == "failed" and run.error.startswith("worker exited unexpectedly")
     assert _steps(run_id) == logged and logged[:5] == [1, 2, 3, 4, 5]  # nothing logged before the kill is lost
 
-    checkpoint_step = int(latest_checkpoint(Path(run.output_dir)).name.split("-")[1])
+    checkpoint_step = int(RunFiles(Path(run.output_dir)).latest_checkpoint().name.split("-")[1])
     _resume(run_id, max_steps=checkpoint_step + 2)
     run = run_row(run_id)
     assert run.status == "completed", run.error
@@ -96,13 +96,12 @@ def test_reconcile_leaves_live_and_waiting_runs_alone(tiny_model_path):
 
 
 def test_a_half_written_checkpoint_is_not_resumed_from(tmp_path):
-    from trainer.worker import CHECKPOINT_DIR, prune_partial_checkpoints
-
+    files = RunFiles(tmp_path)
     for step, complete in ((2, True), (4, True), (6, False)):
-        d = tmp_path / CHECKPOINT_DIR / f"checkpoint-{step}"
+        d = files.checkpoints / f"checkpoint-{step}"
         d.mkdir(parents=True)
         if complete:
             (d / "trainer_state.json").write_text("{}")
-    assert latest_checkpoint(tmp_path).name == "checkpoint-4"
-    assert prune_partial_checkpoints(tmp_path) == ["checkpoint-6"]
-    assert not (tmp_path / CHECKPOINT_DIR / "checkpoint-6").exists()
+    assert files.latest_checkpoint().name == "checkpoint-4"
+    assert files.prune_partial_checkpoints() == ["checkpoint-6"]
+    assert not (files.checkpoints / "checkpoint-6").exists()

@@ -139,8 +139,8 @@ def test_delete_run_removes_its_rows(Session):
 
 
 def test_run_directories_are_unique_even_for_the_same_id(monkeypatch, tmp_path):
-    from trainer.launch import run_dir
+    from trainer.run_files import RunFiles
 
     monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
-    first, second = run_dir(1), run_dir(1)
+    first, second = RunFiles.new(1).root, RunFiles.new(1).root
     assert first != second and first.name.startswith("1-") and first.parent == tmp_path / "runs"

@@ -11,7 +11,7 @@ import torch
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.launch import is_alive
-from trainer.worker import ADAPTER_DIR
+from trainer.run_files import RunFiles
 
 from .helpers import run_row, wait_for
 
@@ -81,7 +81,7 @@ def test_adapter_changed_and_base_weights_did_not(finished_run, tiny_model_path)
     from transformers import AutoModelForCausalLM
 
     run_id, before, base_weights = finished_run
-    adapter_dir = Path(run_row(run_id).output_dir) / ADAPTER_DIR
+    adapter_dir = RunFiles(Path(run_row(run_id).output_dir)).adapter
     assert adapter_dir.parent.parent == tiny_model_path.parent.parent / "runs"
     assert (adapter_dir / "adapter_model.safetensors").is_file()
     assert _digest(base_weights) == before

@@ -6,9 +6,7 @@ of the same run loads only the adapter) and is released when another base model 
 on first use, never by the dashboard at start-up.
 
 The N samples of a side are generated as one batch. On a GPU with vLLM installed (and a run that used vLLM) the
-panel samples with a vLLM engine instead: the base side plainly, the tuned side with the adapter as a LoRA request
-(vllm 0.32 entrypoints/llm.py:617-633 ``LLM.chat(..., lora_request=)``, lora/request.py:8-28), each completion with
-its own seed, so base and tuned see the same randomness there too.
+panel samples with a vLLM engine instead (:mod:`trainer.vllm_sampling`), with the same seeds on both sides there too.
 
 The model lives in the dashboard process; before the scheduler starts a worker on the GPU it calls
 :meth:`ModelCache.release_for_training`, because vLLM in the worker refuses to start when free GPU memory is under
@@ -23,8 +21,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.backend import BUILTIN_MODEL
 from trainer.config import RunConfig
+from trainer.rewards import correctness_reward, get_rewards, strict_format_reward
+from trainer.vllm_sampling import VllmSampler, uses_vllm_engine
 
 log = logging.getLogger(__name__)
 
@@ -49,41 +48,6 @@ class Comparison:
     tuned: Side
     reference: str | None = None
     notes: list[str] = field(default_factory=list)
-
-
-class RunLookupError(ValueError):
-    """A run, or a saved adapter of it, that isn't there."""
-
-
-def run_adapter(run_id: int, adapter: str = "final") -> tuple[RunConfig, Path]:
-    """A run's config and the directory of one of its saved adapters ("final" or "step N")."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-
-    with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, run_id)
-        if run is None:
-            raise RunLookupError(f"no run with id {run_id}")
-        config, _ = RunConfig.from_dict(run.config)
-        adapters = adapter_dirs(run.output_dir or "")
-    if adapter not in adapters:
-        raise RunLookupError(f"run {run_id} has no adapter {adapter!r} (saved: {', '.join(adapters) or 'none yet'})")
-    return config, adapters[adapter]
-
-
-def adapter_dirs(output_dir: str | Path) -> dict[str, Path]:
-    """The adapters a run has saved: "final" (the adapter/ directory) and "step N" for each checkpoint."""
-    root = Path(output_dir)
-    found = {}
-    if (root / "adapter" / "adapter_config.json").is_file():
-        found["final"] = root / "adapter"
-    checkpoints = sorted(
-        (p for p in (root / "checkpoints").glob("checkpoint-*") if (p / "adapter_config.json").is_file()),
-        key=lambda p: int(p.name.split("-")[-1]),
-    )
-    for p in checkpoints:
-        found[f"step {p.name.split('-')[-1]}"] = p
-    return found
 
 
 class ModelCache:
@@ -226,83 +190,6 @@ def sample(
     return tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
-# --- the vLLM path --------------------------------------------------------------------------------------------------
-# vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
-    """Whether :func:`compare` samples with vLLM: a GPU with vLLM installed, and a run that generated with vLLM."""
-    from trainer.backend import probe
-
-    if not config.use_vllm or config.backend == "plain" or config.model_name_or_path == BUILTIN_MODEL:
-        return False
-    caps = caps or probe()
-    return caps.cuda and caps.vllm
-
-
-class VllmSampler:
-    """One vLLM engine on the base model with LoRA enabled: the base side without a LoRA request, the tuned side
-    with the run's adapter as one."""
-
-    def __init__(self, base_path: str, config: RunConfig) -> None:
-        from vllm import LLM
-
-        from trainer.hub import hub_access
-
-        self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
-        with hub_access(base_path):
-            self.llm = LLM(
-                model=base_path,
-                enable_lora=True,
-                max_lora_rank=next(r for r in VLLM_LORA_RANKS if r >= config.lora_r),
-                max_loras=1,
-                max_model_len=config.max_seq_length,
-                gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-                seed=0,
-            )
-
-    def sample(
-        self,
-        messages: list[dict],
-        n: int,
-        adapter_dir: Path | None,
-        *,
-        greedy: bool,
-        temperature: float,
-        top_p: float,
-        max_new_tokens: int,
-        seed: int,
-    ) -> list[str]:
-        """``n`` completions in one batch, completion i seeded with ``seed + i``; with ``adapter_dir`` through it."""
-        from vllm import SamplingParams
-        from vllm.lora.request import LoRARequest
-
-        params = [
-            SamplingParams(
-                n=1,
-                temperature=0.0 if greedy else temperature,
-                top_p=1.0 if greedy else top_p,
-                max_tokens=max_new_tokens,
-                seed=seed + i,
-            )
-            for i in range(n)
-        ]
-        lora = None
-        if adapter_dir is not None:
-            lora_id = self.lora_ids.setdefault(str(adapter_dir), len(self.lora_ids) + 1)
-            lora = LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=str(adapter_dir))
-        outputs = self.llm.chat([messages] * n, params, use_tqdm=False, lora_request=lora)
-        return [out.outputs[0].text for out in outputs]
-
-    def shutdown(self) -> None:
-        """Stop the engine (its engine-core process holds the GPU memory: vllm 0.32 v1/engine/core_client.py:766)."""
-        engine_core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
-        if engine_core is not None:
-            engine_core.shutdown()
-        self.llm = None
-
-
 def score(
     config: RunConfig,
     messages: list[dict],
@@ -310,22 +197,20 @@ def score(
     reference: str | None,
     tests: list[str] | None = None,
 ) -> Side:
-    """Score completions with the run's reward functions and weights."""
-    from trainer.rewards import resolve_reward
-
+    """Score completions with the run's reward functions (built from its config, as in training) and weights."""
     n = len(completions)
     columns = {"answer": [reference] * n}
     if tests:
         columns["tests"] = [tests] * n
     per_reward = {
-        name: resolve_reward(name)(prompts=[messages] * n, completions=completions, **columns)
-        for name in config.reward_funcs
+        name: reward(prompts=[messages] * n, completions=completions, **columns)
+        for name, reward in zip(config.reward_funcs, get_rewards(config))
     }
     weights = dict(zip(config.reward_funcs, config.weights()))
     rewards = [{name: per_reward[name][i] for name in config.reward_funcs} for i in range(n)]
     totals = [sum(weights[k] * v for k, v in r.items() if v is not None) for r in rewards]
-    strict = resolve_reward("strict_format")(prompts=None, completions=completions)
-    correct = resolve_reward("correctness")(prompts=None, completions=completions, answer=[reference] * n)
+    strict = strict_format_reward(prompts=None, completions=completions)
+    correct = correctness_reward(prompts=None, completions=completions, answer=[reference] * n)
     return Side(
         completions=completions,
         rewards=rewards,

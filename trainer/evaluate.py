@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainer.data import Problem, make_prompt
-from trainer.rewards import correctness_reward, strict_format_reward
+from trainer.rewards import correctness_reward, get_rewards, strict_format_reward
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,6 @@ def heldout_problems(config, k: int) -> list[Problem]:
 def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples: int, seed: int) -> dict:
     """Greedy correctness, pass@1 over ``samples`` sampled answers, strict-format rate, mean completion length in
     tokens and the mean of each of the run's rewards (on the greedy answers), for one side."""
-    from trainer.rewards import resolve_reward
-
     prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
@@ -128,8 +126,8 @@ def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples:
     formatted = strict_format_reward(prompts, greedy)
     lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
     rewards = {}
-    for name in config.reward_funcs:
-        values = [v for v in resolve_reward(name)(prompts=prompts, completions=greedy, answer=answers) if v is not None]
+    for name, reward in zip(config.reward_funcs, get_rewards(config)):
+        values = [v for v in reward(prompts=prompts, completions=greedy, answer=answers) if v is not None]
         rewards[name] = sum(values) / len(values) if values else None
     result = {
         "correct": sum(1 for c in correct if c) / len(problems),
@@ -154,7 +152,8 @@ def evaluate_run(
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.backend import model_path
-    from trainer.compare import CACHE, run_adapter
+    from trainer.compare import CACHE
+    from trainer.run_lookup import run_adapter
 
     config, adapter_dir = run_adapter(run_id, adapter)
     problems = heldout_problems(config, k)

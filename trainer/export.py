@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from trainer.compare import RunLookupError
 from trainer.config import RunConfig
+from trainer.run_lookup import RunLookupError
 
 
 class ExportError(RunLookupError):
@@ -16,7 +16,8 @@ class ExportError(RunLookupError):
 
 
 def zip_adapter(adapter_dir: Path, target: Path) -> Path:
-    """Zip an adapter directory to ``target`` (.zip added if missing); returns the zip's path."""
+    """Zip an adapter directory to ``target`` (.zip added if missing); returns the zip's path. The dashboard's
+    download and ``grpo-studio export --zip`` both make their zip here."""
     base = str(target)[:-4] if str(target).endswith(".zip") else str(target)
     return Path(shutil.make_archive(base, "zip", adapter_dir))
 

@@ -8,7 +8,6 @@ the process's command line, because pids get reused. :func:`reconcile` marks run
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -21,15 +20,9 @@ from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
 from trainer.backend import cache_env
+from trainer.run_files import RunFiles
 
-LOG_FILE = "worker.log"
 LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
-
-
-def run_dir(run_id: int) -> Path:
-    """A new directory for a run's checkpoints, adapter and log file: ``runs/<id>-<random>``. The suffix keeps two
-    databases that share a data dir (``$DATABASE_URL`` elsewhere) from resuming each other's checkpoints."""
-    return data_dir() / "runs" / f"{run_id}-{secrets.token_hex(4)}"
 
 
 def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0, cpu: bool = False) -> list[str]:
@@ -37,7 +30,7 @@ def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0
     ``num_processes`` > 1 one worker per process: ``accelerate launch`` on GPUs (optionally DeepSpeed ZeRO), plain
     ``torchrun`` on CPUs (accelerate's launcher runs a single process there; the Accelerator inside the worker picks
     up torchrun's environment and uses gloo). Only the main process writes to the database (see trainer.worker)."""
-    worker = ["app.cli", "worker", str(run_id)]
+    worker = ["trainer.worker", str(run_id)]
     if num_processes <= 1:
         return [sys.executable, "-m", *worker]
     if cpu:
@@ -77,15 +70,14 @@ def start_worker(session: Session, run: Run) -> int:
     """Start a detached worker process for ``run``; records its pid and output dir on the row, returns the pid."""
     if run.pid and is_alive(run):
         raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
-    out = Path(run.output_dir) if run.output_dir else run_dir(run.id)
-    out.mkdir(parents=True, exist_ok=True)
-    _absolute_paths(run)
+    files = RunFiles.of(run.output_dir, run.id).create()
+    _absolute_paths(session, run)
     root = Path(__file__).resolve().parent.parent
     # Compile caches under the data dir unless the caller chose otherwise (trainer.backend.CACHE_VARIABLES says why).
     env = cache_env(data_dir()) | dict(os.environ)
     # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    with open(out / LOG_FILE, "ab") as log_file:
+    with open(files.log, "ab") as log_file:
         config = run.config or {}
         process = subprocess.Popen(
             worker_command(
@@ -101,19 +93,14 @@ def start_worker(session: Session, run: Run) -> int:
             env=env,
             # The run directory: writable, and what a library writes to its working directory stays with the run
             # (in the container the package root is root-owned site-packages).
-            cwd=str(out),
+            cwd=str(files.root),
         )
-    run.pid = process.pid
-    run.pid_started = process_start_time(process.pid)
-    run.output_dir = str(out)
-    run.status = RunStatus.QUEUED.value
-    run.error = None
-    run.finished_at = None
+    queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
     queries.add_log(session, run.id, f"worker started (pid {process.pid})")
     return process.pid
 
 
-def _absolute_paths(run: Run) -> None:
+def _absolute_paths(session: Session, run: Run) -> None:
     """Make the run's relative local paths absolute against this (the launching) process's working directory, where
     they were validated: the worker runs in the run directory."""
     from trainer.config import ConfigError, RunConfig
@@ -124,7 +111,7 @@ def _absolute_paths(run: Run) -> None:
         return  # the worker reports a config it cannot read
     absolute = config.with_absolute_paths(Path.cwd())
     if absolute != config:
-        run.config = {**(run.config or {}), **absolute.to_dict()}
+        queries.set_config(session, run, {**(run.config or {}), **absolute.to_dict()})
 
 
 def process_start_time(pid: int) -> str | None:
@@ -179,7 +166,7 @@ def stop_worker(session: Session, run: Run) -> bool:
             os.kill(run.pid, signal.SIGTERM)
         queries.add_log(session, run.id, "stop requested")
         return True
-    if RunStatus(run.status) in LIVE:
+    if run.status in LIVE:
         queries.finish_run(session, run, RunStatus.STOPPED)
         queries.add_log(session, run.id, "stopped before a worker took it")
     return False
@@ -187,16 +174,7 @@ def stop_worker(session: Session, run: Run) -> bool:
 
 def log_tail(run: Run, lines: int = 20) -> str:
     """The last lines of the run's worker log file ("" when there is none)."""
-    if not run.output_dir:
-        return ""
-    path = Path(run.output_dir) / LOG_FILE
-    if not path.is_file():
-        return ""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(f.tell() - 64 * 1024, 0))
-        text = f.read().decode("utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:])
+    return RunFiles(Path(run.output_dir)).log_tail(lines) if run.output_dir else ""
 
 
 def reconcile(session: Session) -> list[int]:

@@ -15,6 +15,7 @@ from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from trainer.config import RunConfig
 from trainer.launch import active_runs
+from trainer.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
 
@@ -22,31 +23,28 @@ COLUMNS = ["#", "completion", "rewards", "total"]
 # --- callbacks ------------------------------------------------------------------------------------------------------
 def finished_runs() -> list[tuple[str, int]]:
     """Runs that have saved an adapter (completed or stopped), newest first."""
-    from trainer.compare import adapter_dirs
-
     with get_sessionmaker().begin() as session:
         return [
             (f"{r.id}: {r.name} ({r.status})", r.id)
             for r in queries.list_runs(session)
-            if r.output_dir and adapter_dirs(r.output_dir)
+            if r.output_dir and RunFiles(Path(r.output_dir)).saved_adapters()
         ]
 
 
 def run_details(run_id):
     """Checkpoint choices and example prompts (with reference answers) of the picked run."""
-    from trainer.compare import adapter_dirs
     from trainer.data import load_problems
 
     if run_id is None:
         return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
-    config, output_dir = _run(run_id)
-    adapters = list(adapter_dirs(output_dir))
+    config, adapters = _run(run_id)
     try:
         problems = load_problems(config)[:20]
     except Exception:  # the data set may need the hub; typing a prompt still works
         problems = []
     examples = [(f"{p.question[:90]} → {p.answer}", i) for i, p in enumerate(problems)]
-    return gr.update(choices=adapters, value=adapters[0] if adapters else None), gr.update(choices=examples, value=None)
+    names = list(adapters)
+    return gr.update(choices=names, value=names[0] if names else None), gr.update(choices=examples, value=None)
 
 
 def pick_example(run_id, index):
@@ -95,7 +93,7 @@ def panel_notice() -> str:
 
 def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
     """Sample base and tuned side by side and score both."""
-    from trainer.compare import adapter_dirs, compare
+    from trainer.compare import compare
     from trainer.data import make_prompt
 
     if run_id is None or not adapter:
@@ -105,10 +103,10 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     busy = gpu_busy()
     if busy:
         raise gr.Error(busy)
-    config, output_dir = _run(run_id)
+    config, adapters = _run(run_id)
     result = compare(
         config,
-        adapter_dirs(output_dir)[adapter],
+        adapters[adapter],
         make_prompt(question, config.system_prompt),
         (reference or "").strip() or None,
         n=int(n),
@@ -133,8 +131,8 @@ def _summary(label: str, side, n) -> str:
 
 def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
     """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
-    from trainer.compare import RunLookupError
     from trainer.evaluate import EvaluationError, evaluate_run
+    from trainer.run_lookup import RunLookupError
 
     if run_id is None or not adapter:
         raise gr.Error("pick a run and a checkpoint")
@@ -166,8 +164,8 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     """Merge the adapter into the base and offer the model directory as a zip."""
     import shutil
 
-    from trainer.compare import RunLookupError, run_adapter
     from trainer.export import merge
+    from trainer.run_lookup import RunLookupError, run_adapter
 
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
@@ -182,8 +180,8 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
-    from trainer.compare import RunLookupError, run_adapter
     from trainer.export import merge, push
+    from trainer.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
         raise gr.Error("give a Hub repo id, e.g. you/my-grpo-adapter")
@@ -196,13 +194,14 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
         raise gr.Error(str(exc)) from exc
 
 
-def _run(run_id) -> tuple[RunConfig, str]:
+def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
+    """The run's config and its saved adapters by name."""
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, int(run_id))
         if run is None:
             raise gr.Error(f"no run with id {run_id}")
         config, _ = RunConfig.from_dict(run.config)
-        return config, run.output_dir or ""
+        return config, RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------

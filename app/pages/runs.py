@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,9 +9,11 @@ import gradio as gr
 
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
-from storage.models import Run, RunStatus
+from storage.models import Run
 from trainer.config import RunConfig
+from trainer.export import zip_adapter
 from trainer.launch import LIVE, is_alive, stop_worker
+from trainer.run_files import RunFiles
 
 COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "held-out correct", "duration", "model", "data set"]
 
@@ -74,7 +75,7 @@ def stop_run(run_id) -> str:
     """Ask a live run to stop at its next step (a waiting run is simply marked stopped)."""
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
-        if RunStatus(run.status) not in LIVE:
+        if run.status not in LIVE:
             raise gr.Error(f"run {run.id} is {run.status}: nothing to stop")
         sent = stop_worker(session, run)
     return f"Run {run_id}: " + (
@@ -86,11 +87,11 @@ def resume_run(run_id) -> str:
     """Queue a stopped or failed run again; the worker continues from its latest checkpoint."""
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
-        if run.status not in ("stopped", "failed"):
+        if not run.status.resumable:
             raise gr.Error(f"run {run.id} is {run.status}: only stopped or failed runs resume")
         if is_alive(run):
             raise gr.Error(f"run {run.id}'s worker is still shutting down; try again in a few seconds")
-        run.status, run.pid, run.error, run.finished_at = RunStatus.QUEUED.value, None, None, None
+        queries.requeue_run(session, run)
         queries.add_log(session, run.id, "resume requested")
     return f"Run {run_id} queued to resume from its latest checkpoint."
 
@@ -110,12 +111,12 @@ def delete_run(run_id, confirmed: bool) -> str:
         raise gr.Error("tick 'yes, delete it' to confirm: the run's metrics, samples and files are removed")
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
-        if RunStatus(run.status) in LIVE:
+        if run.status in LIVE:
             raise gr.Error(f"run {run.id} is {run.status}: stop it before deleting it")
         output_dir = run.output_dir
         queries.delete_run(session, run.id)
     if output_dir:
-        shutil.rmtree(output_dir, ignore_errors=True)
+        RunFiles(Path(output_dir)).remove()
     return f"Run {run_id} deleted."
 
 
@@ -123,11 +124,10 @@ def adapter_zip(run_id) -> str:
     """A zip of the run's saved LoRA adapter, for download."""
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
-        adapter = Path(run.output_dir or "") / "adapter"
-    if not (adapter / "adapter_config.json").is_file():
+        adapters = RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
+    if "final" not in adapters:
         raise gr.Error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
-    base = new_export_dir() / f"run-{int(run_id)}-adapter"
-    return shutil.make_archive(str(base), "zip", adapter)
+    return str(zip_adapter(adapters["final"], new_export_dir() / f"run-{int(run_id)}-adapter"))
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""What the worker adds to TRL's training loop, as one TrainerCallback: every logged metric and the completions table
+(prompt, completion, each reward's score, advantage, reference answer) go to the database through the
+:class:`~trainer.db_writer.DbWriter`, progress is kept on the run row, and a stop request (SIGTERM, Ctrl-C) ends
+training at the next step boundary with a checkpoint, so a resume loses nothing.
+
+Only the main process of a multi-process run writes to the database; every process takes part in the stop decision,
+because all must stop at the same step. transformers and torch are imported inside the functions that need them: the
+worker imports unsloth (when it takes that path) before anything imports transformers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from storage import queries
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+    from trainer.db_writer import DbWriter
+    from trainer.rewards import RewardFunc
+
+log = logging.getLogger(__name__)
+
+
+# --- stop requests and processes ------------------------------------------------------------------------------------
+class StopRequest:
+    """Set by SIGTERM/SIGINT; the training callback ends the run at the next step boundary when it is set."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        """True once a stop was asked for."""
+        return self.event.is_set()
+
+    def install(self) -> dict:
+        """Route SIGTERM and SIGINT here; returns the previous handlers. A second SIGINT raises KeyboardInterrupt
+        (stop now, not at the step end)."""
+
+        def handler(signum, _frame):
+            if signum == signal.SIGINT and self.requested:
+                raise KeyboardInterrupt
+            log.warning("received %s: stopping at the next step boundary", signal.Signals(signum).name)
+            self.event.set()
+
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def stop_everywhere(requested: bool) -> bool:
+    """Whether any process of a multi-process run was asked to stop (all must stop at the same step, or the others
+    wait forever in their next collective operation). Single-process: just ``requested``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return requested
+    import torch
+
+    flag = torch.tensor([1.0 if requested else 0.0])
+    if dist.get_backend() == "nccl":
+        flag = flag.cuda()
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def is_main_process() -> bool:
+    """True in a single-process run and in rank 0 of an ``accelerate launch``: the only one that writes to the DB."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+# --- the TRL callback -----------------------------------------------------------------------------------------------
+def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, config: RunConfig) -> Any:
+    """A TrainerCallback that stores every logged metric and the completions table, keeps progress on the run row,
+    and ends training at the step boundary after a stop request. With ``writer`` None (the non-main processes of a
+    multi-process run) it only takes part in the stop decision."""
+    from transformers import TrainerCallback
+
+    weights = config.weights()
+    group_size = config.num_generations
+
+    class StudioCallback(TrainerCallback):
+        trainer: Any = None  # set once the trainer exists; the completions table lives on it
+        last_sample_step = -1
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if writer:
+                writer.progress(state.global_step, state.max_steps)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if writer:
+                writer.progress(state.global_step)
+            if stop_everywhere(stop.requested):
+                stop.event.set()
+                control.should_training_stop = True
+                control.should_save = True  # a checkpoint at the stop step, so a resume loses nothing
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if writer is None or not state.is_world_process_zero or not logs:
+                return
+            writer.metrics(queries.metric_rows(run_id, state.global_step, logs, time.time()))
+            if state.global_step != self.last_sample_step:
+                rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size)
+                if rows:
+                    writer.samples(rows)
+                    self.last_sample_step = state.global_step
+            if control.should_save:
+                # The trainer logs, then saves a checkpoint. Commit this step's rows first: a kill right after the
+                # checkpoint must not lose them, because a resume starts after the checkpoint and never re-logs them.
+                writer.flush()
+
+    return StudioCallback()
+
+
+def sample_rows(trainer: Any, run_id: int, step: int, weights: list[float], group_size: int) -> list[dict]:
+    """The completions table of the latest generation batch, from GRPOTrainer's ``_logs`` buffer."""
+    buffer = getattr(trainer, "_logs", None)
+    if not buffer or not buffer.get("prompt"):
+        return []
+    prompts, completions = list(buffer["prompt"]), list(buffer["completion"])
+    rewards = {name: list(values) for name, values in buffer["rewards"].items()}
+    advantages = list(buffer["advantages"])
+    answers = list(buffer.get("extra", {}).get("answer", []))
+    rows = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+        scores = {name: _finite_or_none(values[i]) for name, values in rewards.items() if i < len(values)}
+        applied = [(w, s) for w, s in zip(weights, scores.values()) if s is not None]
+        rows.append(
+            {
+                "run_id": run_id,
+                "step": step,
+                "group_index": i // group_size,
+                "prompt": _text(prompt, last_user=True),
+                "completion": _text(completion),
+                "rewards": scores,
+                "total_reward": sum(w * s for w, s in applied) if applied else None,
+                "advantage": _finite_or_none(advantages[i]) if i < len(advantages) else None,
+                "reference_answer": str(answers[i]) if i < len(answers) and answers[i] is not None else None,
+            }
+        )
+    return rows
+
+
+def _finite_or_none(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _text(item: Any, last_user: bool = False) -> str:
+    if isinstance(item, str):
+        return item
+    messages = [m for m in item if isinstance(m, dict)]
+    if last_user:
+        users = [m for m in messages if m.get("role") == "user"]
+        messages = users[-1:] or messages
+    return "\n".join(str(m.get("content", "")) for m in messages)
+
+
+def with_reference_answers(reward: RewardFunc) -> RewardFunc:
+    """``reward`` that also hands the batch's reference answers to TRL's completions table (``log_extra``), where
+    :func:`sample_rows` reads them, so the stored samples carry them. Give it to one reward of a run only."""
+
+    def logging_reward(prompts, completions, **kwargs) -> list[float | None]:
+        if "log_extra" in kwargs and "answer" in kwargs:
+            kwargs["log_extra"]("answer", list(kwargs["answer"]))
+        return reward(prompts=prompts, completions=completions, **kwargs)
+
+    logging_reward.__name__ = logging_reward.__qualname__ = reward.__name__  # TRL logs rewards/<__name__>/mean
+    return logging_reward

@@ -1,0 +1,30 @@
+"""Resuming a run from its checkpoints.
+
+A stopped or failed run continues from its latest complete checkpoint (:meth:`RunFiles.latest_checkpoint`). What the
+interrupted attempt logged after that checkpoint is dropped from the database, because the resumed run logs those
+steps again: every step appears once. The other half of that promise is in the callback: the rows of a step are
+committed before its checkpoint is written, so nothing before a checkpoint is lost to a kill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.run_files import RunFiles, checkpoint_step
+
+
+def prepare_resume(files: RunFiles, run_id: int, log_line: Callable[[str], None]) -> Path | None:
+    """The checkpoint to resume ``run_id`` from (None: start at step 0), after removing checkpoints that a killed
+    worker left half-written and dropping the rows logged after the one returned."""
+    for name in files.prune_partial_checkpoints():
+        log_line(f"removed {name}: the previous worker died while saving it")
+    checkpoint = files.latest_checkpoint()
+    if checkpoint is not None:
+        step = checkpoint_step(checkpoint)
+        with get_sessionmaker().begin() as session:
+            queries.drop_steps_after(session, run_id, step)
+        log_line(f"resuming from {checkpoint.name}: steps continue from {step}")
+    return checkpoint

@@ -1,0 +1,125 @@
+"""Batched database writes for the worker: a background thread that writes what the training loop hands it, several
+items per transaction.
+
+A training step only appends to a queue, so a slow disk or a dashboard holding a read never stalls it; the thread
+writes at least once a second (``flush_interval``), or at once when someone waits for a flush (before a checkpoint:
+see the callback's ``on_log``). A failed write is kept and raised from :meth:`DbWriter.close`, so the run fails
+visibly instead of silently losing data.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage import queries
+from storage.db import get_sessionmaker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Batch:
+    metrics: list[dict] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+    logs: list[tuple[str, str]] = field(default_factory=list)
+    progress: tuple[int, int | None] | None = None
+    flushed: list[threading.Event] = field(default_factory=list)
+
+
+class DbWriter:
+    """A background thread that writes what the training loop hands it, several items per transaction (see the module
+    docstring)."""
+
+    def __init__(self, run_id: int, flush_interval: float = 1.0) -> None:
+        self.run_id = run_id
+        self.flush_interval = flush_interval
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"db-writer-{run_id}", daemon=True)
+        self._thread.start()
+
+    def metrics(self, rows: list[dict]) -> None:
+        """Queue metric rows (see :func:`storage.queries.metric_rows`)."""
+        self._queue.put(("metrics", rows))
+
+    def samples(self, rows: list[dict]) -> None:
+        """Queue completion sample rows."""
+        self._queue.put(("samples", rows))
+
+    def progress(self, step: int, total: int | None = None) -> None:
+        """Queue a progress update of the run row."""
+        self._queue.put(("progress", (step, total)))
+
+    def log(self, message: str, level: str = "INFO") -> None:
+        """Queue a line for the run's log."""
+        self._queue.put(("log", (message, level)))
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Block until everything queued so far is committed (before a checkpoint: see the callback's on_log)."""
+        done = threading.Event()
+        self._queue.put(("flush", done))
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Write everything still queued, stop the thread, and raise the first write error if there was one."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise RuntimeError(f"writing to the database failed: {self._error}") from self._error
+
+    def _loop(self) -> None:
+        done = False
+        while not done:
+            batch = _Batch()
+            item = self._queue.get()
+            deadline = time.monotonic() + self.flush_interval
+            while True:
+                if item is None:
+                    done = True
+                    break
+                self._add(batch, item)
+                if batch.flushed:  # someone is waiting: write now rather than at the deadline
+                    break
+                try:
+                    item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+            try:
+                self._write(batch)
+            except Exception as exc:  # keep draining so close() returns; report the error there
+                log.exception("database write failed")
+                self._error = self._error or exc
+            for event in batch.flushed:
+                event.set()
+
+    @staticmethod
+    def _add(batch: _Batch, item: tuple[str, Any]) -> None:
+        kind, payload = item
+        if kind == "metrics":
+            batch.metrics.extend(payload)
+        elif kind == "samples":
+            batch.samples.extend(payload)
+        elif kind == "log":
+            batch.logs.append(payload)
+        elif kind == "flush":
+            batch.flushed.append(payload)
+        else:
+            step, total = payload
+            old_total = batch.progress[1] if batch.progress else None
+            batch.progress = (step, total if total is not None else old_total)
+
+    def _write(self, batch: _Batch) -> None:
+        if not (batch.metrics or batch.samples or batch.logs or batch.progress):
+            return
+        with get_sessionmaker().begin() as session:
+            queries.add_metric_rows(session, batch.metrics)
+            queries.add_sample_rows(session, batch.samples)
+            for message, level in batch.logs:
+                queries.add_log(session, self.run_id, message, level)
+            if batch.progress:
+                queries.set_progress(session, self.run_id, *batch.progress)

@@ -1,0 +1,89 @@
+"""The compare panel's vLLM path: one vLLM engine on the base model with LoRA enabled, the base side sampled plainly
+and the tuned side with the run's adapter as a LoRA request (vllm 0.32 entrypoints/llm.py:617-633
+``LLM.chat(..., lora_request=)``, lora/request.py:8-28), each completion with its own seed, so base and tuned see the
+same randomness. Taken on a GPU with vLLM installed, for a run that generated with vLLM; vllm is imported on first
+use only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer.backend import BUILTIN_MODEL
+from trainer.config import RunConfig
+
+# vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
+    """Whether :func:`trainer.compare.compare` samples with vLLM: a GPU with vLLM installed, and a run that generated
+    with vLLM."""
+    from trainer.backend import probe
+
+    if not config.use_vllm or config.backend == "plain" or config.model_name_or_path == BUILTIN_MODEL:
+        return False
+    caps = caps or probe()
+    return caps.cuda and caps.vllm
+
+
+class VllmSampler:
+    """One vLLM engine on the base model with LoRA enabled: the base side without a LoRA request, the tuned side
+    with the run's adapter as one."""
+
+    def __init__(self, base_path: str, config: RunConfig) -> None:
+        from vllm import LLM
+
+        from trainer.hub import hub_access
+
+        self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
+        with hub_access(base_path):
+            self.llm = LLM(
+                model=base_path,
+                enable_lora=True,
+                max_lora_rank=next(r for r in VLLM_LORA_RANKS if r >= config.lora_r),
+                max_loras=1,
+                max_model_len=config.max_seq_length,
+                gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+                seed=0,
+            )
+
+    def sample(
+        self,
+        messages: list[dict],
+        n: int,
+        adapter_dir: Path | None,
+        *,
+        greedy: bool,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+    ) -> list[str]:
+        """``n`` completions in one batch, completion i seeded with ``seed + i``; with ``adapter_dir`` through it."""
+        from vllm import SamplingParams
+        from vllm.lora.request import LoRARequest
+
+        params = [
+            SamplingParams(
+                n=1,
+                temperature=0.0 if greedy else temperature,
+                top_p=1.0 if greedy else top_p,
+                max_tokens=max_new_tokens,
+                seed=seed + i,
+            )
+            for i in range(n)
+        ]
+        lora = None
+        if adapter_dir is not None:
+            lora_id = self.lora_ids.setdefault(str(adapter_dir), len(self.lora_ids) + 1)
+            lora = LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=str(adapter_dir))
+        outputs = self.llm.chat([messages] * n, params, use_tqdm=False, lora_request=lora)
+        return [out.outputs[0].text for out in outputs]
+
+    def shutdown(self) -> None:
+        """Stop the engine (its engine-core process holds the GPU memory: vllm 0.32 v1/engine/core_client.py:766)."""
+        engine_core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+        self.llm = None

@@ -1,7 +1,7 @@
 """The ``grpo-studio`` command line.
 
     grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
-    grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.worker)
+    grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.job.worker)
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if getattr(args, "allow_unisolated_code", False):
-        from trainer.sandbox import ALLOW_UNISOLATED_ENV
+        from trainer.scoring.sandbox import ALLOW_UNISOLATED_ENV
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     _unisolated_code_flag(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("worker", help="train an existing run in this process (as python -m trainer.worker does)")
+    p = sub.add_parser("worker", help="train an existing run in this process (as python -m trainer.job.worker does)")
     p.add_argument("run_id", type=int)
     p.set_defaults(func=cmd_worker)
 
@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
         if args.detach:
-            from trainer.launch import start_worker
+            from trainer.job.launch import start_worker
 
             pid = start_worker(session, run)
     if args.detach:
@@ -152,8 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Train an existing run in this process: what ``python -m trainer.worker RUN_ID`` does."""
-    from trainer.worker import main as worker_main
+    """Train an existing run in this process: what ``python -m trainer.job.worker RUN_ID`` does."""
+    from trainer.job.worker import main as worker_main
 
     return worker_main([str(args.run_id)])
 
@@ -161,7 +161,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stopped or failed run."""
     from storage.db import get_sessionmaker
-    from trainer.launch import start_worker
+    from trainer.job.launch import start_worker
 
     with get_sessionmaker().begin() as session:
         run = _find_run(session, args.run_id)
@@ -181,7 +181,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     """Send a stop request to a run's worker."""
     from storage.db import get_sessionmaker
-    from trainer.launch import stop_worker
+    from trainer.job.launch import stop_worker
 
     with get_sessionmaker().begin() as session:
         run = _find_run(session, args.run_id)
@@ -196,7 +196,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.launch import reconcile
+    from trainer.job.launch import reconcile
 
     with get_sessionmaker().begin() as session:
         reconcile(session)
@@ -213,8 +213,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
-    from trainer.evaluate import EvaluationError, evaluate_run
-    from trainer.run_lookup import RunLookupError
+    from trainer.evaluation.evaluate import EvaluationError, evaluate_run
+    from trainer.evaluation.run_lookup import RunLookupError
 
     try:
         results = evaluate_run(args.run_id, args.k, args.samples, args.adapter)
@@ -239,8 +239,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Zip, merge and/or push a run's adapter."""
     from pathlib import Path
 
-    from trainer.export import merge, push, zip_adapter
-    from trainer.run_lookup import RunLookupError, run_adapter
+    from trainer.evaluation.export import merge, push, zip_adapter
+    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (args.zip or args.merge or args.push):
         print("grpo-studio: export needs --zip PATH, --merge DIR and/or --push REPO", file=sys.stderr)
@@ -288,11 +288,11 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from trainer.backend import load_tokenizer
     from trainer.config import SYSTEM_PROMPT
-    from trainer.data import arithmetic_problems
-    from trainer.evaluate import score_heldout
-    from trainer.tiny import tiny_model_dir
+    from trainer.evaluation.evaluate import score_heldout
+    from trainer.loading.backend import load_tokenizer
+    from trainer.loading.data import arithmetic_problems
+    from trainer.loading.tiny import tiny_model_dir
 
     started = time.perf_counter()
     path = tiny_model_dir()
@@ -320,7 +320,7 @@ def _find_run(session, run_id: int):
 
 def _foreground(run_id: int) -> int:
     from storage.models import RunStatus
-    from trainer.worker import run_worker
+    from trainer.job.worker import run_worker
 
     status = run_worker(run_id, show_progress=True)
     print(f"run {run_id} {status}")

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.access import Access
 from app.pages import compare, monitor, new_run, runs
 from storage.db import data_dir, get_sessionmaker
-from trainer.launch import schedule
+from trainer.job.launch import schedule
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ def main(config_path: str, output_dir: str) -> None:
     """Train the config at ``config_path`` with a plain GRPOTrainer and print its runtime."""
     from trl import GRPOTrainer
 
-    from trainer.backend import load_model, select_backend
     from trainer.config import RunConfig
-    from trainer.data import build_dataset
-    from trainer.rewards import REWARDS
-    from trainer.trl_args import to_trl, truncate_prompts
+    from trainer.job.trl_args import to_trl, truncate_prompts
+    from trainer.loading.backend import load_model, select_backend
+    from trainer.loading.data import build_dataset
+    from trainer.scoring.rewards import REWARDS
 
     config, _ = RunConfig.load(config_path)
     backend = select_backend(config)

@@ -34,7 +34,7 @@ def main() -> None:
     opts = parser.parse_args()
 
     from trainer.config import RunConfig
-    from trainer.tiny import tiny_model_dir
+    from trainer.loading.tiny import tiny_model_dir
 
     tiny_model_dir()  # build once up front, outside either measurement
     config, _ = RunConfig.load(ROOT / "examples" / "tiny-offline.yaml")
@@ -98,7 +98,7 @@ def _studio(config, env: dict) -> tuple[float, float]:
     with sessionmaker(engine).begin() as s:
         run_id = queries.create_run(s, "bench", config.to_dict(), config.max_steps).id
     subprocess.run(
-        [sys.executable, "-m", "trainer.worker", str(run_id)], env=env, cwd=ROOT, check=True, capture_output=True
+        [sys.executable, "-m", "trainer.job.worker", str(run_id)], env=env, cwd=ROOT, check=True, capture_output=True
     )
     with sessionmaker(engine).begin() as s:
         run = queries.get_run(s, run_id)

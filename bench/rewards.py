@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     """Print both timings."""
-    from trainer.rewards import REWARDS
+    from trainer.scoring.rewards import REWARDS
 
     solution = "```python\ndef add(a, b):\n    return a + b\n```"
     wrong = "```python\ndef add(a, b):\n    return a - b\n```"
@@ -65,7 +65,7 @@ def main() -> None:
 @contextlib.contextmanager
 def _isolation(isolated: bool):
     """Run code_tests as usual, or as --allow-unisolated-code does where no sandbox can be built."""
-    from trainer import sandbox
+    from trainer.scoring import sandbox
 
     if isolated:
         yield

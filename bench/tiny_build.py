@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     """Build once and print the timing."""
-    from trainer.tiny import DEFAULT_SPEC, build_tiny_model
+    from trainer.loading.tiny import DEFAULT_SPEC, build_tiny_model
 
     with tempfile.TemporaryDirectory() as target:
         load_before = os.getloadavg()[0]

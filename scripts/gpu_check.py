@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 # Each row: the config's backend setting, whether it generates with vLLM, and how the recorded path must begin
-# (trainer.backend.Backend.describe) for the row to be labelled truthfully.
+# (trainer.loading.backend.Backend.describe) for the row to be labelled truthfully.
 PATHS = {
     "plain": ("plain", False, "plain transformers + PEFT"),
     "unsloth": ("unsloth", True, "Unsloth"),
@@ -89,8 +89,8 @@ def measure(path: str, model: str, steps: int) -> dict:
 
     from storage import queries
     from storage.db import get_sessionmaker
+    from trainer.job.worker import run_worker
     from trainer.presets import tiny_demo
-    from trainer.worker import run_worker
 
     reservation = {"device": 0, "torch": 0}
     if use_vllm and importlib.util.find_spec("vllm"):

@@ -75,7 +75,7 @@ def trained_run(session_database, tiny_model_path):
     from storage import queries
     from storage.db import get_sessionmaker
     from tests.helpers import create_run, run_row, tiny_config, wait_for
-    from trainer.launch import start_worker
+    from trainer.job.launch import start_worker
 
     before = hashlib.sha256((tiny_model_path / "model.safetensors").read_bytes()).hexdigest()
     config = tiny_config(name="shared", max_steps=6, learning_rate=5e-3, save_steps=3)
@@ -89,7 +89,7 @@ def trained_run(session_database, tiny_model_path):
 @pytest.fixture(scope="session")
 def tiny_model_path(studio_home) -> Path:
     """The real built-in model (``builtin:tiny``), built once into the session's data dir."""
-    from trainer.tiny import tiny_model_dir
+    from trainer.loading.tiny import tiny_model_dir
 
     return tiny_model_dir()
 
@@ -98,7 +98,7 @@ def tiny_model_path(studio_home) -> Path:
 def format_learner_path(tmp_path_factory) -> Path:
     """A smaller sibling of the built-in model, warmed up for only 60 steps (vs 1500): it writes the reasoning/answer
     format about half the time and its completions still vary a lot, so a reward moves within a few GRPO steps."""
-    from trainer.tiny import TinySpec, build_tiny_model
+    from trainer.loading.tiny import TinySpec, build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("format-learner"), TinySpec(sft_steps=60))
 

@@ -3,7 +3,7 @@
 ``tests/test_sandbox.py`` runs the harness twice, as root and as ``nobody`` (CI is root, so the unprivileged run
 drops privileges with ``setpriv``), feeds it the attacks as JSON on stdin, and judges containment from the verdicts it
 prints and from what it can see outside: files, listeners, leftover processes, free space. This module imports only
-the standard library and ``trainer.sandbox``, so the system's Python can run it as ``nobody``.
+the standard library and ``trainer.scoring.sandbox``, so the system's Python can run it as ``nobody``.
 
 Each attack is candidate code plus the tests it is judged by, and what containment looks like in the verdict:
 
@@ -412,7 +412,7 @@ def attacks(**context: str) -> dict[str, Attack]:
 def main() -> None:
     """Read {"jobs": {name: [code, tests]}, "later": [[code, tests], ...], "limits": {...}} from stdin, run the jobs
     at once, then the later ones (after every earlier sandbox has ended), and print the verdicts as JSON."""
-    from trainer.sandbox import Limits, run_many, run_tests
+    from trainer.scoring.sandbox import Limits, run_many, run_tests
 
     spec = json.load(sys.stdin)
     limits = Limits(**spec["limits"])

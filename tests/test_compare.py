@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.compare import ModelCache, base_weight_bytes, compare, sample
 from trainer.config import RunConfig
-from trainer.data import make_prompt
-from trainer.run_files import RunFiles
+from trainer.evaluation.compare import ModelCache, base_weight_bytes, compare, sample
+from trainer.job.run_files import RunFiles
+from trainer.loading.data import make_prompt
 
 from .helpers import run_row
 
@@ -39,7 +39,7 @@ def test_adapters_are_listed_final_and_per_checkpoint(trained):
 
 
 def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
-    from trainer.backend import load_tokenizer
+    from trainer.loading.backend import load_tokenizer
 
     _, config, output_dir = trained
     cache = ModelCache()
@@ -94,8 +94,8 @@ def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
 def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_path, tiny_model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.export import merge
-    from trainer.run_lookup import run_adapter
+    from trainer.evaluation.export import merge
+    from trainer.evaluation.run_lookup import run_adapter
 
     run_id, config, output_dir = trained
     config, adapter_dir = run_adapter(run_id)
@@ -121,8 +121,8 @@ def sample_plain(model, tok) -> str:
 
 
 def test_push_without_a_token_says_so(trained, monkeypatch):
-    from trainer.export import ExportError, push
-    from trainer.run_lookup import run_adapter
+    from trainer.evaluation.export import ExportError, push
+    from trainer.evaluation.run_lookup import run_adapter
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
@@ -136,7 +136,7 @@ def test_push_without_a_token_says_so(trained, monkeypatch):
 def test_heldout_evaluation_is_stored_and_compares_base_and_tuned(trained):
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.evaluate import evaluate_run
+    from trainer.evaluation.evaluate import evaluate_run
 
     run_id, config, _ = trained
     results = evaluate_run(run_id, k=20, samples=2)
@@ -151,7 +151,7 @@ def test_heldout_evaluation_is_stored_and_compares_base_and_tuned(trained):
 
 
 def test_evaluation_refuses_a_single_local_file(tmp_path):
-    from trainer.evaluate import EvaluationError, heldout_problems
+    from trainer.evaluation.evaluate import EvaluationError, heldout_problems
 
     path = tmp_path / "d.jsonl"
     path.write_text('{"question": "q", "answer": "1"}\n')

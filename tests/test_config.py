@@ -105,7 +105,7 @@ def test_wrong_types_are_listed_together():
 
 
 def test_to_trl_states_grpo_studio_defaults_on_installed_trl(tmp_path):
-    from trainer.trl_args import to_trl
+    from trainer.job.trl_args import to_trl
 
     args = to_trl(RunConfig(), str(tmp_path))
     g = args.grpo
@@ -159,7 +159,7 @@ def test_settings_marked_for_trl_reach_grpo_config(tmp_path):
     """Each field flagged ``trl`` arrives in the installed GRPOConfig under its TRL name, when that TRL has it."""
     from trl import GRPOConfig
 
-    from trainer.trl_args import to_trl
+    from trainer.job.trl_args import to_trl
 
     flagged = {f.name: f.metadata["trl"] for f in dataclasses.fields(RunConfig) if f.metadata["trl"]}
     assert set(flagged) == set(CHANGED_FOR_TRL)
@@ -188,7 +188,7 @@ def test_settings_named_as_in_grpo_config_are_marked_for_trl():
 
 
 def test_peft_gets_the_lora_settings(tmp_path):
-    from trainer.trl_args import lora_kwargs, to_trl
+    from trainer.job.trl_args import lora_kwargs, to_trl
 
     config = RunConfig(lora_r=16, lora_alpha=8, lora_dropout=0.1, lora_target_modules=["q_proj", "v_proj"])
     lora = to_trl(config, str(tmp_path)).lora

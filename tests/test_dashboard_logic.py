@@ -169,7 +169,7 @@ def fresh_db(tmp_path, monkeypatch):
 
 
 def test_schedule_starts_queued_runs_in_order_within_the_limit(fresh_db, monkeypatch):
-    from trainer import launch
+    from trainer.job import launch
 
     alive: set[int] = set()
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainer.config import RunConfig
-from trainer.data import (
+from trainer.loading.data import (
     DataError,
     arithmetic_problems,
     arithmetic_solution,
@@ -75,17 +75,17 @@ def test_missing_column_names_the_columns_there_are(tmp_path):
 
 def test_the_loaders_never_import_the_config():
     """trainer.config imports the loaders' checks (data set, model, GPU path); an import back would be a cycle.
-    trainer.data does not name the config module at all (it reads the config through its DataSettings protocol)."""
+    trainer.loading.data does not name the config module at all (it reads the config through its DataSettings protocol)."""
     import ast
     import subprocess
     import sys
 
     from .conftest import ROOT
 
-    code = "import sys, trainer.data, trainer.backend, trainer.trl_args; print('trainer.config' in sys.modules)"
+    code = "import sys, trainer.loading.data, trainer.loading.backend, trainer.job.trl_args; print('trainer.config' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
-    tree = ast.parse((ROOT / "trainer" / "data.py").read_text())
+    tree = ast.parse((ROOT / "trainer" / "loading" / "data.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert "trainer.config" not in imported

@@ -29,7 +29,7 @@ DRIVER = textwrap.dedent(
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.config import RunConfig
-    from trainer.worker import run_worker
+    from trainer.job.worker import run_worker
 
     config, _ = RunConfig.from_dict(json.loads(sys.stdin.read()))
     with get_sessionmaker().begin() as s:

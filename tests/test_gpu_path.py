@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.backend import BackendError, Capabilities, select_backend
-from trainer.launch import worker_command
+from trainer.job.launch import worker_command
+from trainer.loading.backend import BackendError, Capabilities, select_backend
 
 from .conftest import ROOT
 from .helpers import tiny_config
@@ -60,19 +60,19 @@ def test_plain_path_on_gpu_uses_bf16_and_says_why():
 
 
 def test_single_process_command_runs_the_worker_directly():
-    assert worker_command(7) == [sys.executable, "-m", "trainer.worker", "7"]
+    assert worker_command(7) == [sys.executable, "-m", "trainer.job.worker", "7"]
 
 
 def test_multi_process_command_uses_accelerate_launch():
     command = worker_command(7, num_processes=4)
     assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert command[command.index("--num_processes") + 1] == "4" and "--multi_gpu" in command
-    assert command[-3:] == ["--module", "trainer.worker", "7"]
+    assert command[-3:] == ["--module", "trainer.job.worker", "7"]
     deepspeed = worker_command(7, num_processes=2, deepspeed_stage=3)
     assert deepspeed[deepspeed.index("--zero_stage") + 1] == "3" and "--use_deepspeed" in deepspeed
     cpu = worker_command(7, num_processes=2, cpu=True)
     assert cpu[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    assert cpu[-3:] == ["-m", "trainer.worker", "7"]
+    assert cpu[-3:] == ["-m", "trainer.job.worker", "7"]
 
 
 def test_multi_process_config_checks_the_global_batch():
@@ -132,7 +132,7 @@ def dockerfile_problems(dockerfile: str, pyproject: str) -> list[str]:
     gpu extra's torch needs, a compile or model cache that is not under /data (rebuilt after every restart)."""
     import tomllib
 
-    from trainer.backend import cache_env
+    from trainer.loading.backend import cache_env
 
     problems = []
     image = re.search(r"^FROM nvidia/cuda:(\d+)\.\S*-(ubuntu\d+\.\d+)\b", dockerfile, re.M)
@@ -194,7 +194,7 @@ def test_dockerfile_check_catches_caches_outside_data():
 
 def test_dockerfile_caches_are_where_the_launcher_puts_them():
     """The image's cache variables are the ones a launched worker gets by default under the data dir /data."""
-    from trainer.backend import cache_env
+    from trainer.loading.backend import cache_env
 
     for name, value in cache_env(Path("/data")).items():
         assert re.search(rf"^\s*{name}={re.escape(value)}\b", DOCKERFILE, re.M), name
@@ -274,7 +274,7 @@ def _fake_nvidia_smi(tmp_path, monkeypatch, stdout: str, code: int = 0) -> Path:
 
 
 def test_nvidia_smi_is_asked_for_the_gpu_name_and_driver(tmp_path, monkeypatch):
-    from trainer.backend import nvidia_smi_gpu
+    from trainer.loading.backend import nvidia_smi_gpu
 
     record = _fake_nvidia_smi(tmp_path, monkeypatch, "NVIDIA H200, 570.86.15\\n")
     assert nvidia_smi_gpu() == "NVIDIA H200, 570.86.15"
@@ -282,7 +282,7 @@ def test_nvidia_smi_is_asked_for_the_gpu_name_and_driver(tmp_path, monkeypatch):
 
 
 def test_nvidia_smi_that_fails_means_no_gpu(tmp_path, monkeypatch):
-    from trainer.backend import nvidia_smi_gpu
+    from trainer.loading.backend import nvidia_smi_gpu
 
     _fake_nvidia_smi(tmp_path, monkeypatch, "NVIDIA-SMI has failed because it couldn't communicate\\n", code=9)
     assert nvidia_smi_gpu() is None
@@ -303,7 +303,7 @@ class _Recorder:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """LOCAL_RANK 2 of a multi-process run; torch.cuda.set_device and tokenizer loading faked."""
-    import trainer.backend as backend
+    import trainer.loading.backend as backend
 
     devices = []
     monkeypatch.setenv("LOCAL_RANK", "2")
@@ -316,7 +316,7 @@ def test_plain_path_loads_4bit_nf4_double_quant_on_its_own_gpu(fake_gpu, monkeyp
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.backend import Backend, load_model
+    from trainer.loading.backend import Backend, load_model
 
     from_pretrained = _Recorder()
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", from_pretrained)
@@ -332,7 +332,7 @@ def test_plain_path_loads_4bit_nf4_double_quant_on_its_own_gpu(fake_gpu, monkeyp
 def test_deepspeed_zero3_places_weights_itself(fake_gpu, monkeypatch):
     from transformers import AutoModelForCausalLM
 
-    from trainer.backend import Backend, load_model
+    from trainer.loading.backend import Backend, load_model
 
     from_pretrained = _Recorder()
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", from_pretrained)
@@ -388,8 +388,8 @@ def _fake_unsloth(calls: list) -> types.ModuleType:
 
 
 def test_unsloth_path_hands_unsloth_the_rank_device_and_vllm_settings(fake_gpu, monkeypatch):
-    from trainer.backend import Backend, load_model
-    from trainer.trl_args import lora_kwargs
+    from trainer.job.trl_args import lora_kwargs
+    from trainer.loading.backend import Backend, load_model
 
     calls = []
     monkeypatch.setitem(sys.modules, "unsloth", _fake_unsloth(calls))
@@ -463,7 +463,7 @@ def _hub_error(cls, status: int, url: str):
 def test_hub_refusal_says_the_model_is_gated_and_to_set_hf_token(error, status, monkeypatch):
     import huggingface_hub.errors as errors
 
-    from trainer.hub import ModelAccessError, hub_access
+    from trainer.loading.hub import ModelAccessError, hub_access
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     model = "meta-llama/Llama-3.2-3B-Instruct"
@@ -480,7 +480,7 @@ def test_hub_refusal_says_the_model_is_gated_and_to_set_hf_token(error, status, 
 def test_other_hub_errors_pass_through_unchanged():
     import huggingface_hub.errors as errors
 
-    from trainer.hub import hub_access
+    from trainer.loading.hub import hub_access
 
     missing = _hub_error(errors.RemoteEntryNotFoundError, 404, "https://huggingface.co/x/y/resolve/main/z")
     with pytest.raises(errors.RemoteEntryNotFoundError), hub_access("x/y"):
@@ -495,7 +495,7 @@ def test_launched_worker_keeps_hf_token_and_runs_in_its_run_directory(fresh_db, 
     from storage import queries
     from storage.db import data_dir, get_sessionmaker
     from storage.models import RunStatus
-    from trainer import launch
+    from trainer.job import launch
 
     seen = {}
 
@@ -530,7 +530,7 @@ UNSLOTH_FIRST = """
 import json, sys, types
 from pathlib import Path
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-from trainer import backend
+from trainer.loading import backend
 backend.probe = lambda: backend.Capabilities(cuda=True, bf16=True, unsloth=True, vllm=False)
 class Imported(Exception):
     pass
@@ -548,7 +548,7 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         first_import()
 sys.meta_path.insert(0, Finder())
 from helpers import tiny_config, create_run
-from trainer.worker import run_worker
+from trainer.job.worker import run_worker
 run_id = create_run(tiny_config(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_vllm=False))
 run_worker(run_id)
 from storage import queries
@@ -573,13 +573,13 @@ def test_worker_imports_unsloth_before_trl_transformers_and_peft(tmp_path):
 
 # --- item 11: caches under the data dir ---------------------------------------------------------------------------------
 def test_worker_points_compile_caches_under_the_data_dir(monkeypatch):
-    import trainer.worker as worker
+    import trainer.job.worker as worker
     from storage.db import data_dir
 
     for name in ("UNSLOTH_COMPILE_LOCATION", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(
-        "trainer.backend.probe", lambda: Capabilities(cuda=False, bf16=False, unsloth=False, vllm=False)
+        "trainer.loading.backend.probe", lambda: Capabilities(cuda=False, bf16=False, unsloth=False, vllm=False)
     )
     assert worker.start_backend(tiny_config()).name == "plain"
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(data_dir() / "cache" / "torchinductor")
@@ -588,7 +588,7 @@ def test_worker_points_compile_caches_under_the_data_dir(monkeypatch):
 
 # --- item 13: TRL's own vLLM colocate mode -----------------------------------------------------------------------------
 def test_trl_vllm_path_asks_trl_for_colocated_vllm_in_16_bit(tmp_path):
-    from trainer.trl_args import to_trl
+    from trainer.job.trl_args import to_trl
 
     backend = select_backend(
         tiny_config(**QWEN, load_in_4bit=True), Capabilities(cuda=True, bf16=True, unsloth=False, vllm=True)
@@ -606,9 +606,9 @@ def test_trl_path_trains_with_a_peft_config(monkeypatch):
     """On the TRL + vLLM path the LoRA adapter comes from TRL's peft_config (Unsloth's loader is not involved)."""
     import trl
 
-    import trainer.backend as backend_module
-    from trainer.backend import Backend
-    from trainer.worker import build_trainer
+    import trainer.loading.backend as backend_module
+    from trainer.job.worker import build_trainer
+    from trainer.loading.backend import Backend
 
     seen = {}
 
@@ -618,7 +618,7 @@ def test_trl_path_trains_with_a_peft_config(monkeypatch):
 
     monkeypatch.setattr(trl, "GRPOTrainer", FakeGRPOTrainer)
     monkeypatch.setattr(backend_module, "load_model", lambda config, backend: ("model", "tokenizer"))
-    monkeypatch.setattr("trainer.trl_args.truncate_prompts", lambda dataset, tokenizer, n: (dataset, 0))
+    monkeypatch.setattr("trainer.job.trl_args.truncate_prompts", lambda dataset, tokenizer, n: (dataset, 0))
     backend = Backend("trl_vllm", "cuda", False, True, "test")  # fp32: TrainingArguments refuses bf16 on a CPU box
     build_trainer(tiny_config(), Path("/tmp/unused"), [], lambda line: None, backend)
     assert seen["peft_config"].r == tiny_config().lora_r and seen["args"].use_vllm
@@ -631,7 +631,7 @@ PROMPT = [{"role": "system", "content": "Answer."}, {"role": "user", "content": 
 def test_releasing_for_a_run_frees_the_gpu_and_says_so(monkeypatch):
     import torch
 
-    from trainer.compare import ModelCache
+    from trainer.evaluation.compare import ModelCache
 
     emptied = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -661,7 +661,8 @@ def test_scheduler_releases_the_panel_model_before_it_starts_a_worker(fresh_db, 
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus
-    from trainer import compare, launch
+    from trainer.evaluation import compare
+    from trainer.job import launch
 
     events = []
     cache = compare.ModelCache()
@@ -710,7 +711,7 @@ def test_transformers_side_samples_n_completions_in_one_generate_call():
 
     import torch
 
-    from trainer.compare import sample
+    from trainer.evaluation.compare import sample
 
     calls = []
 
@@ -765,12 +766,14 @@ def _fake_vllm(record: dict) -> dict[str, types.ModuleType]:
 
 
 def test_compare_on_the_vllm_path_uses_one_engine_and_a_lora_request_for_the_tuned_side(monkeypatch, tmp_path):
-    from trainer.compare import ModelCache, compare
+    from trainer.evaluation.compare import ModelCache, compare
 
     record = {}
     for name, module in _fake_vllm(record).items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr("trainer.backend.probe", lambda: Capabilities(cuda=True, bf16=True, unsloth=False, vllm=True))
+    monkeypatch.setattr(
+        "trainer.loading.backend.probe", lambda: Capabilities(cuda=True, bf16=True, unsloth=False, vllm=True)
+    )
     config = tiny_config(**QWEN, lora_r=40, lora_alpha=80, max_seq_length=512, vllm_gpu_memory_utilization=0.3)
     cache = ModelCache()
     result = compare(config, tmp_path / "final", PROMPT, "4", n=3, seed=5, cache=cache)

@@ -7,7 +7,7 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.worker import run_worker
+from trainer.job.worker import run_worker
 
 from .conftest import ROOT
 from .helpers import create_run, tiny_config

@@ -8,7 +8,7 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.launch import is_alive, start_worker, stop_worker
+from trainer.job.launch import is_alive, start_worker, stop_worker
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 

@@ -87,7 +87,7 @@ def test_concurrent_writers_lose_nothing(Session):
 
 @pytest.mark.slow
 def test_the_queue_trains_a_run_on_postgres(postgres_url, tiny_model_path, monkeypatch):
-    from trainer.launch import schedule
+    from trainer.job.launch import schedule
 
     monkeypatch.setenv("DATABASE_URL", postgres_url)  # the worker process inherits it
     reset_engine()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.custom_rewards import load_custom_reward
-from trainer.rewards import (
+from trainer.scoring.custom_rewards import load_custom_reward
+from trainer.scoring.rewards import (
     REWARDS,
     correctness_reward,
     extract_answer,
@@ -118,7 +118,7 @@ def test_math_correctness_understands_equivalent_forms():
 
 
 def test_length_penalty_counts_tokens_past_the_budget():
-    from trainer.rewards import get_length_penalty
+    from trainer.scoring.rewards import get_length_penalty
 
     penalty = get_length_penalty(max_tokens=10, per_token=0.01, cap=0.5)
     assert penalty(prompts=[None] * 3, completions=["a", "b", "c"], completion_ids=[[0] * 5, [0] * 30, [0] * 500]) == [
@@ -130,7 +130,7 @@ def test_length_penalty_counts_tokens_past_the_budget():
 
 def test_a_runs_length_penalty_takes_its_token_budget_from_the_config():
     from trainer.config import RunConfig
-    from trainer.rewards import get_rewards
+    from trainer.scoring.rewards import get_rewards
 
     ids = [[0] * 5, [0] * 60]
     (penalty,) = get_rewards(RunConfig(reward_funcs=["length_penalty"], length_penalty_max_tokens=10))
@@ -142,7 +142,7 @@ def test_a_runs_length_penalty_takes_its_token_budget_from_the_config():
 def test_a_runs_rewards_are_named_by_their_config_names_in_config_order(tmp_path):
     """TRL logs rewards/<__name__>/mean: the names must be the ones the user chose (a custom one by its function)."""
     from trainer.config import RunConfig
-    from trainer.rewards import get_rewards
+    from trainer.scoring.rewards import get_rewards
 
     mine = tmp_path / "mine.py"
     mine.write_text(
@@ -179,7 +179,7 @@ def test_strict_format_rejects_a_repeated_answer_block():
 
 
 def test_reward_mix_warnings():
-    from trainer.rewards import reward_mix_warnings
+    from trainer.scoring.rewards import reward_mix_warnings
 
     assert reward_mix_warnings(["correctness", "xmlcount"], [1.0, 1.0], ["4"], False) == []
     format_only, only_int = reward_mix_warnings(["int"], [1.0], ["4", "12"], False)

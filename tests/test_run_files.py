@@ -1,4 +1,4 @@
-"""A run's directory (trainer.run_files) and the life-cycle verbs the launcher, the Runs page and the worker use
+"""A run's directory (trainer.job.run_files) and the life-cycle verbs the launcher, the Runs page and the worker use
 (storage.queries): requeue, drop what an interrupted attempt logged, the stored status."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from sqlalchemy.exc import StatementError
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus
-from trainer.export import zip_adapter
-from trainer.run_files import RunFiles
+from trainer.evaluation.export import zip_adapter
+from trainer.job.run_files import RunFiles
 
 
 def _checkpoint(files: RunFiles, step: int, *, adapter: bool = True, complete: bool = True) -> None:

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_attacks import TWO_SUM, TWO_SUM_TESTS, attacks
-from trainer import sandbox
-from trainer.code_tasks import CODE_PROBLEMS
 from trainer.config import RunConfig
-from trainer.judge import plan
-from trainer.rewards import REWARDS, extract_code
-from trainer.sandbox import Limits, SandboxUnavailable, run_many, run_tests
+from trainer.scoring import sandbox
+from trainer.scoring.code_tasks import CODE_PROBLEMS
+from trainer.scoring.judge import plan
+from trainer.scoring.rewards import REWARDS, extract_code
+from trainer.scoring.sandbox import Limits, SandboxUnavailable, run_many, run_tests
 
 from .conftest import ROOT
 
@@ -137,7 +137,7 @@ def _unprivileged_command() -> list[str] | str:
         return "setpriv (util-linux) is not installed"
     if not os.path.exists(python) or not sandbox._readable_by_anyone(python):
         return f"no interpreter nobody can run ({python})"
-    if not sandbox._readable_by_anyone(str(ROOT / "trainer" / "sandbox.py")):
+    if not sandbox._readable_by_anyone(str(ROOT / "trainer" / "scoring" / "sandbox.py")):
         return f"the checkout at {ROOT} is not readable by nobody"
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python]
 
@@ -297,7 +297,7 @@ def test_killing_the_worker_ends_its_sandboxes():
         "def f():\n    time.sleep(120)\n"
     )
     worker = (  # the code comes on stdin, so that only the daemon's command line names the marker
-        "import sys\nfrom trainer.sandbox import Limits, run_tests\n"
+        "import sys\nfrom trainer.scoring.sandbox import Limits, run_tests\n"
         "run_tests(sys.stdin.read(), ['assert f() == 1'], Limits(wall_seconds=120, test_seconds=120, cpu_seconds=120))\n"
     )
     process = subprocess.Popen(
@@ -377,7 +377,7 @@ def test_a_failed_test_says_what_the_function_returned():
 
 def test_tests_outside_the_protocol_count_as_failed_and_are_logged(caplog):
     tests = ["x = two_sum([3, 3], 6)\nassert x == [0, 1]", "assert two_sum([3, 3], 6).count(0) == 1", *TWO_SUM_TESTS]
-    with caplog.at_level(logging.WARNING, logger="trainer.judge"):
+    with caplog.at_level(logging.WARNING, logger="trainer.scoring.judge"):
         verdict = run_tests(TWO_SUM, tests, LIMITS)
     assert (verdict.passed, verdict.total) == (4, 6)
     assert "not judged" in verdict.detail

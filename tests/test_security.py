@@ -17,8 +17,8 @@ from app.pages import new_run
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
-from trainer.chat_template import TemplateRenderError, render_chat_template
 from trainer.config import ConfigError, RunConfig
+from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 
 ROOT = Path(__file__).resolve().parent.parent
 BILLION_LAUGHS = "\n".join(
@@ -206,7 +206,7 @@ def test_validate_names_what_is_wrong_with_a_data_file(name, content, expected):
 
 
 def test_validation_and_preview_read_only_the_head_of_a_large_file():
-    from trainer.datafiles import HEAD_ROWS, summarize
+    from trainer.loading.datafiles import HEAD_ROWS, summarize
 
     path = data_dir() / "uploads" / "large.csv"
     with path.open("w") as f:

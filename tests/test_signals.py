@@ -11,8 +11,8 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.launch import is_alive, reconcile, start_worker
-from trainer.run_files import RunFiles
+from trainer.job.launch import is_alive, reconcile, start_worker
+from trainer.job.run_files import RunFiles
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 

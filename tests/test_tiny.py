@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainer.tiny import CHAT_TEMPLATE, build_tokenizer
+from trainer.loading.tiny import CHAT_TEMPLATE, build_tokenizer
 
 SAMPLES = [
     "<reasoning>\n12 + 19 = 31\n</reasoning>\n<answer>\n31\n</answer>",
@@ -49,10 +49,10 @@ def test_digits_are_single_tokens():
 def test_built_model_answers_in_format_and_partly_right(tiny_model_path):
     from transformers import AutoModelForCausalLM
 
-    from trainer.backend import load_tokenizer
     from trainer.config import SYSTEM_PROMPT
-    from trainer.data import arithmetic_problems
-    from trainer.evaluate import score_heldout
+    from trainer.evaluation.evaluate import score_heldout
+    from trainer.loading.backend import load_tokenizer
+    from trainer.loading.data import arithmetic_problems
 
     info = json.loads((tiny_model_path / "grpo_studio_tiny.json").read_text())
     # the build time is recorded for `grpo-studio build-tiny`; its budget is measured by bench/tiny_build.py

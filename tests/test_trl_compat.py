@@ -29,7 +29,7 @@ def _env() -> dict:
 
 def test_config_conversion_on_trl_115():
     code = (
-        "import trl, dataclasses; from trainer.config import RunConfig; from trainer.trl_args import to_trl;"
+        "import trl, dataclasses; from trainer.config import RunConfig; from trainer.job.trl_args import to_trl;"
         "a = to_trl(RunConfig(), '/tmp/x'); g = a.grpo;"
         "print(trl.__version__, g.beta, g.loss_type, g.num_generations, a.prompt_truncation_needed)"
     )
@@ -45,7 +45,7 @@ def test_trainer_builds_on_trl_115(tiny_model_path, tmp_path):
     """grpo-studio's arguments, rewards, data and LoRA config are accepted by TRL 1.15's GRPOTrainer."""
     code = (
         "import sys, trl; from pathlib import Path; sys.path.insert(0, 'tests');"
-        "from helpers import tiny_config; from trainer.worker import build_trainer;"
+        "from helpers import tiny_config; from trainer.job.worker import build_trainer;"
         f"t = build_trainer(tiny_config(), Path({str(tmp_path)!r}), [], print);"
         "print('BUILT', trl.__version__, type(t).__name__, t.args.beta, t.args.loss_type)"
     )

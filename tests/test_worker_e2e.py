@@ -10,8 +10,8 @@ import torch
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.launch import is_alive
-from trainer.run_files import RunFiles
+from trainer.job.launch import is_alive
+from trainer.job.run_files import RunFiles
 
 from .helpers import run_row, wait_for
 

@@ -2,5 +2,5 @@
 the launcher that starts and stops worker processes.
 
 Importing this package is light: torch, transformers and TRL are imported inside the functions that need them, so
-the dashboard can use ``trainer.config`` and ``trainer.launch`` without loading a deep-learning stack.
+the dashboard can use ``trainer.config`` and ``trainer.job.launch`` without loading a deep-learning stack.
 """

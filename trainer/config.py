@@ -3,9 +3,9 @@
 The dashboard form, the CLI, YAML/JSON files and the worker all use this dataclass. Each field carries in its
 metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid range (``min``/``max``, or
 ``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
-(trainer.trl_args) are generated from here: a new field needs no UI code and no second list. The checks behind
+(trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list. The checks behind
 :meth:`RunConfig.validate` live in trainer.config_checks, and those that look at a model or data set with the code
-that loads it (trainer.backend, trainer.data).
+that loads it (trainer.loading.backend, trainer.loading.data).
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from trainer import config_checks as checks
-from trainer.backend import check_model, gpu_path_problems
 from trainer.config_file import ConfigFileError, read_mapping, write_mapping
-from trainer.data import check_dataset, load_problems
-from trainer.rewards import reward_mix_warnings
+from trainer.loading.backend import check_model, gpu_path_problems
+from trainer.loading.data import check_dataset, load_problems
+from trainer.scoring.rewards import reward_mix_warnings
 
 SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
@@ -48,7 +48,7 @@ def setting(
 ) -> Any:
     """A dataclass field with the metadata the validator, the UI and the TRL conversion read: help text, group,
     valid range, and ``trl``: True passes the setting to TRL's GRPOConfig under its own name, a string under that
-    name (see trainer.trl_args)."""
+    name (see trainer.job.trl_args)."""
     meta = {"help": help, "group": group, "min": min, "max": max, "choices": choices, "advanced": advanced, "trl": trl}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)

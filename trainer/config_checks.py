@@ -3,7 +3,7 @@
 These take plain values (a field and its value, a list of reward names), not a RunConfig, so that ``trainer.config``
 can import them without this module importing it back. Checks that need to look at something outside the config
 live with the code that loads that thing and are called by :meth:`RunConfig.validate` too: the data set
-(``trainer.data.check_dataset``), the model and the GPU path (``trainer.backend.check_model``,
+(``trainer.loading.data.check_dataset``), the model and the GPU path (``trainer.loading.backend.check_model``,
 ``gpu_path_problems``).
 
 Every message names the setting, the value it got (shortened, so a huge value is never echoed whole) and what is
@@ -17,8 +17,8 @@ import re
 import typing
 from typing import Any
 
-from trainer.rewards import REWARDS, load_custom_reward
-from trainer.sandbox import code_tests_refusal
+from trainer.scoring.rewards import REWARDS, load_custom_reward
+from trainer.scoring.sandbox import code_tests_refusal
 
 # Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
 MAX_TEXT_CHARS = 1_000

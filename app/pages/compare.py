@@ -1,6 +1,6 @@
 """Compare: base vs tuned on the same prompt with the same seeds, held-out evaluation, and export.
 
-Models load in this (dashboard) process only when this page first needs one: trainer.compare imports torch inside
+Models load in this (dashboard) process only when this page first needs one: trainer.evaluation.compare imports torch inside
 its functions. While a training run is using the GPU the page says so instead of running out of memory.
 """
 
@@ -14,8 +14,8 @@ from app.charts import heldout_figure
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from trainer.config import RunConfig
-from trainer.launch import active_runs
-from trainer.run_files import RunFiles
+from trainer.job.launch import active_runs
+from trainer.job.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
 
@@ -33,7 +33,7 @@ def finished_runs() -> list[tuple[str, int]]:
 
 def run_details(run_id):
     """Checkpoint choices and example prompts (with reference answers) of the picked run."""
-    from trainer.data import load_problems
+    from trainer.loading.data import load_problems
 
     if run_id is None:
         return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
@@ -49,7 +49,7 @@ def run_details(run_id):
 
 def pick_example(run_id, index):
     """Fill the prompt and reference answer from the run's data set."""
-    from trainer.data import load_problems
+    from trainer.loading.data import load_problems
 
     if run_id is None or index is None:
         return gr.update(), gr.update()
@@ -60,7 +60,7 @@ def pick_example(run_id, index):
 
 def gpu_busy() -> str | None:
     """A message when a training run holds the GPU this panel would load onto, else None."""
-    from trainer.launch import gpu_visible
+    from trainer.job.launch import gpu_visible
 
     if not gpu_visible():
         return None
@@ -77,8 +77,8 @@ def gpu_busy() -> str | None:
 def release_for_run(run) -> None:
     """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free this panel's model so the
     worker (vLLM in particular) finds the GPU memory it needs; the panel says so (:func:`panel_notice`)."""
-    from trainer.compare import CACHE
-    from trainer.launch import gpu_visible
+    from trainer.evaluation.compare import CACHE
+    from trainer.job.launch import gpu_visible
 
     if gpu_visible():
         CACHE.release_for_training(f"run {run.id} ({run.name})")
@@ -86,15 +86,15 @@ def release_for_run(run) -> None:
 
 def panel_notice() -> str:
     """Why the panel's model is not loaded any more (released for a training run), or nothing."""
-    from trainer.compare import CACHE
+    from trainer.evaluation.compare import CACHE
 
     return f"*{CACHE.notice}*" if CACHE.notice else ""
 
 
 def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
     """Sample base and tuned side by side and score both."""
-    from trainer.compare import compare
-    from trainer.data import make_prompt
+    from trainer.evaluation.compare import compare
+    from trainer.loading.data import make_prompt
 
     if run_id is None or not adapter:
         raise gr.Error("pick a run that has a saved adapter, and a checkpoint")
@@ -131,8 +131,8 @@ def _summary(label: str, side, n) -> str:
 
 def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
     """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
-    from trainer.evaluate import EvaluationError, evaluate_run
-    from trainer.run_lookup import RunLookupError
+    from trainer.evaluation.evaluate import EvaluationError, evaluate_run
+    from trainer.evaluation.run_lookup import RunLookupError
 
     if run_id is None or not adapter:
         raise gr.Error("pick a run and a checkpoint")
@@ -164,8 +164,8 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     """Merge the adapter into the base and offer the model directory as a zip."""
     import shutil
 
-    from trainer.export import merge
-    from trainer.run_lookup import RunLookupError, run_adapter
+    from trainer.evaluation.export import merge
+    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
@@ -180,8 +180,8 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
-    from trainer.export import merge, push
-    from trainer.run_lookup import RunLookupError, run_adapter
+    from trainer.evaluation.export import merge, push
+    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
         raise gr.Error("give a Hub repo id, e.g. you/my-grpo-adapter")

@@ -16,7 +16,7 @@ from app.monitor_state import RunCache, progress_text
 from app.pages.runs import run_choices
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
-from trainer.launch import log_tail
+from trainer.job.launch import log_tail
 
 POLL_SECONDS = 2.0
 

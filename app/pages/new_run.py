@@ -25,12 +25,12 @@ from app.form import (
 )
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, new_export_dir, slug
-from trainer.backend import BUILTIN_MODEL
-from trainer.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
 from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
+from trainer.loading.backend import BUILTIN_MODEL
+from trainer.loading.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
 from trainer.presets import presets
-from trainer.rewards import REWARDS
+from trainer.scoring.rewards import REWARDS
 
 MAX_UPLOAD_BYTES = 2_000_000_000
 
@@ -147,7 +147,7 @@ def preview(access: Access, *values: Any) -> str:
     config, problems = config_from_form(NAMES, list(values), check_rewards=False, check_files=False)
     if config is None:
         return problems_markdown(problems)
-    from trainer.data import DataError, load_problems, make_prompt
+    from trainer.loading.data import DataError, load_problems, make_prompt
 
     try:
         rows = load_problems(config, limit=3)[:3]
@@ -177,9 +177,9 @@ def preview(access: Access, *values: Any) -> str:
 
 def _local_chat_template(model: str) -> str | None:
     """The model's chat template source, read from its files without loading transformers (it is rendered only by
-    trainer.chat_template, sandboxed)."""
+    trainer.loading.chat_template, sandboxed)."""
     if model == BUILTIN_MODEL:
-        from trainer.tiny import CHAT_TEMPLATE
+        from trainer.loading.tiny import CHAT_TEMPLATE
 
         return CHAT_TEMPLATE
     path = Path(model).expanduser()

@@ -11,9 +11,9 @@ from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
 from trainer.config import RunConfig
-from trainer.export import zip_adapter
-from trainer.launch import LIVE, is_alive, stop_worker
-from trainer.run_files import RunFiles
+from trainer.evaluation.export import zip_adapter
+from trainer.job.launch import LIVE, is_alive, stop_worker
+from trainer.job.run_files import RunFiles
 
 COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "held-out correct", "duration", "model", "data set"]
 

@@ -1,6 +1,6 @@
 """Hub access: the Hugging Face Hub refusing a model (gated, private, a bad token) reported in one sentence that says
 what to do, instead of a chain of HTTP errors. Wrapped around the model and tokenizer loads of training
-(trainer.backend) and of the compare panel.
+(trainer.loading.backend) and of the compare panel.
 """
 
 from __future__ import annotations

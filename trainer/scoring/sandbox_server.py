@@ -3,7 +3,7 @@
 Nobody trusts it. The candidate's code runs in this same interpreter and may rewrite any of it, patch ``json``, write
 to its pipes or exit. Its only job is to make honest code easy to call: it reads call requests ("call ``two_sum``
 with these arguments"), calls the function and writes back the return value as plain data. The worker decodes
-whatever arrives and judges it itself (:mod:`trainer.judge`), so a rewritten loop changes nothing but the values its
+whatever arrives and judges it itself (:mod:`trainer.scoring.judge`), so a rewritten loop changes nothing but the values its
 own functions are reported to return, which the candidate decides anyway. It never sees a test or an expected value.
 
 This file is also the wire format both sides share: frames of a 4-byte big-endian length and a UTF-8 JSON document.

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer.backend import BUILTIN_MODEL
 from trainer.config import RunConfig
+from trainer.loading.backend import BUILTIN_MODEL
 
 # vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
-    """Whether :func:`trainer.compare.compare` samples with vLLM: a GPU with vLLM installed, and a run that generated
+    """Whether :func:`trainer.evaluation.compare.compare` samples with vLLM: a GPU with vLLM installed, and a run that generated
     with vLLM."""
-    from trainer.backend import probe
+    from trainer.loading.backend import probe
 
     if not config.use_vllm or config.backend == "plain" or config.model_name_or_path == BUILTIN_MODEL:
         return False
@@ -34,7 +34,7 @@ class VllmSampler:
     def __init__(self, base_path: str, config: RunConfig) -> None:
         from vllm import LLM
 
-        from trainer.hub import hub_access
+        from trainer.loading.hub import hub_access
 
         self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
         with hub_access(base_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainer.data import Problem, make_prompt
-from trainer.rewards import correctness_reward, get_rewards, strict_format_reward
+from trainer.loading.data import Problem, make_prompt
+from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class EvaluationError(ValueError):
 def heldout_problems(config, k: int) -> list[Problem]:
     """K problems the run did not train on: the data set's test split (builtin:arithmetic's held-out 200, GSM8K's
     test split, a hub data set's "test" split). A local file has no held-out part, which is said plainly."""
-    from trainer.data import DataError, load_problems
+    from trainer.loading.data import DataError, load_problems
 
     if config.dataset_name == "builtin:code":
         raise EvaluationError("builtin:code has no held-out problems (all twelve are training data)")
@@ -151,9 +151,9 @@ def evaluate_run(
     RunLookupError for a missing run or adapter, EvaluationError when the data has no held-out split."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.backend import model_path
-    from trainer.compare import CACHE
-    from trainer.run_lookup import run_adapter
+    from trainer.evaluation.compare import CACHE
+    from trainer.evaluation.run_lookup import run_adapter
+    from trainer.loading.backend import model_path
 
     config, adapter_dir = run_adapter(run_id, adapter)
     problems = heldout_problems(config, k)

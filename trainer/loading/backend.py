@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.data import HUB_ID, looks_like_path
-from trainer.hub import hub_access
-from trainer.trl_args import lora_kwargs
+from trainer.job.trl_args import lora_kwargs
+from trainer.loading.data import HUB_ID, looks_like_path
+from trainer.loading.hub import hub_access
 
 if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
     from trainer.config import RunConfig
@@ -226,7 +226,7 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
 def model_path(config: RunConfig) -> str:
     """Where to load the model from: the built-in model's cache directory, or the configured id/path."""
     if config.model_name_or_path == BUILTIN_MODEL:
-        from trainer.tiny import tiny_model_dir
+        from trainer.loading.tiny import tiny_model_dir
 
         return str(tiny_model_dir())
     return config.model_name_or_path
@@ -306,7 +306,7 @@ def load_model(config: RunConfig, backend: Backend):
 
 
 def _load_unsloth(config: RunConfig, path: str, backend: Backend, placement: dict | None):
-    from unsloth import FastLanguageModel  # the worker imported unsloth first thing (see trainer.worker)
+    from unsloth import FastLanguageModel  # the worker imported unsloth first thing (see trainer.job.worker)
 
     kwargs = {} if placement is None else {"device_map": placement}
     model, tokenizer = FastLanguageModel.from_pretrained(

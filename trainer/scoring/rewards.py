@@ -25,7 +25,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from trainer.custom_rewards import RewardFunc, load_custom_reward
+from trainer.scoring.custom_rewards import RewardFunc, load_custom_reward
 
 if TYPE_CHECKING:  # trainer.config imports this module (to validate reward names)
     from trainer.config import RunConfig
@@ -210,8 +210,8 @@ def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc
     """Fraction of a sample's unit tests (data set column ``tests``) its code passes; no code, a syntax error, a
     timeout or a crash score 0.0; None where a sample has no tests. Always within [0, 1].
 
-    Each completion runs in its own sandbox (:mod:`trainer.sandbox`), which only returns the values its functions
-    compute; the tests are judged here (:mod:`trainer.judge`), so the code can't claim results. A group's completions
+    Each completion runs in its own sandbox (:mod:`trainer.scoring.sandbox`), which only returns the values its functions
+    compute; the tests are judged here (:mod:`trainer.scoring.judge`), so the code can't claim results. A group's completions
     run in parallel. Raises SandboxUnavailable where code can't be isolated and the operator hasn't accepted that
     (validation refuses such a config first). Example: code passing 3 of 4 tests -> 0.75.
     """
@@ -219,7 +219,7 @@ def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc
     def code_tests_reward(prompts, completions, tests=None, **kwargs) -> list[float | None]:
         import json
 
-        from trainer.sandbox import Limits, run_many
+        from trainer.scoring.sandbox import Limits, run_many
 
         n = len(completions)
         if tests is None:

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # annotations only, so that trainer.backend can use lora_kwargs without importing the config
+if TYPE_CHECKING:  # annotations only, so that trainer.loading.backend can use lora_kwargs without importing the config
     from trainer.config import RunConfig
 
 

@@ -4,15 +4,15 @@ GRPO optimises whatever the reward pays for, so this has to hold against the mod
 separations do the work:
 
 - **The verdict never shares an interpreter with the candidate.** The worker parses each test and evaluates it
-  itself (:mod:`trainer.judge`); the sandbox only receives "call ``f`` with these arguments" and returns the value as
-  plain data (:mod:`trainer.sandbox_server`), through a pipe the worker reads with a deadline and a size cap. A
+  itself (:mod:`trainer.scoring.judge`); the sandbox only receives "call ``f`` with these arguments" and returns the value as
+  plain data (:mod:`trainer.scoring.sandbox_server`), through a pipe the worker reads with a deadline and a size cap. A
   forged result line, a patched ``json``, an always-equal object or a rewritten ``__main__`` can only change the
   values reported for the candidate's own calls, which it decides anyway. A malformed, missing or oversized answer
   fails that test; nothing the candidate sends raises out of here.
 - **The candidate runs in a bubblewrap sandbox** (one per completion, serving all of its tests): fresh user, PID,
   mount, network, IPC and UTS namespaces; a read-only view of /usr and the Python installation and nothing else of the
   host (no /etc, /home, /proc, database or run files); an empty, size-capped tmpfs at /tmp as the only writable
-  place; no environment; a seccomp filter (:mod:`trainer.seccomp`); rlimits on CPU time, memory per process,
+  place; no environment; a seccomp filter (:mod:`trainer.scoring.seccomp`); rlimits on CPU time, memory per process,
   processes, file size and open files. As root, the sandbox is started as ``nobody``, because a process whose host
   user is root ignores the process limit. When the job ends, for any reason, its process group is killed; the
   sandbox's PID 1 goes with it, and the kernel then kills everything left in its PID namespace, ``setsid`` daemons
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from trainer import seccomp
-from trainer.judge import CandidateError, Unsupported, judge, plan
-from trainer.sandbox_server import WireError, decode, encode, frame
+from trainer.scoring import seccomp
+from trainer.scoring.judge import CandidateError, Unsupported, judge, plan
+from trainer.scoring.sandbox_server import WireError, decode, encode, frame
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ class _Sandbox:
 
 # --- judging a solution ---------------------------------------------------------------------------------------------
 def run_tests(code: str, tests: list[str], limits: Limits = Limits()) -> Verdict:
-    """Run ``code`` in a fresh sandbox and judge each test (see :mod:`trainer.judge`) against it; returns the
+    """Run ``code`` in a fresh sandbox and judge each test (see :mod:`trainer.scoring.judge`) against it; returns the
     verdict. Raises SandboxUnavailable where isolation is impossible and the operator hasn't accepted the risk."""
     return _run(code, tests, limits, _isolated_or_refuse())
 

@@ -2,7 +2,7 @@
 
 A test is a line such as ``assert two_sum([2, 7], 9) == [0, 1]``. It is parsed and evaluated here, in the worker,
 and never shown to the candidate: the sandbox only ever receives "call ``two_sum`` with ``([2, 7], 9)``" and sends
-back a value as plain data (:mod:`trainer.sandbox_server`). Everything else in the assert, the comparison included,
+back a value as plain data (:mod:`trainer.scoring.sandbox_server`). Everything else in the assert, the comparison included,
 is evaluated here on that decoded data, so nothing the candidate defines (an ``__eq__`` that is always True, a patched
 ``json``, a forged result line, a rewritten ``__main__``) takes part in the verdict.
 

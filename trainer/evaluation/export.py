@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from trainer.config import RunConfig
-from trainer.run_lookup import RunLookupError
+from trainer.evaluation.run_lookup import RunLookupError
 
 
 class ExportError(RunLookupError):
@@ -27,7 +27,7 @@ def merge(config: RunConfig, adapter_dir: Path, target: Path) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from trainer.backend import load_tokenizer, model_path
+    from trainer.loading.backend import load_tokenizer, model_path
 
     base_path = model_path(config)
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path), str(adapter_dir))

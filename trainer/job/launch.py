@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
-from trainer.backend import cache_env
-from trainer.run_files import RunFiles
+from trainer.job.run_files import RunFiles
+from trainer.loading.backend import cache_env
 
 LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
@@ -29,8 +29,8 @@ def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0
     """The command line that trains ``run_id`` (what :func:`start_worker` runs): the worker itself, or with
     ``num_processes`` > 1 one worker per process: ``accelerate launch`` on GPUs (optionally DeepSpeed ZeRO), plain
     ``torchrun`` on CPUs (accelerate's launcher runs a single process there; the Accelerator inside the worker picks
-    up torchrun's environment and uses gloo). Only the main process writes to the database (see trainer.worker)."""
-    worker = ["trainer.worker", str(run_id)]
+    up torchrun's environment and uses gloo). Only the main process writes to the database (see trainer.job.worker)."""
+    worker = ["trainer.job.worker", str(run_id)]
     if num_processes <= 1:
         return [sys.executable, "-m", *worker]
     if cpu:
@@ -73,7 +73,7 @@ def start_worker(session: Session, run: Run) -> int:
     files = RunFiles.of(run.output_dir, run.id).create()
     _absolute_paths(session, run)
     root = Path(__file__).resolve().parent.parent
-    # Compile caches under the data dir unless the caller chose otherwise (trainer.backend.CACHE_VARIABLES says why).
+    # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES says why).
     env = cache_env(data_dir()) | dict(os.environ)
     # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)

@@ -1,6 +1,6 @@
 """What the worker adds to TRL's training loop, as one TrainerCallback: every logged metric and the completions table
 (prompt, completion, each reward's score, advantage, reference answer) go to the database through the
-:class:`~trainer.db_writer.DbWriter`, progress is kept on the run row, and a stop request (SIGTERM, Ctrl-C) ends
+:class:`~trainer.job.db_writer.DbWriter`, progress is kept on the run row, and a stop request (SIGTERM, Ctrl-C) ends
 training at the next step boundary with a checkpoint, so a resume loses nothing.
 
 Only the main process of a multi-process run writes to the database; every process takes part in the stop decision,
@@ -21,8 +21,8 @@ from storage import queries
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
-    from trainer.db_writer import DbWriter
-    from trainer.rewards import RewardFunc
+    from trainer.job.db_writer import DbWriter
+    from trainer.scoring.rewards import RewardFunc
 
 log = logging.getLogger(__name__)
 

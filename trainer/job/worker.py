@@ -1,13 +1,13 @@
-"""The training worker: ``python -m trainer.worker RUN_ID`` (how the launcher starts it; ``grpo-studio worker RUN_ID``
+"""The training worker: ``python -m trainer.job.worker RUN_ID`` (how the launcher starts it; ``grpo-studio worker RUN_ID``
 does the same from the CLI).
 
 Reads the run's config from the database and marks the run running, then goes the way open-r1's grpo.py does:
 seed → data → tokenizer/model → rewards → trainer → train → save. Whatever happens in between, the run ends in a
 terminal status: completed, stopped, or failed with the traceback as its error.
 
-The other jobs of a training process live in their own modules: :mod:`trainer.db_writer` (batched writes, so a slow
-disk or a dashboard read never stalls a step), :mod:`trainer.callback` (TRL's logs and completions table into the
-database; stop requests), :mod:`trainer.checkpoints` (resuming) and :mod:`trainer.run_files` (where things are).
+The other jobs of a training process live in their own modules: :mod:`trainer.job.db_writer` (batched writes, so a slow
+disk or a dashboard read never stalls a step), :mod:`trainer.job.callback` (TRL's logs and completions table into the
+database; stop requests), :mod:`trainer.job.checkpoints` (resuming) and :mod:`trainer.job.run_files` (where things are).
 
 SIGTERM (and Ctrl-C in the foreground CLI) asks for a stop: training ends at the next step boundary, a checkpoint
 and the adapter are saved, and the run ends as ``stopped``. Resuming a stopped or failed run continues from its latest
@@ -29,14 +29,14 @@ from typing import Any
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus
-from trainer.backend import Backend
-from trainer.callback import StopRequest, is_main_process, make_callback, with_reference_answers
-from trainer.checkpoints import prepare_resume
 from trainer.config import RunConfig
-from trainer.db_writer import DbWriter
-from trainer.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
-from trainer.launch import is_alive, process_start_time
-from trainer.run_files import RunFiles
+from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
+from trainer.job.checkpoints import prepare_resume
+from trainer.job.db_writer import DbWriter
+from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
+from trainer.job.launch import is_alive, process_start_time
+from trainer.job.run_files import RunFiles
+from trainer.loading.backend import Backend
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def start_backend(config: RunConfig) -> Backend:
     before anything imports trl, transformers or peft: it patches them on import, and warns that training may be
     slower or use more memory when they came first (unsloth 2026.10.9 _gpu_init.py:20-21, 134-143)."""
     from storage.db import data_dir
-    from trainer.backend import cache_env, select_backend
+    from trainer.loading.backend import cache_env, select_backend
 
     for name, value in cache_env(data_dir()).items():
         os.environ.setdefault(name, value)
@@ -69,9 +69,9 @@ def build_trainer(
 
     ``output_dir`` is the run's directory; ``backend`` the path :func:`start_backend` chose (chosen here when not
     given)."""
-    from trainer.backend import load_model
-    from trainer.data import build_dataset
-    from trainer.rewards import get_rewards
+    from trainer.loading.backend import load_model
+    from trainer.loading.data import build_dataset
+    from trainer.scoring.rewards import get_rewards
 
     backend = backend or start_backend(config)
     log_line(f"model path: {backend.describe()}")
@@ -97,7 +97,7 @@ def build_trainer(
     import trl
     from trl import GRPOTrainer
 
-    from trainer.trl_args import to_trl, truncate_prompts
+    from trainer.job.trl_args import to_trl, truncate_prompts
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
     args = to_trl(
@@ -242,7 +242,7 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m trainer.worker RUN_ID``: train the run; exit 0 when it completed or stopped, 1 when it failed, 2
+    """``python -m trainer.job.worker RUN_ID``: train the run; exit 0 when it completed or stopped, 1 when it failed, 2
     when the database can't be used (said in one sentence, as the CLI does)."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m trainer.worker RUN_ID", file=sys.stderr)
+        print("usage: python -m trainer.job.worker RUN_ID", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.config import SYSTEM_PROMPT
-from trainer.data import arithmetic_problems, arithmetic_solution, make_prompt
+from trainer.loading.data import arithmetic_problems, arithmetic_solution, make_prompt
 
 log = logging.getLogger(__name__)
 

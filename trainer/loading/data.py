@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainer.datafiles import SUFFIXES, DataFileError, read_rows, summarize
+from trainer.loading.datafiles import SUFFIXES, DataFileError, read_rows, summarize
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -101,7 +101,7 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
         return arithmetic_problems(split)
     if name == "builtin:code":
         # a dozen problems is too few to hold any out: every split is the whole set
-        from trainer.code_tasks import CODE_PROBLEMS
+        from trainer.scoring.code_tasks import CODE_PROBLEMS
 
         return [Problem(p["question"], p["answer"], tuple(p["tests"])) for p in CODE_PROBLEMS]
     if name in GSM8K_NAMES:

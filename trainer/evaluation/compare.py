@@ -6,7 +6,7 @@ of the same run loads only the adapter) and is released when another base model 
 on first use, never by the dashboard at start-up.
 
 The N samples of a side are generated as one batch. On a GPU with vLLM installed (and a run that used vLLM) the
-panel samples with a vLLM engine instead (:mod:`trainer.vllm_sampling`), with the same seeds on both sides there too.
+panel samples with a vLLM engine instead (:mod:`trainer.evaluation.vllm_sampling`), with the same seeds on both sides there too.
 
 The model lives in the dashboard process; before the scheduler starts a worker on the GPU it calls
 :meth:`ModelCache.release_for_training`, because vLLM in the worker refuses to start when free GPU memory is under
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.config import RunConfig
-from trainer.rewards import correctness_reward, get_rewards, strict_format_reward
-from trainer.vllm_sampling import VllmSampler, uses_vllm_engine
+from trainer.evaluation.vllm_sampling import VllmSampler, uses_vllm_engine
+from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ class ModelCache:
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
 
-        from trainer.backend import load_tokenizer
-        from trainer.hub import hub_access
+        from trainer.loading.backend import load_tokenizer
+        from trainer.loading.hub import hub_access
 
         if self.base_path != base_path or self.model is None:
             self.release()
@@ -237,7 +237,7 @@ def compare(
     cache: ModelCache = CACHE,
 ) -> Comparison:
     """Sample ``n`` completions from base and tuned with the run's sampling settings and score both sides."""
-    from trainer.backend import model_path
+    from trainer.loading.backend import model_path
 
     settings = dict(
         greedy=greedy,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.run_files import RunFiles, checkpoint_step
+from trainer.job.run_files import RunFiles, checkpoint_step
 
 
 def prepare_resume(files: RunFiles, run_id: int, log_line: Callable[[str], None]) -> Path | None:

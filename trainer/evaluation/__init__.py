@@ -1,0 +1,1 @@
+"""After (and beside) training: held-out evaluation, base-vs-tuned comparison, and export of the adapter."""

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.access import Access
 from app.pages import compare, monitor, new_run, runs
 from storage.db import data_dir, get_sessionmaker
+from storage.summaries import run_summaries
 from trainer.job.launch import schedule
 
 log = logging.getLogger(__name__)
@@ -35,26 +36,42 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             with gr.Tab("New run", id="new"):
                 form = new_run.build(access)
             with gr.Tab("Runs", id="runs"):
-                table = runs.build(form.fields, form.status, new_run.config_values)
+                table, search = runs.build(form.fields, form.status, new_run.config_values)
             with gr.Tab("Monitor", id="monitor"):
                 run_picker, overlay, _ = monitor.build()
             with gr.Tab("Compare", id="compare"):
                 compare_picker = compare.build()
         ticker = gr.Timer(3.0)
 
-        def refresh_lists():
+        shown = gr.State(None)  # the picker choices this browser has, so an unchanged list isn't sent again
+
+        def refresh_lists(query, previous):
+            """One tick: the Runs table (filtered by the search box) and the pickers, from one run-list query.
+            Pickers are updated only when the runs changed, so a list doesn't reset while someone types in it."""
             try:
-                choices = runs.run_choices()
+                with get_sessionmaker().begin() as session:
+                    summaries = run_summaries(session)
             except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
-                return gr.update(), gr.update(), gr.update(), gr.update()
+                return gr.update(), gr.update(), gr.update(), gr.update(), previous
+            choices, finished = runs.run_choices(summaries), compare.finished_runs(summaries)
+            text = (query or "").strip()
+            rows = runs.run_rows(text) if text else runs.table_rows(summaries)
+            if previous == (choices, finished):
+                return rows, gr.update(), gr.update(), gr.update(), previous
             return (
-                runs.run_rows(),
+                rows,
                 gr.update(choices=choices),
                 gr.update(choices=choices),
-                gr.update(choices=compare.finished_runs()),
+                gr.update(choices=finished),
+                (choices, finished),
             )
 
-        ticker.tick(refresh_lists, None, [table, run_picker, overlay, compare_picker], show_progress="hidden")
+        ticker.tick(
+            refresh_lists,
+            [search, shown],
+            [table, run_picker, overlay, compare_picker, shown],
+            show_progress="hidden",
+        )
     return demo
 
 

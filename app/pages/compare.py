@@ -13,6 +13,7 @@ import gradio as gr
 from app.charts import heldout_figure
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
+from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
 from trainer.job.launch import active_runs
 from trainer.job.run_files import RunFiles
@@ -21,14 +22,25 @@ COLUMNS = ["#", "completion", "rewards", "total"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
-def finished_runs() -> list[tuple[str, int]]:
-    """Runs that have saved an adapter (completed or stopped), newest first."""
-    with get_sessionmaker().begin() as session:
-        return [
-            (f"{r.id}: {r.name} ({r.status})", r.id)
-            for r in queries.list_runs(session)
-            if r.output_dir and RunFiles(Path(r.output_dir)).saved_adapters()
-        ]
+def finished_runs(summaries: list[RunSummary] | None = None) -> list[tuple[str, int]]:
+    """Runs that have saved an adapter (completed or stopped), newest first. A run's directory is looked at once per
+    way it ended (cached by id and finish time), not on every tick of every dashboard."""
+    if summaries is None:
+        with get_sessionmaker().begin() as session:
+            summaries = run_summaries(session)
+    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries if r.finished_at and _has_adapter(r)]
+
+
+def _has_adapter(run: RunSummary) -> bool:
+    key = (run.id, run.finished_at)
+    if key not in _ADAPTER_SEEN:
+        with get_sessionmaker().begin() as session:
+            output_dir = queries.get_run(session, run.id).output_dir
+        _ADAPTER_SEEN[key] = bool(output_dir and RunFiles(Path(output_dir)).saved_adapters())
+    return _ADAPTER_SEEN[key]
+
+
+_ADAPTER_SEEN: dict[tuple, bool] = {}
 
 
 def run_details(run_id):

@@ -10,6 +10,7 @@ import gradio as gr
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
+from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
 from trainer.evaluation.export import zip_adapter
 from trainer.job.launch import LIVE, is_alive, stop_worker
@@ -19,34 +20,36 @@ COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "held-out correc
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
-def run_rows() -> list[list]:
-    """One table row per run, newest first."""
+def run_rows(search: str | None = None) -> list[list]:
+    """One table row per run (newest first), or per run whose name contains ``search`` or whose id it is."""
     with get_sessionmaker().begin() as session:
-        return [_row(session, run) for run in queries.list_runs(session)]
+        return table_rows(run_summaries(session, search=search))
 
 
-def _row(session, run: Run) -> list:
-    reward = queries.last_metric(session, run.id, "reward")
-    kl = queries.last_metric(session, run.id, "kl")
-    evaluation = queries.latest_evaluation(session, run.id)
+def table_rows(summaries: list[RunSummary]) -> list[list]:
+    """The Runs table's rows, from the one-statement run list (storage/summaries.py)."""
+    return [_row(summary) for summary in summaries]
+
+
+def _row(run: RunSummary) -> list:
     heldout = ""
-    if evaluation is not None:
-        heldout = f"{evaluation.results['base']['correct']:.0%} → {evaluation.results['tuned']['correct']:.0%}"
+    if run.evaluation:
+        heldout = f"{run.evaluation['base']['correct']:.0%} → {run.evaluation['tuned']['correct']:.0%}"
     return [
         run.id,
         run.name,
-        run.status,
+        str(run.status),
         f"{run.current_step}/{run.total_steps}",
-        "" if reward is None else round(reward, 3),
-        "" if kl is None else round(kl, 4),
+        "" if run.last_reward is None else round(run.last_reward, 3),
+        "" if run.last_kl is None else round(run.last_kl, 4),
         heldout,
         _duration(run),
-        run.config.get("model_name_or_path", ""),
-        run.config.get("dataset_name", ""),
+        run.model or "",
+        run.dataset or "",
     ]
 
 
-def _duration(run: Run) -> str:
+def _duration(run: RunSummary) -> str:
     if run.started_at is None:
         return ""
     start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
@@ -56,10 +59,12 @@ def _duration(run: Run) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-def run_choices() -> list[tuple[str, int]]:
-    """(label, id) pairs for run pickers, newest first."""
-    with get_sessionmaker().begin() as session:
-        return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in queries.list_runs(session)]
+def run_choices(summaries: list[RunSummary] | None = None) -> list[tuple[str, int]]:
+    """(label, id) pairs for run pickers, newest first (the pickers filter as the user types)."""
+    if summaries is None:
+        with get_sessionmaker().begin() as session:
+            summaries = run_summaries(session)
+    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries]
 
 
 def _get(session, run_id) -> Run:
@@ -131,8 +136,9 @@ def adapter_zip(run_id) -> str:
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build(form_widgets: list, form_status, config_values) -> gr.Dataframe:
-    """Lay out the Runs page; returns its table so the server's timer can refresh it."""
+def build(form_widgets: list, form_status, config_values) -> tuple[gr.Dataframe, gr.Textbox]:
+    """Lay out the Runs page; returns its table and search box so the server's timer can refresh the table."""
+    search = gr.Textbox(label="Search runs", placeholder="a name, or a run id", elem_id="runs-search")
     table = gr.Dataframe(headers=COLUMNS, value=run_rows, interactive=False, elem_id="runs-table", wrap=True)
     with gr.Row():
         run_id = gr.Number(label="Run id", precision=0, elem_id="runs-run-id", scale=1)
@@ -150,13 +156,14 @@ def build(form_widgets: list, form_status, config_values) -> gr.Dataframe:
         return evt.row_value[0] if evt.row_value else None
 
     table.select(select, None, run_id)
-    stop.click(stop_run, run_id, message).then(run_rows, None, table)
-    resume.click(resume_run, run_id, message).then(run_rows, None, table)
-    delete.click(delete_run, [run_id, confirm], message).then(run_rows, None, table)
+    search.change(run_rows, search, table, show_progress="hidden")
+    stop.click(stop_run, run_id, message).then(run_rows, search, table)
+    resume.click(resume_run, run_id, message).then(run_rows, search, table)
+    delete.click(delete_run, [run_id, confirm], message).then(run_rows, search, table)
     download.click(adapter_zip, run_id, archive)
     clone.click(
         lambda r: config_values(clone_config(r)) + [f"Cloned run {r} into the New run form."],
         run_id,
         [*form_widgets, form_status],
     )
-    return table
+    return table, search

@@ -47,12 +47,44 @@ class Base(DeclarativeBase):
     """Declarative base of all grpo-studio tables."""
 
 
+def primary_key(sort_order: int = 0) -> Mapped[int]:
+    """The integer ``id`` primary key every table has."""
+    return mapped_column(Integer, primary_key=True, sort_order=sort_order)
+
+
+def run_fk(sort_order: int = 0) -> Mapped[int]:
+    """The ``run_id`` of a row that belongs to a run: deleting the run deletes the row (in SQLite too, since
+    storage/db.py turns foreign keys on)."""
+    return mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), sort_order=sort_order)
+
+
+class RunRow:
+    """The two columns every table of a run's rows starts with: its own ``id`` and the ``run_id`` it belongs to.
+
+    Mixin columns would otherwise come after the class's own; the negative sort orders keep them first, as 0.1's
+    tables (and migration 0001) have them.
+    """
+
+    id: Mapped[int] = primary_key(sort_order=-2)
+    run_id: Mapped[int] = run_fk(sort_order=-1)
+
+
+def created_now() -> Mapped[datetime]:
+    """When the row was written, timezone-aware."""
+    return mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def owned_rows() -> Mapped[list]:
+    """A run's rows of one kind, deleted with it; ``passive_deletes`` leaves that to the database's ON DELETE."""
+    return relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
+
+
 class Run(Base):
     """One training run: its config, where it is in its life cycle, and where its files are."""
 
     __tablename__ = "runs"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[int] = primary_key()
     name: Mapped[str] = mapped_column(String(200))
     # Stored as the member's value in a VARCHAR(16) (no native enum type, no CHECK constraint): the schema stays what
     # 0.1 created, and a status added later needs no migration. validate_strings refuses a string that is no status.
@@ -68,7 +100,7 @@ class Run(Base):
         index=True,
     )
     config: Mapped[dict] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = created_now()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pid: Mapped[int | None] = mapped_column(Integer)
@@ -82,16 +114,10 @@ class Run(Base):
     # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
     backend: Mapped[str | None] = mapped_column(Text)
 
-    metrics: Mapped[list[Metric]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
-    )
-    samples: Mapped[list[Sample]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
-    )
-    logs: Mapped[list[RunLog]] = relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
-    evaluations: Mapped[list[Evaluation]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
-    )
+    metrics: Mapped[list[Metric]] = owned_rows()
+    samples: Mapped[list[Sample]] = owned_rows()
+    logs: Mapped[list[RunLog]] = owned_rows()
+    evaluations: Mapped[list[Evaluation]] = owned_rows()
 
     def __repr__(self) -> str:
         return (
@@ -99,7 +125,7 @@ class Run(Base):
         )
 
 
-class Metric(Base):
+class Metric(RunRow, Base):
     """One logged scalar: ``key`` at ``step`` of ``run_id``, as TRL logged it."""
 
     __tablename__ = "metrics"
@@ -109,8 +135,6 @@ class Metric(Base):
         Index("ix_metrics_run_step", "run_id", "step"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     key: Mapped[str] = mapped_column(String(200))
     # NULL stands for a non-finite value (NaN, inf): SQLite can't store NaN, and the dashboard must still see that
@@ -122,14 +146,12 @@ class Metric(Base):
     run: Mapped[Run] = relationship(back_populates="metrics")
 
 
-class Sample(Base):
+class Sample(RunRow, Base):
     """One sampled completion of a training step with its per-reward scores and group-relative advantage."""
 
     __tablename__ = "samples"
     __table_args__ = (Index("ix_samples_run_step", "run_id", "step"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     # Position of the completion's group within the step, so the dashboard can compare siblings.
     group_index: Mapped[int] = mapped_column(Integer, default=0)
@@ -143,30 +165,26 @@ class Sample(Base):
     run: Mapped[Run] = relationship(back_populates="samples")
 
 
-class RunLog(Base):
+class RunLog(RunRow, Base):
     """A line of a run's log (status changes, warnings, the traceback of a failure)."""
 
     __tablename__ = "run_logs"
     __table_args__ = (Index("ix_run_logs_run_id", "run_id", "id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = created_now()
     level: Mapped[str] = mapped_column(String(10), default="INFO")
     message: Mapped[str] = mapped_column(Text)
 
     run: Mapped[Run] = relationship(back_populates="logs")
 
 
-class Evaluation(Base):
+class Evaluation(RunRow, Base):
     """A held-out evaluation of a run: base and tuned scored on the same K problems (results as JSON)."""
 
     __tablename__ = "evaluations"
     __table_args__ = (Index("ix_evaluations_run_id", "run_id", "id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = created_now()
     adapter: Mapped[str] = mapped_column(String(40))
     k: Mapped[int] = mapped_column(Integer)
     samples: Mapped[int] = mapped_column(Integer)

@@ -16,6 +16,19 @@ branch_labels = None
 depends_on = None
 
 
+def _create_run_rows_table(name: str, *columns: sa.Column, indexes: dict[str, list[str]] | None = None) -> None:
+    """A table of a run's rows: ``id`` and ``run_id`` (deleted with the run) first, then ``columns``, then its
+    indexes; by default one on ``(run_id, id)``, named ``ix_<name>_run_id``, for a run's rows in the order written."""
+    op.create_table(
+        name,
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("run_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        *columns,
+    )
+    for index, index_columns in (indexes or {f"ix_{name}_run_id": ["run_id", "id"]}).items():
+        op.create_index(index, name, index_columns)
+
+
 def upgrade() -> None:
     op.create_table(
         "runs",
@@ -35,22 +48,17 @@ def upgrade() -> None:
         sa.Column("backend", sa.Text()),
     )
     op.create_index("ix_runs_status", "runs", ["status"])
-    op.create_table(
+    _create_run_rows_table(
         "metrics",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("run_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("key", sa.String(200), nullable=False),
         sa.Column("value", sa.Float()),
         sa.Column("raw", sa.String(16)),
         sa.Column("wall_time", sa.Float(), nullable=False),
+        indexes={"ix_metrics_run_key_step": ["run_id", "key", "step"], "ix_metrics_run_step": ["run_id", "step"]},
     )
-    op.create_index("ix_metrics_run_key_step", "metrics", ["run_id", "key", "step"])
-    op.create_index("ix_metrics_run_step", "metrics", ["run_id", "step"])
-    op.create_table(
+    _create_run_rows_table(
         "samples",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("run_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("group_index", sa.Integer(), nullable=False),
         sa.Column("prompt", sa.Text(), nullable=False),
@@ -59,28 +67,22 @@ def upgrade() -> None:
         sa.Column("total_reward", sa.Float()),
         sa.Column("advantage", sa.Float()),
         sa.Column("reference_answer", sa.Text()),
+        indexes={"ix_samples_run_step": ["run_id", "step"]},
     )
-    op.create_index("ix_samples_run_step", "samples", ["run_id", "step"])
-    op.create_table(
+    _create_run_rows_table(
         "run_logs",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("run_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("level", sa.String(10), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
     )
-    op.create_index("ix_run_logs_run_id", "run_logs", ["run_id", "id"])
-    op.create_table(
+    _create_run_rows_table(
         "evaluations",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("run_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("adapter", sa.String(40), nullable=False),
         sa.Column("k", sa.Integer(), nullable=False),
         sa.Column("samples", sa.Integer(), nullable=False),
         sa.Column("results", sa.JSON(), nullable=False),
     )
-    op.create_index("ix_evaluations_run_id", "evaluations", ["run_id", "id"])
 
 
 def downgrade() -> None:

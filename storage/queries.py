@@ -205,6 +205,13 @@ def add_sample_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
         session.execute(Sample.__table__.insert(), list(rows))
 
 
+def prune_samples(session: Session, run_id: int, before_step: int, keep_every: int) -> int:
+    """Delete a run's samples of steps before ``before_step`` except every ``keep_every``-th step (the retention of a
+    long run); returns how many rows went."""
+    stmt = delete(Sample).where(Sample.run_id == run_id, Sample.step < before_step, Sample.step % keep_every != 0)
+    return session.execute(stmt).rowcount
+
+
 def sample_steps(session: Session, run_id: int) -> list[int]:
     """The steps for which a run has stored samples, ascending."""
     stmt = select(Sample.step).where(Sample.run_id == run_id).distinct().order_by(Sample.step)

@@ -144,3 +144,25 @@ def test_run_directories_are_unique_even_for_the_same_id(monkeypatch, tmp_path):
     monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
     first, second = RunFiles.new(1).root, RunFiles.new(1).root
     assert first != second and first.name.startswith("1-") and first.parent == tmp_path / "runs"
+
+
+def test_sample_retention_keeps_recent_steps_and_every_nth_older_one(tmp_path):
+    """A long run's samples thin out behind it: the latest 100 steps keep all, older ones every Nth step."""
+    from storage.db import get_sessionmaker
+    from trainer.job.db_writer import DbWriter
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "long", {}, 400).id
+    writer = DbWriter(run_id, flush_interval=0.01, keep_samples_every=10)
+    for step in range(1, 401):
+        row = dict(run_id=run_id, step=step, group_index=0, prompt="p", completion="c", rewards={}, total_reward=0.0)
+        writer.samples([row])
+        if step % 50 == 0:
+            writer.flush()
+    writer.close()
+    with get_sessionmaker().begin() as s:
+        steps = queries.sample_steps(s, run_id)
+    recent = [x for x in steps if x > 300]
+    older = [x for x in steps if x <= 200]
+    assert recent == list(range(301, 401))
+    assert older == list(range(10, 201, 10))

@@ -166,6 +166,9 @@ class RunConfig:
     save_steps: int = setting(
         50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000, trl=True
     )
+    keep_samples_every: int = setting(
+        1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", "advanced", min=1
+    )
     # --- generation ---
     max_prompt_length: int = setting(
         256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072, trl=True

@@ -21,6 +21,8 @@ from storage.db import get_sessionmaker
 
 log = logging.getLogger(__name__)
 
+RECENT_SAMPLE_STEPS = 100  # the latest steps always keep every sample (what the Monitor's table mostly shows)
+
 
 @dataclass
 class _Batch:
@@ -35,9 +37,11 @@ class DbWriter:
     """A background thread that writes what the training loop hands it, several items per transaction (see the module
     docstring)."""
 
-    def __init__(self, run_id: int, flush_interval: float = 1.0) -> None:
+    def __init__(self, run_id: int, flush_interval: float = 1.0, keep_samples_every: int = 1) -> None:
         self.run_id = run_id
         self.flush_interval = flush_interval
+        self.keep_samples_every = keep_samples_every  # retention: see RunConfig.keep_samples_every
+        self._pruned_up_to = 0
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=f"db-writer-{run_id}", daemon=True)
@@ -97,6 +101,13 @@ class DbWriter:
             for event in batch.flushed:
                 event.set()
 
+    def _prune(self, session, newest_step: int) -> None:
+        """Thin out samples older than the latest RECENT_SAMPLE_STEPS, once per RECENT_SAMPLE_STEPS steps."""
+        before = newest_step - RECENT_SAMPLE_STEPS
+        if before >= self._pruned_up_to + RECENT_SAMPLE_STEPS:
+            queries.prune_samples(session, self.run_id, before, self.keep_samples_every)
+            self._pruned_up_to = before
+
     @staticmethod
     def _add(batch: _Batch, item: tuple[str, Any]) -> None:
         kind, payload = item
@@ -119,6 +130,8 @@ class DbWriter:
         with get_sessionmaker().begin() as session:
             queries.add_metric_rows(session, batch.metrics)
             queries.add_sample_rows(session, batch.samples)
+            if batch.samples and self.keep_samples_every > 1:
+                self._prune(session, max(row["step"] for row in batch.samples))
             for message, level in batch.logs:
                 queries.add_log(session, self.run_id, message, level)
             if batch.progress:

@@ -146,6 +146,7 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         problems = config.validate()
         if problems:
             raise ValueError("invalid run config: " + "; ".join(problems))
+        writer.keep_samples_every = config.keep_samples_every
         status = _train(run_id, config, files, writer, stop, show_progress)
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         error = "".join(traceback.format_exception(exc))

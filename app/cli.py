@@ -53,51 +53,68 @@ def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_run_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", type=int)
+
+
+def _add_detach(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+
+
+def _add_adapter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
+
+
+def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentParser:
+    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order."""
+    p = sub.add_parser(name, help=help)
+    for add in options:
+        add(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="create a run from a YAML/JSON config and train it")
+    p = _command(sub, "run", cmd_run, "create a run from a YAML/JSON config and train it")
     p.add_argument("config", help="a YAML or JSON file with RunConfig fields")
     p.add_argument("--name", help="override the run name")
-    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
+    _add_detach(p)
     _unisolated_code_flag(p)
-    p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("worker", help="train an existing run in this process (as python -m trainer.job.worker does)")
-    p.add_argument("run_id", type=int)
-    p.set_defaults(func=cmd_worker)
+    _command(
+        sub,
+        "worker",
+        cmd_worker,
+        "train an existing run in this process (as python -m trainer.job.worker does)",
+        _add_run_id,
+    )
+    _command(
+        sub,
+        "resume",
+        cmd_resume,
+        "continue a stopped or failed run from its latest checkpoint",
+        _add_run_id,
+        _add_detach,
+        _unisolated_code_flag,
+    )
+    _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
+    _command(sub, "runs", cmd_runs, "list runs")
 
-    p = sub.add_parser("resume", help="continue a stopped or failed run from its latest checkpoint")
-    p.add_argument("run_id", type=int)
-    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
-    _unisolated_code_flag(p)
-    p.set_defaults(func=cmd_resume)
-
-    p = sub.add_parser("stop", help="stop a run at its next step boundary")
-    p.add_argument("run_id", type=int)
-    p.set_defaults(func=cmd_stop)
-
-    p = sub.add_parser("runs", help="list runs")
-    p.set_defaults(func=cmd_runs)
-
-    p = sub.add_parser("eval", help="score base and tuned on held-out problems")
-    p.add_argument("run_id", type=int)
+    p = _command(sub, "eval", cmd_eval, "score base and tuned on held-out problems", _add_run_id)
     p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
     p.add_argument("--samples", type=int, default=4, help="sampled answers per problem for pass@1 (0: greedy only)")
-    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
-    p.set_defaults(func=cmd_eval)
+    _add_adapter(p)
 
-    p = sub.add_parser("export", help="zip, merge or push a run's adapter")
-    p.add_argument("run_id", type=int)
-    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
+    p = _command(sub, "export", cmd_export, "zip, merge or push a run's adapter", _add_run_id, _add_adapter)
     p.add_argument("--zip", metavar="PATH", help="write the adapter as a zip")
     p.add_argument("--merge", metavar="DIR", help="merge into the base and save a full model directory")
     p.add_argument("--push", metavar="REPO", help="push to this Hub repo (the merged model with --merge)")
     p.add_argument("--token", help="Hugging Face token (default: $HF_TOKEN)")
-    p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("serve", help="start the dashboard")
+    p = _command(sub, "serve", cmd_serve, "start the dashboard")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
@@ -115,10 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
     _unisolated_code_flag(p)
-    p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("build-tiny", help="build the built-in model and report its held-out correctness")
-    p.set_defaults(func=cmd_build_tiny)
+    _command(sub, "build-tiny", cmd_build_tiny, "build the built-in model and report its held-out correctness")
     return parser
 
 

@@ -33,6 +33,15 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def _high_share(series: Series, key: str, threshold: float, name: str, message: str, hint: str) -> list[Alert]:
+    """The alert ``name`` when the recent mean of the share ``key`` (0 to 1) is over ``threshold``, once three steps
+    are logged; ``message`` is formatted with that mean."""
+    recent = _values(series, key)[-WINDOW:]
+    if len(recent) >= 3 and _mean(recent) > threshold:
+        return [Alert(name, message.format(_mean(recent)), hint)]
+    return []
+
+
 def health_alerts(series: Series, max_completion_length: int | None = None) -> list[Alert]:
     """Every failure sign the recent steps show (empty when healthy or too early to tell)."""
     alerts: list[Alert] = []
@@ -46,15 +55,14 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
                     "lower the learning rate or max_grad_norm; check the reward functions for NaN",
                 )
             )
-    zero = _values(series, "frac_reward_zero_std")[-WINDOW:]
-    if len(zero) >= 3 and _mean(zero) > 0.5:
-        alerts.append(
-            Alert(
-                "zero_std",
-                f"{_mean(zero):.0%} of groups have zero reward std: no learning signal",
-                "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size",
-            )
-        )
+    alerts += _high_share(
+        series,
+        "frac_reward_zero_std",
+        0.5,
+        "zero_std",
+        "{:.0%} of groups have zero reward std: no learning signal",
+        "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size",
+    )
     kl = _values(series, "kl")
     if len(kl) >= 2 * WINDOW:
         before, now = _mean(kl[-2 * WINDOW : -WINDOW]), _mean(kl[-WINDOW:])
@@ -66,15 +74,14 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
                     "likely reward hacking or too high a learning rate: read the completions, raise beta or lower the learning rate",
                 )
             )
-    clipped = _values(series, "completions/clipped_ratio")[-WINDOW:]
-    if len(clipped) >= 3 and _mean(clipped) > 0.3:
-        alerts.append(
-            Alert(
-                "length_limit",
-                f"{_mean(clipped):.0%} of completions hit the length limit",
-                "the answer never gets written: raise max_completion_length or reward shorter reasoning",
-            )
-        )
+    alerts += _high_share(
+        series,
+        "completions/clipped_ratio",
+        0.3,
+        "length_limit",
+        "{:.0%} of completions hit the length limit",
+        "the answer never gets written: raise max_completion_length or reward shorter reasoning",
+    )
     length, reward = _values(series, "completions/mean_length"), _values(series, "reward")
     if len(length) >= 2 * WINDOW and len(reward) >= 2 * WINDOW:
         grew = _mean(length[-WINDOW:]) / max(_mean(length[-2 * WINDOW : -WINDOW]), 1e-9)

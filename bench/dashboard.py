@@ -5,7 +5,9 @@
 1. launching `grpo-studio serve` to its first HTTP 200 (target <= 5 s);
 2. building every monitor chart for a stored run of 10,000 steps x 40 metric keys: the first full read from SQLite,
    and the figure building on its own (target <= 150 ms);
-3. an incremental poll that finds one new step (target <= 20 ms).
+3. an incremental poll that finds one new step (target <= 20 ms);
+4. the Runs table and pickers with 1,000 runs x 1,000 steps x 40 keys and 5 dashboards polling, the old per-run reads
+   beside the one aggregate statement (target <= 50 ms a tick; bench/runs_list.py, whose flags it takes).
 
 Everything runs against a throw-away data dir, so nothing of yours is touched.
 """
@@ -136,3 +138,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # 4. the run list with a thousand runs, the 0.1 way and the one-statement way side by side (bench/runs_list.py)
+    import runs_list
+
+    runs_list.main(sys.argv[1:])

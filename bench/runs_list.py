@@ -107,7 +107,7 @@ def _summary(timings: list[float]) -> str:
     return f"median {statistics.median(timings) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Build the database, measure both ways side by side, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--dashboards", type=int, default=5)
     parser.add_argument("--ticks", type=int, default=4)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from sqlalchemy.orm import sessionmaker
 
     from storage.db import make_engine

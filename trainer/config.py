@@ -4,8 +4,8 @@ The dashboard form, the CLI, YAML/JSON files and the worker all use this datacla
 metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid range (``min``/``max``, or
 ``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
 (trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list. The checks behind
-:meth:`RunConfig.validate` live in trainer.config_checks, and those that look at a model or data set with the code
-that loads it (trainer.loading.backend, trainer.loading.data).
+:meth:`RunConfig.validate` live in trainer.config_review (the whole config) and trainer.config_checks (one value),
+and those that look at a model or data set with the code that loads it (trainer.loading.backend, trainer.loading.data).
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer import config_checks as checks
+from trainer import config_review as review
 from trainer.config_file import ConfigFileError, read_mapping, write_mapping
-from trainer.loading.backend import check_model, gpu_path_problems
-from trainer.loading.data import check_dataset, load_problems
-from trainer.scoring.rewards import reward_mix_warnings
 
 SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
@@ -268,41 +266,13 @@ class RunConfig:
 
     # ---------------------------------------------------------------------------------------------------------------
     def validate(self, check_rewards: bool = True, check_files: bool = True) -> list[str]:
-        """Every problem with this config, in plain words (an empty list means valid).
-
-        With ``check_rewards`` custom reward functions are imported and dry-run (the dashboard does that only when
-        its operator allowed custom rewards). With ``check_files`` local model directories and data files are looked
-        at (a data file's head is read); the dashboard turns that off for a path its user may not read.
-        """
-        problems: list[str] = []
-        for f in dataclasses.fields(self):
-            if f.name != "num_generations":  # check_batch words its range in GRPO terms
-                problems.extend(checks.check_range(f, getattr(self, f.name)))
-        if not self.name.strip():
-            problems.append("name is empty: give the run a name")
-        if check_files:
-            problems.extend(check_model(self.model_name_or_path))
-            problems.extend(check_dataset(self.dataset_name, self.question_column, self.answer_column))
-        problems.extend(checks.check_rewards(self.reward_funcs, self.reward_weights, import_custom=check_rewards))
-        batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
-        problems.extend(checks.check_batch(*batch, group=self.num_generations))
-        problems.extend(checks.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
-        if not self.lora_target_modules:
-            problems.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
-        problems.extend(gpu_path_problems(self))
-        return problems
+        """Every problem with this config, in plain words (an empty list means valid); see
+        trainer.config_review.problems for what ``check_rewards`` and ``check_files`` do."""
+        return review.problems(self, check_rewards=check_rewards, check_files=check_files)
 
     def warnings(self) -> list[str]:
-        """Things that are valid but probably not what the user wants (see rewards.reward_mix_warnings). Reads a few
-        rows of the data set; a data set that can't be read yet gives no warning here (the worker reports it)."""
-        local = self.dataset_name.startswith("builtin:") or Path(self.dataset_name).is_file()
-        try:
-            problems = load_problems(self)[:64] if local else []
-        except Exception:
-            problems = []
-        return reward_mix_warnings(
-            list(self.reward_funcs), self.weights(), [p.answer for p in problems], any(p.tests for p in problems)
-        )
+        """Things that are valid but probably not what the user wants (trainer.config_review.warnings)."""
+        return review.warnings(self)
 
     def weights(self) -> list[float]:
         """The reward weights, 1.0 each where none were given."""
@@ -314,23 +284,8 @@ class RunConfig:
         return batch // self.num_generations
 
     def with_absolute_paths(self, base: Path) -> RunConfig:
-        """This config with its relative local paths (model directory, data file, custom reward files) made absolute
-        against ``base``, the directory they were checked from: a launched worker runs in its run directory."""
-
-        def absolute(text: str) -> str:
-            path = Path(text).expanduser()
-            return str(base / path) if not path.is_absolute() and (base / path).exists() else text
-
-        rewards = []
-        for name in self.reward_funcs:
-            target, sep, func = name.rpartition(":")
-            rewards.append(absolute(target) + sep + func if target.endswith(".py") else name)
-        return dataclasses.replace(
-            self,
-            model_name_or_path=absolute(self.model_name_or_path),
-            dataset_name=absolute(self.dataset_name),
-            reward_funcs=rewards,
-        )
+        """This config with its relative local paths made absolute against ``base`` (trainer.config_review)."""
+        return review.with_absolute_paths(self, base)
 
 
 class ConfigError(ValueError):

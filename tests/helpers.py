@@ -24,6 +24,7 @@ def tiny_config(**overrides):
         max_steps=4,
         warmup_ratio=0.0,
         save_steps=2,
+        eval_steps=0,  # the held-out curve has tests of its own (test_periodic_eval.py)
         seed=7,
     )
     values.update(overrides)

@@ -9,12 +9,14 @@ import pytest
 from trainer.config import RunConfig
 from trainer.loading.data import (
     DataError,
+    Problem,
     arithmetic_problems,
     arithmetic_solution,
     build_dataset,
     gsm8k_reference,
     make_prompt,
 )
+from trainer.scoring.rewards import correctness_reward, extract_answer, strict_format_reward
 
 
 def test_arithmetic_splits_are_fixed_and_disjoint():
@@ -33,10 +35,38 @@ def test_arithmetic_answers_are_right():
 def test_worked_solution_is_in_the_reference_format():
     p = arithmetic_problems("train")[0]
     expression = p.question.removeprefix("What is ").removesuffix("?")
-    assert (
-        arithmetic_solution(p)
-        == f"<reasoning>\n{expression} = {p.answer}\n</reasoning>\n<answer>\n{p.answer}\n</answer>"
+    solution = arithmetic_solution(p)
+    assert solution.startswith("<reasoning>\n") and solution.endswith(
+        f"\n{expression} = {p.answer}\n</reasoning>\n<answer>\n{p.answer}\n</answer>"
     )
+
+
+@pytest.mark.parametrize(
+    "question, answer, lines",
+    [
+        ("What is 12 + 19?", "31", ["2 + 9 = 11", "1 + 1 + 1 = 3", "12 + 19 = 31"]),
+        ("What is 14 + 5?", "19", ["4 + 5 = 9", "1 + 0 = 1", "14 + 5 = 19"]),
+        ("What is 32 - 19?", "13", ["12 - 9 = 3", "3 - 1 - 1 = 1", "32 - 19 = 13"]),
+        ("What is 9 + 8?", "17", ["9 + 8 = 17"]),
+    ],
+)
+def test_worked_solution_goes_column_by_column(question, answer, lines):
+    reasoning = "\n".join(lines)
+    solution = f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+    assert arithmetic_solution(Problem(question, answer)) == solution
+
+
+def test_a_forgotten_carry_is_off_by_ten_and_only_where_there_is_a_carry():
+    slip = arithmetic_solution(Problem("What is 12 + 19?", "31"), forget_carry=True)
+    assert slip == "<reasoning>\n2 + 9 = 11\n1 + 1 = 2\n12 + 19 = 21\n</reasoning>\n<answer>\n21\n</answer>"
+    borrow = arithmetic_solution(Problem("What is 32 - 19?", "13"), forget_carry=True)
+    assert borrow.endswith("\n3 - 1 = 2\n32 - 19 = 23\n</reasoning>\n<answer>\n23\n</answer>")
+    for p in arithmetic_problems("train") + arithmetic_problems("test"):
+        right, slipped = arithmetic_solution(p), arithmetic_solution(p, forget_carry=True)
+        assert correctness_reward([None], [right], answer=[p.answer]) == [2.0]
+        assert strict_format_reward([None], [right]) == [0.5]
+        if slipped != right:
+            assert abs(int(extract_answer(slipped)) - int(p.answer)) == 10
 
 
 def test_gsm8k_reference_is_after_the_marker_without_commas():

@@ -78,6 +78,15 @@ class RunConfig:
     max_train_samples: int = setting(
         0, "Use at most this many training examples (0: all).", "data", min=0, max=100_000_000, advanced=True
     )
+    heldout_fraction: float = setting(
+        0.0,
+        "Share of the training rows kept out of training for held-out evaluation (for a data set without a test "
+        "split; 0: none). Which rows is fixed by each question's text, not by the seed.",
+        "data",
+        min=0.0,
+        max=0.5,
+        advanced=True,
+    )
     system_prompt: str = setting(SYSTEM_PROMPT, "System prompt put before every question.", "data")
     # --- rewards ---
     reward_funcs: list[str] = setting(
@@ -163,6 +172,14 @@ class RunConfig:
     logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1, max=1_000_000, trl=True)
     save_steps: int = setting(
         50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000, trl=True
+    )
+    eval_steps: int = setting(
+        0,
+        "Score held-out problems every N steps while training (greedy correctness, format rate, mean length, each "
+        "reward), stored per step from step 0 (the base); 0: off.",
+        "advanced",
+        min=0,
+        max=1_000_000,
     )
     keep_samples_every: int = setting(
         1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", "advanced", min=1

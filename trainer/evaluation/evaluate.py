@@ -95,10 +95,19 @@ class EvaluationError(ValueError):
 
 
 def heldout_problems(config, k: int) -> list[Problem]:
-    """K problems the run did not train on: the data set's test split (builtin:arithmetic's held-out 200, GSM8K's
-    test split, a hub data set's "test" split). A local file has no held-out part, which is said plainly."""
-    from trainer.loading.data import DataError, load_problems
+    """K problems the run did not train on: the rows ``heldout_fraction`` kept out of training when it is set, else
+    the data set's test split (builtin:arithmetic's held-out 200, GSM8K's test split, a hub data set's "test" split).
+    A local file has no held-out part of its own, which is said plainly."""
+    from trainer.loading.data import DataError, load_problems, split_heldout
 
+    if config.heldout_fraction:
+        try:
+            _, kept_out = split_heldout(load_problems(config), config.heldout_fraction)
+        except Exception as exc:
+            raise EvaluationError(f"could not load {config.dataset_name}: {exc}") from exc
+        if not kept_out:
+            raise EvaluationError(f"heldout_fraction {config.heldout_fraction:g} kept no row of {config.dataset_name}")
+        return kept_out[:k]
     if config.dataset_name == "builtin:code":
         raise EvaluationError("builtin:code has no held-out problems (all twelve are training data)")
     try:
@@ -110,7 +119,7 @@ def heldout_problems(config, k: int) -> list[Problem]:
     if config.dataset_name.lower().endswith((".jsonl", ".json", ".csv", ".parquet")):
         raise EvaluationError(
             f"{config.dataset_name} is a single local file: every row may have been trained on, so there is no "
-            "held-out split to evaluate on"
+            "held-out split to evaluate on (set heldout_fraction to keep a share of it out of training)"
         )
     return problems[:k]
 

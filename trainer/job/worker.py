@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus
 from trainer.config import RunConfig
+from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import prepare_resume
 from trainer.job.db_writer import DbWriter
@@ -202,8 +204,14 @@ def _train(
     backend = start_backend(config)  # before make_callback, which imports transformers
     callback = make_callback(run_id, writer, stop, config)
     guard = make_disk_guard(files.root, files.latest_checkpoint)
-    trainer = build_trainer(config, files.root, [callback, guard], log_line, backend, disable_tqdm=not show_progress)
+    heldout = make_heldout_callback(
+        config, lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())), log_line
+    )
+    callbacks = [callback, guard] + ([heldout] if heldout else [])
+    trainer = build_trainer(config, files.root, callbacks, log_line, backend, disable_tqdm=not show_progress)
     callback.trainer = trainer
+    if heldout:
+        heldout.trainer = trainer
     if not show_progress:
         from transformers.trainer_callback import PrinterCallback
 

@@ -11,6 +11,7 @@ for :func:`check_dataset`, which RunConfig.validate calls. This module reads the
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ class DataSettings(Protocol):
     question_column: str
     answer_column: str
     max_train_samples: int
+    heldout_fraction: float
     system_prompt: str
 
 
@@ -75,10 +77,45 @@ def arithmetic_problems(split: str = "train") -> list[Problem]:
     raise DataError(f"builtin:arithmetic has splits train and test, not {split!r}")
 
 
-def arithmetic_solution(problem: Problem) -> str:
-    """A worked answer in the reference format, used to warm the built-in model up."""
+def arithmetic_solution(problem: Problem, forget_carry: bool = False) -> str:
+    """A worked answer in the reference format, used to warm the built-in model up: column by column, units first,
+    then tens with the carry (or borrow), then the result. "12 + 19" is worked as "2 + 9 = 11", "1 + 1 + 1 = 3",
+    "12 + 19 = 31"; "32 - 19" as "12 - 9 = 3", "3 - 1 - 1 = 1", "32 - 19 = 13"; two one-digit numbers in one line.
+
+    Why columns rather than one line ("12 + 19 = 31"): each line is a one-digit fact shared by many problems, so what
+    GRPO teaches on the training problems carries over to held-out ones. With the one-line form the built-in model
+    learned each sum on its own (82 % right on training problems, 54 % held out) and GRPO gains on training problems
+    did not transfer (issue 12).
+
+    ``forget_carry`` writes the slip a hurried pupil makes: the tens line without the carry or borrow, so the result
+    is off by ten ("1 + 1 = 2", "12 + 19 = 21"). Problems without a carry are worked the same either way.
+    """
     expression = problem.question.removeprefix("What is ").removesuffix("?")
-    return f"<reasoning>\n{expression} = {problem.answer}\n</reasoning>\n<answer>\n{problem.answer}\n</answer>"
+    a_text, op, b_text = expression.split()
+    a, b = int(a_text), int(b_text)
+    lines, result = [], int(problem.answer)
+    if a >= 10 or b >= 10:
+        (a_tens, a_units), (b_tens, b_units) = divmod(a, 10), divmod(b, 10)
+        if op == "+":
+            carry = a_units + b_units >= 10
+            lines.append(f"{a_units} + {b_units} = {a_units + b_units}")
+            tens = f"{a_tens} + {b_tens}", a_tens + b_tens
+            sign, step = " + 1", 1
+        else:
+            carry = a_units < b_units
+            units = a_units + 10 if carry else a_units
+            lines.append(f"{units} - {b_units} = {units - b_units}")
+            tens = f"{a_tens} - {b_tens}", a_tens - b_tens
+            sign, step = " - 1", -1
+        if carry and not forget_carry:
+            lines.append(f"{tens[0]}{sign} = {tens[1] + step}")
+        else:
+            lines.append(f"{tens[0]} = {tens[1]}")
+            if carry:
+                result -= step * 10
+    lines.append(f"{expression} = {result}")
+    reasoning = "\n".join(lines)
+    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{result}\n</answer>"
 
 
 def gsm8k_reference(answer: str) -> str:
@@ -118,11 +155,24 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
     return _map_columns(rows, config.question_column, config.answer_column, name)
 
 
+def split_heldout(problems: list[Problem], fraction: float) -> tuple[list[Problem], list[Problem]]:
+    """``problems`` as (kept for training, held out): a question is held out when the hash of its text falls in the
+    first ``fraction`` of the hash range, so the same rows are held out whatever the order, seed or row count."""
+    if not fraction:
+        return problems, []
+    train, heldout = [], []
+    for p in problems:
+        position = int.from_bytes(hashlib.sha256(p.question.encode()).digest()[:8], "big") / 2**64
+        (heldout if position < fraction else train).append(p)
+    return train, heldout
+
+
 def build_dataset(config: DataSettings, split: str | None = None) -> Dataset:
-    """The training data set: columns ``prompt`` (chat messages), ``question`` and ``answer``."""
+    """The training data set: columns ``prompt`` (chat messages), ``question`` and ``answer``; without the rows
+    ``heldout_fraction`` keeps out."""
     from datasets import Dataset
 
-    problems = load_problems(config, split)
+    problems, _ = split_heldout(load_problems(config, split), config.heldout_fraction)
     if config.max_train_samples:
         problems = problems[: config.max_train_samples]
     if not problems:

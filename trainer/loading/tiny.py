@@ -2,9 +2,27 @@
 
 What it is: a Qwen2-style causal LM (a few layers, hidden size in the tens) and a byte-level BPE tokenizer trained
 on the arithmetic task's own text, with ChatML special tokens and a chat template. It is warmed up with a short
-supervised pass on ``builtin:arithmetic`` (loss on the answer only), so it already answers in the
-``<reasoning>…</reasoning><answer>…</answer>`` format and gets a share of the problems right: GRPO then has
+supervised pass on the training split of ``builtin:arithmetic`` (loss on the answer only), so it already answers in
+the ``<reasoning>…</reasoning><answer>…</answer>`` format and gets a share of the problems right: GRPO then has
 something to improve, which a random model would not give it (every group would score 0, std 0, no signal).
+
+Why the warm-up is deliberately sloppy (issue 12): GRPO learns from answers of one group that disagree. A model
+warmed up on perfect worked answers was either confidently wrong in ways particular to each problem (one-line
+answers: held-out 54 %, and GRPO gains on training problems did not carry over) or, worked column by column, right
+often enough but improving only slowly. So the warm-up shows the model worked answers in which, half of the time, the
+carry (or borrow) is forgotten (``TinySpec.carry_slip``, see :func:`trainer.loading.data.arithmetic_solution`). The model
+comes out uncertain about one rule that many problems share: on a problem with a carry it writes "1 + 1 + 1 = 3" or
+"1 + 1 = 2" about equally often, a group of eight nearly always disagrees, and the correctness reward alone tells
+GRPO which habit is right. Because the rule is shared, what GRPO learns on training problems shows on held-out ones:
+the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from 82 % to 93-94 % in
+100 steps. (After an 800-step warm-up with a slip of 0.6, greedy answers forgot nearly every carry and GRPO
+relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
+training split only (tests/test_heldout.py checks both).
+
+Threads: the build and a worker training this model use one CPU thread (:func:`use_tiny_threads`). Its matrix
+products (96 wide) are too small to split well: on 2 idle cores a second thread saves about a fifth of the time, but
+when other processes keep the cores busy the threads spin-wait for each other at every product, and 6 demo GRPO steps
+took 70 s on two threads against 4 s on one (load average ~5; bench/threads.py measures both).
 
 Built once per spec and cached under ``$GRPO_STUDIO_HOME/models/``; a file lock keeps two processes from building
 the same model at once.
@@ -21,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.config import SYSTEM_PROMPT
-from trainer.loading.data import arithmetic_problems, arithmetic_solution, make_prompt
+from trainer.loading.data import Problem, arithmetic_problems, arithmetic_solution, make_prompt
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +62,15 @@ class TinySpec:
     num_heads: int = 4
     intermediate_size: int = 256
     vocab_size: int = 400  # 256 bytes + merges for the recurring prompt text; digits stay single tokens
-    sft_steps: int = 1500  # warm-up length: stops short of perfect so GRPO has room to improve
+    # warm-up length: long enough to learn the format and the one-digit facts (problems without a carry ~99 % right
+    # held out), short enough to build in under 2 minutes on 2 idle cores (800 steps left subtraction facts shaky,
+    # which GRPO did not fix within the demo)
+    sft_steps: int = 1000
     sft_batch_size: int = 32
     sft_lr: float = 3e-3
+    # share of warm-up draws of a problem with a carry/borrow whose worked answer forgets it: 0.5 leaves the model
+    # undecided between the two habits, the disagreement GRPO learns from (see the module docstring)
+    carry_slip: float = 0.5
     seed: int = 0
 
     @property
@@ -56,6 +80,16 @@ class TinySpec:
 
 
 DEFAULT_SPEC = TinySpec()
+TINY_THREADS = 1  # see the module docstring
+
+
+def use_tiny_threads() -> int:
+    """Set torch's intra-op threads for the built-in model; returns the previous count (to restore it)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(TINY_THREADS)
+    return previous
 
 
 def tiny_model_dir(spec: TinySpec = DEFAULT_SPEC, root: Path | None = None) -> Path:
@@ -72,6 +106,18 @@ def tiny_model_dir(spec: TinySpec = DEFAULT_SPEC, root: Path | None = None) -> P
         if not (target / "grpo_studio_tiny.json").is_file():
             build_tiny_model(target, spec)
     return target
+
+
+def warm_up_problems() -> list[Problem]:
+    """The problems the built-in model is warmed up on (and its tokenizer trained on): the training split only."""
+    return arithmetic_problems("train")
+
+
+def tokenizer_corpus() -> list[str]:
+    """The text the tokenizer's merges are learned from: the prompt's fixed parts and the warm-up problems."""
+    return [SYSTEM_PROMPT, "system", "user", "assistant"] + [
+        p.question + "\n" + arithmetic_solution(p) for p in warm_up_problems()
+    ]
 
 
 def build_tokenizer():
@@ -91,10 +137,7 @@ def build_tokenizer():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    corpus = [SYSTEM_PROMPT, "system", "user", "assistant"] + [
-        p.question + "\n" + arithmetic_solution(p) for p in arithmetic_problems("train")
-    ]
-    tok.train_from_iterator(corpus, trainer=trainer)
+    tok.train_from_iterator(tokenizer_corpus(), trainer=trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in FORMAT_TAGS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -131,7 +174,11 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
         pad_token_id=tokenizer.pad_token_id,
     )
     model = Qwen2ForCausalLM(config)
-    _warm_up(model, tokenizer, spec)
+    threads = use_tiny_threads()
+    try:
+        _warm_up(model, tokenizer, spec)
+    finally:
+        torch.set_num_threads(threads)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     target.mkdir(parents=True, exist_ok=True)
@@ -144,25 +191,39 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
     return target
 
 
-def _warm_up(model, tokenizer, spec: TinySpec) -> None:
-    """Supervised warm-up on the arithmetic train split; the loss covers only the assistant's answer."""
-    import torch
+def warm_up_examples(tokenizer) -> list[tuple[list[int], list[int], list[int] | None]]:
+    """Token ids of every warm-up example: (prompt, worked answer, the answer with the carry forgotten or None when
+    the problem has no carry). The answers end with the end-of-turn token."""
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     examples = []
-    for problem in arithmetic_problems("train"):
+    for problem in warm_up_problems():
         prompt = tokenizer.apply_chat_template(
             make_prompt(problem.question, SYSTEM_PROMPT), tokenize=False, add_generation_prompt=True
         )
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        answer_ids = tokenizer(arithmetic_solution(problem) + "<|im_end|>", add_special_tokens=False)["input_ids"]
-        examples.append((prompt_ids, answer_ids))
+        right, slip = arithmetic_solution(problem), arithmetic_solution(problem, forget_carry=True)
+        examples.append((ids(prompt), ids(right + "<|im_end|>"), ids(slip + "<|im_end|>") if slip != right else None))
+    return examples
+
+
+def _warm_up(model, tokenizer, spec: TinySpec) -> None:
+    """Supervised warm-up on the arithmetic train split; the loss covers only the assistant's answer. Each time a
+    problem with a carry is drawn, its answer forgets the carry with probability ``spec.carry_slip``."""
+    import torch
+
+    examples = warm_up_examples(tokenizer)
     rng = random.Random(spec.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.sft_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=spec.sft_lr, total_steps=spec.sft_steps)
     model.train()
     pad = tokenizer.pad_token_id
     for step in range(spec.sft_steps):
-        batch = rng.sample(examples, spec.sft_batch_size)
+        batch = [
+            (p, slip if slip is not None and rng.random() < spec.carry_slip else right)
+            for p, right, slip in rng.sample(examples, spec.sft_batch_size)
+        ]
         length = max(len(p) + len(a) for p, a in batch)
         ids = torch.full((len(batch), length), pad)
         labels = torch.full((len(batch), length), -100)

@@ -39,6 +39,13 @@ CHARTS: tuple[Chart, ...] = (
         True,
     ),
     Chart(
+        "heldout",
+        "Held-out accuracy (greedy)",
+        ("heldout/correct", "heldout/format"),
+        "Share of held-out problems (never trained on) answered right and in the format, scored every eval_steps "
+        "steps from the base model on: whether what GRPO learns carries over beyond the training prompts.",
+    ),
+    Chart(
         "reward_std",
         "Reward std and zero-std groups",
         ("reward_std", "frac_reward_zero_std"),

@@ -108,6 +108,16 @@ def _points(page, chart: str) -> int:
     return page.locator(f"#chart-{chart} .scatterlayer .point").count()
 
 
+def _series(page, chart: str, key: str) -> list[float]:
+    """The y values Plotly draws for metric ``key`` in a monitor chart (read from the plot's own data)."""
+    script = """([sel, key]) => {
+        const plot = document.querySelector(sel);
+        const trace = plot && (plot.data || []).find(t => t.meta === key);
+        return trace ? Array.from(trace.y) : [];
+    }"""
+    return page.evaluate(script, [f"#chart-{chart} .js-plotly-plot", key])
+
+
 def _torch_loaded(pid: int) -> bool:
     maps = Path(f"/proc/{pid}/maps").read_text()
     return "libtorch" in maps or "torch/_C" in maps
@@ -140,6 +150,9 @@ def test_dashboard_journey(page, server):
     wait_for(lambda: _points(page, "reward") > seen_running, 10, "more reward points")
     assert run_row(first).status == "completed"
     assert "step 40 of 40" in progress.inner_text()
+    # the held-out curve (the preset's eval_steps 10: steps 0, 10, 20, 30, 40) climbs from the base model's score
+    heldout = _series(page, "heldout", "heldout/correct")
+    assert len(heldout) >= 3 and heldout[-1] > heldout[0], heldout
 
     # 3. the completions table has rows with scores
     table = page.locator("#completions-table")

@@ -79,6 +79,16 @@ def owned_rows() -> Mapped[list]:
     return relationship(back_populates="run", cascade="all, delete-orphan", passive_deletes=True)
 
 
+def status_column(default: RunStatus, **kwargs) -> Mapped[RunStatus]:
+    """A :class:`RunStatus` stored as the member's value in a VARCHAR(16) (no native enum type, no CHECK
+    constraint): the schema stays what 0.1 created, and a status added later needs no migration. validate_strings
+    refuses a string that is no status."""
+    kind = Enum(
+        RunStatus, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e], validate_strings=True
+    )
+    return mapped_column(kind, default=default, **kwargs)
+
+
 class Run(Base):
     """One training run: its config, where it is in its life cycle, and where its files are."""
 
@@ -86,19 +96,7 @@ class Run(Base):
 
     id: Mapped[int] = primary_key()
     name: Mapped[str] = mapped_column(String(200))
-    # Stored as the member's value in a VARCHAR(16) (no native enum type, no CHECK constraint): the schema stays what
-    # 0.1 created, and a status added later needs no migration. validate_strings refuses a string that is no status.
-    status: Mapped[RunStatus] = mapped_column(
-        Enum(
-            RunStatus,
-            native_enum=False,
-            length=16,
-            values_callable=lambda e: [m.value for m in e],
-            validate_strings=True,
-        ),
-        default=RunStatus.QUEUED,
-        index=True,
-    )
+    status: Mapped[RunStatus] = status_column(RunStatus.QUEUED, index=True)
     config: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = created_now()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -179,7 +177,12 @@ class RunLog(RunRow, Base):
 
 
 class Evaluation(RunRow, Base):
-    """A held-out evaluation of a run: base and tuned scored on the same K problems (results as JSON)."""
+    """A held-out evaluation of a run: base and tuned scored on the same K problems (results as JSON).
+
+    Started from the dashboard it is a job, like a run: a detached process (``pid``) that writes its progress
+    (``done`` of ``total`` answers generated) and then its results or its error here, so it outlives a dashboard
+    restart and any dashboard shows where it is. Rows from before jobs existed read as completed.
+    """
 
     __tablename__ = "evaluations"
     __table_args__ = (Index("ix_evaluations_run_id", "run_id", "id"),)
@@ -189,6 +192,14 @@ class Evaluation(RunRow, Base):
     k: Mapped[int] = mapped_column(Integer)
     samples: Mapped[int] = mapped_column(Integer)
     # {"base": {"correct": .., "pass_at_1": .., "format": .., "mean_length": .., "rewards": {name: mean}}, "tuned": ..}
-    results: Mapped[dict] = mapped_column(JSON)
+    # None until the job has finished.
+    results: Mapped[dict | None] = mapped_column(JSON)
+    status: Mapped[RunStatus] = status_column(RunStatus.COMPLETED, server_default=RunStatus.COMPLETED.value)
+    done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_started: Mapped[str | None] = mapped_column(String(32))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     run: Mapped[Run] = relationship(back_populates="evaluations")

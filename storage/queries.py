@@ -237,15 +237,51 @@ def log_tail(session: Session, run_id: int, limit: int = 50) -> list[RunLog]:
 
 
 # --- evaluations ----------------------------------------------------------------------------------------------------
-def add_evaluation(session: Session, run_id: int, adapter: str, k: int, samples: int, results: dict) -> Evaluation:
-    """Store a held-out evaluation of a run."""
-    evaluation = Evaluation(run_id=run_id, adapter=adapter, k=k, samples=samples, results=results)
+def add_evaluation(
+    session: Session,
+    run_id: int,
+    adapter: str,
+    k: int,
+    samples: int,
+    results: dict | None = None,
+    status: RunStatus = RunStatus.COMPLETED,
+) -> Evaluation:
+    """Store a held-out evaluation of a run: finished (``results``), or a job that has just started."""
+    finished = utcnow() if status.terminal else None
+    evaluation = Evaluation(
+        run_id=run_id, adapter=adapter, k=k, samples=samples, results=results, status=status, finished_at=finished
+    )
     session.add(evaluation)
     session.flush()
     return evaluation
 
 
-def latest_evaluation(session: Session, run_id: int) -> Evaluation | None:
-    """The newest evaluation of a run, or None."""
-    stmt = select(Evaluation).where(Evaluation.run_id == run_id).order_by(Evaluation.id.desc()).limit(1)
-    return session.scalars(stmt).first()
+def get_evaluation(session: Session, evaluation_id: int) -> Evaluation | None:
+    """The evaluation with this id, or None."""
+    return session.get(Evaluation, evaluation_id)
+
+
+def evaluation_progress(session: Session, evaluation_id: int, done: int, total: int) -> None:
+    """Record how many of the job's ``total`` answers are generated."""
+    session.execute(update(Evaluation).where(Evaluation.id == evaluation_id).values(done=done, total=total))
+
+
+def evaluation_started(session: Session, evaluation: Evaluation, pid: int, pid_started: str | None) -> None:
+    """Record the job's process."""
+    evaluation.pid, evaluation.pid_started = pid, pid_started
+
+
+def finish_evaluation(
+    session: Session, evaluation: Evaluation, status: RunStatus, results: dict | None = None, error: str | None = None
+) -> None:
+    """End an evaluation job: completed with its results, or failed/stopped with the reason."""
+    evaluation.status, evaluation.results, evaluation.error = status, results, error
+    evaluation.finished_at = utcnow()
+
+
+def latest_evaluation(session: Session, run_id: int, finished: bool = False) -> Evaluation | None:
+    """The newest evaluation of a run (with ``finished``, the newest completed one), or None."""
+    stmt = select(Evaluation).where(Evaluation.run_id == run_id)
+    if finished:
+        stmt = stmt.where(Evaluation.status == RunStatus.COMPLETED)
+    return session.scalars(stmt.order_by(Evaluation.id.desc()).limit(1)).first()

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import String, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from storage.models import Evaluation, Metric, Run
+from storage.models import Evaluation, Metric, Run, RunStatus
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
     """Every run (newest first), or those whose name contains ``search`` (any case) or whose id is ``search``."""
     evaluation = (
         select(Evaluation.results)
-        .where(Evaluation.run_id == Run.id)
+        .where(Evaluation.run_id == Run.id, Evaluation.status == RunStatus.COMPLETED)
         .order_by(Evaluation.id.desc())
         .limit(1)
         .scalar_subquery()

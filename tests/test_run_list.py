@@ -36,7 +36,7 @@ def test_the_aggregate_query_agrees_with_the_per_run_reads():
             assert summary.last_reward == queries.last_metric(s, run_id, "reward")
             kl = queries.last_metric(s, run_id, "kl")
             assert summary.last_kl == kl or (summary.last_kl is None and math.isnan(kl))  # NaN is stored as NULL
-            evaluation = queries.latest_evaluation(s, run_id)
+            evaluation = queries.latest_evaluation(s, run_id, finished=True)
             assert summary.evaluation == (evaluation.results if evaluation else None)
             assert summary.dataset == queries.get_run(s, run_id).config["dataset_name"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.charts import heldout_figure
+from app.pages import evaluation
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
@@ -127,7 +127,9 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
         seed=int(seed),
         progress=progress,
     )
-    return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), _summary("Tuned", result.tuned, n)
+    why = result.why()
+    tuned_summary = _summary("Tuned", result.tuned, n) + (f"\n\n{why}" if why else "")
+    return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), tuned_summary
 
 
 def _rows(side) -> list[list]:
@@ -139,37 +141,6 @@ def _rows(side) -> list[list]:
 
 def _summary(label: str, side, n) -> str:
     return f"**{label}**: mean reward {side.mean_reward:.3f} · format {side.formatted}/{int(n)} · correct {side.correct}/{int(n)}"
-
-
-def run_eval(run_id, adapter, k, samples, progress=gr.Progress()):
-    """Held-out evaluation of base vs tuned: a table and a grouped bar chart; stored on the run."""
-    from trainer.evaluation.evaluate import EvaluationError, evaluate_run
-    from trainer.evaluation.run_lookup import RunLookupError
-
-    if run_id is None or not adapter:
-        raise gr.Error("pick a run and a checkpoint")
-    busy = gpu_busy()
-    if busy:
-        raise gr.Error(busy)
-    try:
-        results = evaluate_run(int(run_id), int(k), int(samples), adapter, progress=progress)
-    except (EvaluationError, RunLookupError) as exc:
-        raise gr.Error(str(exc)) from exc
-    base, tuned = results["base"], results["tuned"]
-    labels = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("format", "format")]
-    rows = [[label, _pct(base[key]), _pct(tuned[key])] for label, key in labels if base[key] is not None]
-    rows.append(["mean length (tokens)", round(base["mean_length"], 1), round(tuned["mean_length"], 1)])
-    rows += [[f"reward {name}", _num(base["rewards"][name]), _num(tuned["rewards"][name])] for name in base["rewards"]]
-    shown = [(label, base[key], tuned[key]) for label, key in labels if base[key] is not None]
-    return rows, heldout_figure(shown, results["problems"])
-
-
-def _pct(value) -> str:
-    return "" if value is None else f"{value:.1%}"
-
-
-def _num(value) -> float | str:
-    return "" if value is None else round(value, 3)
 
 
 def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
@@ -240,15 +211,7 @@ def build() -> gr.Dropdown:
         with gr.Column():
             tuned_summary = gr.Markdown(elem_id="compare-tuned-summary")
             tuned_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-tuned")
-    with gr.Accordion("Held-out evaluation", open=False):
-        with gr.Row():
-            k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1)
-            samples = gr.Number(
-                value=4, precision=0, label="Samples per problem for pass@1 (0: greedy only)", minimum=0
-            )
-            eval_button = gr.Button("Evaluate base vs tuned")
-        eval_table = gr.Dataframe(headers=["metric", "base", "tuned"], interactive=False)
-        eval_plot = gr.Plot()
+    evaluation.build(run, adapter)
     with gr.Accordion("Export", open=False):
         with gr.Row():
             merge_button = gr.Button("Merge into the base and download")
@@ -268,7 +231,6 @@ def build() -> gr.Dropdown:
         [run, adapter, question, reference, n, greedy, temperature, seed],
         [base_table, tuned_table, base_summary, tuned_summary],
     )
-    eval_button.click(run_eval, [run, adapter, k, samples], [eval_table, eval_plot])
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)
     return run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trainer.loading.data import Problem, make_prompt
@@ -28,9 +28,10 @@ def generate(
     batch_size: int = 64,
     temperature: float | None = None,
     seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Completions for chat prompts (left-padded batches), greedy unless a ``temperature`` is given, decoded without
-    special tokens."""
+    special tokens; ``on_batch(n)`` hears of each batch of ``n`` completions done."""
     import torch
 
     tokenizer.padding_side = "left"
@@ -54,6 +55,8 @@ def generate(
             )
         new = ids[:, batch["input_ids"].shape[1] :]
         out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+        if on_batch:
+            on_batch(len(new))
     return out
 
 
@@ -124,13 +127,22 @@ def heldout_problems(config, k: int) -> list[Problem]:
     return problems[:k]
 
 
-def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples: int, seed: int) -> dict:
+def side_metrics(
+    config,
+    model,
+    tokenizer,
+    problems: Sequence[Problem],
+    samples: int,
+    seed: int,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict:
     """Greedy correctness, pass@1 over ``samples`` sampled answers, strict-format rate, mean completion length in
-    tokens and the mean of each of the run's rewards (on the greedy answers), for one side."""
+    tokens and the mean of each of the run's rewards (on the greedy answers), for one side. ``on_batch`` hears of
+    each batch of answers generated (``len(problems) * (1 + samples)`` in all)."""
     prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
-    greedy = generate(model, tokenizer, prompts, max_new)
+    greedy = generate(model, tokenizer, prompts, max_new, on_batch=on_batch)
     correct = correctness_reward(prompts, greedy, answer=answers)
     formatted = strict_format_reward(prompts, greedy)
     lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
@@ -147,17 +159,26 @@ def side_metrics(config, model, tokenizer, problems: Sequence[Problem], samples:
     }
     if samples:
         many = [p for p in prompts for _ in range(samples)]
-        drawn = generate(model, tokenizer, many, max_new, temperature=config.temperature, seed=seed)
+        drawn = generate(model, tokenizer, many, max_new, temperature=config.temperature, seed=seed, on_batch=on_batch)
         scores = correctness_reward(many, drawn, answer=[a for a in answers for _ in range(samples)])
         result["pass_at_1"] = sum(1 for s in scores if s) / len(scores)
     return result
 
 
 def evaluate_run(
-    run_id: int, k: int = 200, samples: int = 4, adapter: str = "final", seed: int = 0, progress=None
+    run_id: int,
+    k: int = 200,
+    samples: int = 4,
+    adapter: str = "final",
+    seed: int = 0,
+    progress=None,
+    on_answers: Callable[[int, int], None] | None = None,
+    store: bool = True,
 ) -> dict:
-    """Score base and tuned on K held-out problems, store the result on the run and return it. Raises
-    RunLookupError for a missing run or adapter, EvaluationError when the data has no held-out split."""
+    """Score base and tuned on K held-out problems and return the result (stored on the run as a finished
+    evaluation with ``store``; an evaluation job stores its own). ``on_answers(done, total)`` hears how many answers
+    are generated so far. Raises RunLookupError for a missing run or adapter, EvaluationError when the data has no
+    held-out split."""
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.evaluation.compare import CACHE
@@ -166,12 +187,21 @@ def evaluate_run(
 
     config, adapter_dir = run_adapter(run_id, adapter)
     problems = heldout_problems(config, k)
+    total, done = 2 * len(problems) * (1 + samples), 0
+
+    def on_batch(n: int) -> None:
+        nonlocal done
+        done += n
+        if on_answers:
+            on_answers(done, total)
+
     with CACHE.lock:
         model, tokenizer = CACHE.get(model_path(config), adapter_dir, progress)
         with model.disable_adapter():
-            base = side_metrics(config, model, tokenizer, problems, samples, seed)
-        tuned = side_metrics(config, model, tokenizer, problems, samples, seed)
+            base = side_metrics(config, model, tokenizer, problems, samples, seed, on_batch)
+        tuned = side_metrics(config, model, tokenizer, problems, samples, seed, on_batch)
     results = {"base": base, "tuned": tuned, "problems": len(problems), "split": "test"}
-    with get_sessionmaker().begin() as session:
-        queries.add_evaluation(session, run_id, adapter, len(problems), samples, results)
+    if store:
+        with get_sessionmaker().begin() as session:
+            queries.add_evaluation(session, run_id, adapter, len(problems), samples, results)
     return results

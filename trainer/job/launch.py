@@ -72,32 +72,37 @@ def start_worker(session: Session, run: Run) -> int:
         raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
     files = RunFiles.of(run.output_dir, run.id).create()
     _absolute_paths(session, run)
-    root = Path(__file__).resolve().parent.parent
-    # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES says why).
+    config = run.config or {}
+    command = worker_command(
+        run.id, int(config.get("num_processes", 1)), int(config.get("deepspeed_stage", 0)), cpu=not gpu_visible()
+    )
+    process = spawn_detached(command, files.log, files.root)
+    queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
+    queries.add_log(session, run.id, f"worker started (pid {process.pid})")
+    return process.pid
+
+
+def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen:
+    """Start ``command`` as a detached process of its own session (it outlives the dashboard), its output appended to
+    ``log``, in ``cwd``: a run's worker, or an evaluation job."""
+    root = Path(__file__).resolve().parent.parent.parent
+    # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES
+    # says why).
     env = cache_env(data_dir()) | dict(os.environ)
-    # The worker must find the packages even when grpo-studio runs from a source checkout rather than an install.
+    # The process must find the packages even when grpo-studio runs from a source checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    with open(files.log, "ab") as log_file:
-        config = run.config or {}
-        process = subprocess.Popen(
-            worker_command(
-                run.id,
-                int(config.get("num_processes", 1)),
-                int(config.get("deepspeed_stage", 0)),
-                cpu=not gpu_visible(),
-            ),
+    with open(log, "ab") as log_file:
+        return subprocess.Popen(
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
-            # The run directory: writable, and what a library writes to its working directory stays with the run
-            # (in the container the package root is root-owned site-packages).
-            cwd=str(files.root),
+            # A writable directory of its own: what a library writes to its working directory stays there (in the
+            # container the package root is root-owned site-packages).
+            cwd=str(cwd),
         )
-    queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
-    queries.add_log(session, run.id, f"worker started (pid {process.pid})")
-    return process.pid
 
 
 def _absolute_paths(session: Session, run: Run) -> None:

@@ -1,0 +1,115 @@
+"""The held-out evaluation panel of the Compare page: start an evaluation job, watch its progress, read its result.
+
+The evaluation runs as a job (trainer.evaluation.eval_job: a row plus a detached process), not in this process: the
+dashboard stays torch-free and responsive, and a restarted dashboard finds the job where it is, since everything
+shown here is read back from the database on each tick.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.charts import heldout_figure
+from storage.models import Evaluation, RunStatus
+
+POLL_SECONDS = 2.0
+LABELS = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("format", "format")]
+
+
+def start(run_id, adapter, k, samples) -> str:
+    """Start an evaluation job for the picked run and checkpoint; a clear message when it can't be."""
+    from app.pages.compare import gpu_busy
+    from trainer.evaluation.eval_job import start_evaluation
+    from trainer.evaluation.evaluate import EvaluationError
+    from trainer.evaluation.run_lookup import RunLookupError
+
+    if run_id is None or not adapter:
+        raise gr.Error("pick a run and a checkpoint")
+    busy = gpu_busy()
+    if busy:
+        raise gr.Error(busy)
+    try:
+        evaluation_id = start_evaluation(int(run_id), adapter, int(k or 0), int(samples or 0))
+    except (EvaluationError, RunLookupError) as exc:
+        raise gr.Error(str(exc)) from exc
+    return f"Evaluation {evaluation_id} started: loading the model…"
+
+
+def show(run_id, shown):
+    """One tick: the run's newest evaluation as a status line, and its table and chart when it has finished. The
+    table and chart are re-sent only when the evaluation shown changes (``shown`` remembers which)."""
+    from trainer.evaluation.eval_job import evaluation_state
+
+    row = evaluation_state(int(run_id)) if run_id is not None else None
+    key = (row.id, str(row.status)) if row else None
+    if row is None:
+        return "", gr.update(value=[]), None, key
+    if key == shown:
+        return status_line(row), gr.update(), gr.update(), key
+    if row.status == RunStatus.COMPLETED and row.results:
+        rows, figure = result_view(row.results)
+        return status_line(row), rows, figure, key
+    return status_line(row), gr.update(value=[]), None, key
+
+
+def status_line(row: Evaluation) -> str:
+    """Where the evaluation is, in words."""
+    what = f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)"
+    if row.status == RunStatus.RUNNING:
+        share = row.done / row.total if row.total else 0.0
+        return f"⏳ {what}: {row.done}/{row.total} answers generated ({share:.0%})"
+    if row.status == RunStatus.COMPLETED:
+        return f"✅ {what}: finished"
+    return f"❌ {what}: {row.status} — {row.error or 'no reason recorded'}"
+
+
+def result_view(results: dict) -> tuple[list[list], object]:
+    """The results as table rows (metric, base, tuned) and a grouped bar chart."""
+    base, tuned = results["base"], results["tuned"]
+    rows = [[label, _pct(base[key]), _pct(tuned[key])] for label, key in LABELS if base[key] is not None]
+    rows.append(["mean length (tokens)", round(base["mean_length"], 1), round(tuned["mean_length"], 1)])
+    rows += [[f"reward {name}", _num(base["rewards"][name]), _num(tuned["rewards"][name])] for name in base["rewards"]]
+    shown = [(label, base[key], tuned[key]) for label, key in LABELS if base[key] is not None]
+    return rows, heldout_figure(shown, results["problems"])
+
+
+def stop(run_id) -> str:
+    """Stop the run's running evaluation job."""
+    from trainer.evaluation.eval_job import stop_evaluation
+
+    if run_id is not None and stop_evaluation(int(run_id)):
+        return "Stop requested."
+    return "No evaluation of this run is running."
+
+
+def _pct(value) -> str:
+    return "" if value is None else f"{value:.1%}"
+
+
+def _num(value) -> float | str:
+    return "" if value is None else round(value, 3)
+
+
+def build(run: gr.Dropdown, adapter: gr.Dropdown) -> None:
+    """Lay out the panel under the Compare page's run and checkpoint pickers, and wire it."""
+    with gr.Accordion("Held-out evaluation", open=False):
+        gr.Markdown(
+            "Scores base and tuned on K problems the run never trained on, as a background job: you can leave this "
+            "page or restart the dashboard; the result is stored with the run."
+        )
+        with gr.Row():
+            k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1, elem_id="eval-k")
+            samples = gr.Number(
+                value=4, precision=0, label="Samples per problem for pass@1 (0: greedy only)", minimum=0
+            )
+            start_button = gr.Button("Evaluate base vs tuned", elem_id="eval-go")
+            stop_button = gr.Button("Stop evaluation", variant="secondary")
+        status = gr.Markdown(elem_id="eval-status")
+        table = gr.Dataframe(headers=["metric", "base", "tuned"], interactive=False, elem_id="eval-table")
+        plot = gr.Plot()
+    shown = gr.State(None)
+    timer = gr.Timer(POLL_SECONDS)
+    start_button.click(start, [run, adapter, k, samples], status).then(show, [run, shown], [status, table, plot, shown])
+    stop_button.click(stop, run, status)
+    timer.tick(show, [run, shown], [status, table, plot, shown], show_progress="hidden")
+    run.change(show, [run, shown], [status, table, plot, shown])

@@ -1,0 +1,126 @@
+"""Held-out evaluation as a job: a row in ``evaluations`` plus a detached process, like a training run.
+
+Evaluating 200 problems with sampled pass@1 takes a minute or more. Run inside a dashboard request it sat behind a
+bare spinner, held a Gradio worker, and was lost when the dashboard restarted. As a job:
+
+- :func:`start_evaluation` (dashboard process, torch-free) checks what it can up front — the run, the adapter, a
+  held-out split — so bad input is refused before anything starts; then it writes a row (status ``running``) and
+  starts ``python -m trainer.evaluation.eval_job ID`` in its own session (trainer.job.launch.spawn_detached), output
+  to ``eval-ID.log`` in the run directory.
+- the job process loads the model, writes ``done``/``total`` answers as it goes (at most about once a second), and
+  ends the row completed with its results, or failed with the error; SIGTERM ends it as stopped.
+- :func:`evaluation_state` reads the row for a dashboard, and marks a job whose process has gone without a word
+  (killed, out of memory) as failed, so no row stays ``running`` forever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from storage import queries
+from storage.db import get_sessionmaker
+from storage.models import Evaluation, RunStatus
+from trainer.evaluation.run_lookup import run_adapter
+from trainer.job.launch import pid_alive, process_start_time, spawn_detached
+
+PROGRESS_INTERVAL = 1.0  # seconds between progress writes
+
+
+def start_evaluation(run_id: int, adapter: str, k: int, samples: int) -> int:
+    """Check the request, record the job and start its process; returns the evaluation's id. Raises
+    RunLookupError / EvaluationError (from trainer.evaluation) with a clear message when it can't be done."""
+    from trainer.evaluation.evaluate import EvaluationError, heldout_problems
+
+    if k < 1 or samples < 0:
+        raise EvaluationError(f"K must be at least 1 and samples at least 0 (got K {k}, samples {samples})")
+    config, _ = run_adapter(run_id, adapter)
+    problems = heldout_problems(config, k)
+    with get_sessionmaker().begin() as session:
+        evaluation = queries.add_evaluation(session, run_id, adapter, len(problems), samples, status=RunStatus.RUNNING)
+        queries.evaluation_progress(session, evaluation.id, 0, 2 * len(problems) * (1 + samples))
+        root = Path(queries.get_run(session, run_id).output_dir)
+        evaluation_id = evaluation.id
+    process = spawn_detached(
+        [sys.executable, "-m", "trainer.evaluation.eval_job", str(evaluation_id)],
+        root / f"eval-{evaluation_id}.log",
+        root,
+    )
+    with get_sessionmaker().begin() as session:
+        evaluation = queries.get_evaluation(session, evaluation_id)
+        queries.evaluation_started(session, evaluation, process.pid, process_start_time(process.pid))
+    return evaluation_id
+
+
+def run_evaluation(evaluation_id: int) -> RunStatus:
+    """The job's body (in its own process): evaluate as the row asks, then end the row."""
+    from trainer.evaluation.evaluate import evaluate_run
+
+    with get_sessionmaker().begin() as session:
+        row = queries.get_evaluation(session, evaluation_id)
+        if row is None:
+            raise SystemExit(f"no evaluation with id {evaluation_id}")
+        run_id, adapter, k, samples = row.run_id, row.adapter, row.k, row.samples
+    last = 0.0
+
+    def on_answers(done: int, total: int) -> None:
+        nonlocal last
+        if time.monotonic() - last >= PROGRESS_INTERVAL or done == total:
+            last = time.monotonic()
+            with get_sessionmaker().begin() as session:
+                queries.evaluation_progress(session, evaluation_id, done, total)
+
+    try:
+        results = evaluate_run(run_id, k, samples, adapter, on_answers=on_answers, store=False)
+    except KeyboardInterrupt:
+        return _finish(evaluation_id, RunStatus.STOPPED, error="stopped before it finished")
+    except Exception as exc:  # noqa: BLE001 - every failure ends the row, with its reason
+        traceback.print_exc()
+        return _finish(evaluation_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    return _finish(evaluation_id, RunStatus.COMPLETED, results=results)
+
+
+def _finish(evaluation_id: int, status: RunStatus, results: dict | None = None, error: str | None = None) -> RunStatus:
+    with get_sessionmaker().begin() as session:
+        queries.finish_evaluation(session, queries.get_evaluation(session, evaluation_id), status, results, error)
+    return status
+
+
+def evaluation_state(run_id: int) -> Evaluation | None:
+    """The run's newest evaluation, detached from its session; a job whose process has died without ending its row
+    is marked failed first."""
+    with get_sessionmaker().begin() as session:
+        row = queries.latest_evaluation(session, run_id)
+        if row is not None and row.status == RunStatus.RUNNING and row.pid and not pid_alive(row.pid, row.pid_started):
+            queries.finish_evaluation(
+                session, row, RunStatus.FAILED, error="the evaluation process ended without a result (killed?)"
+            )
+        if row is not None:
+            session.flush()
+            session.expunge(row)
+        return row
+
+
+def stop_evaluation(run_id: int) -> bool:
+    """Ask the run's running evaluation job to stop (SIGTERM); True if one was signalled."""
+    row = evaluation_state(run_id)
+    if row is None or row.status != RunStatus.RUNNING or not row.pid:
+        return False
+    os.killpg(row.pid, signal.SIGTERM)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer.evaluation.eval_job EVALUATION_ID``."""
+    args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM → KeyboardInterrupt → ends as stopped
+    status = run_evaluation(int(args[0]))
+    return 0 if status == RunStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

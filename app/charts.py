@@ -48,7 +48,7 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "reward_std",
         "Reward std and zero-std groups",
-        ("reward_std", "frac_reward_zero_std"),
+        ("reward_std", "frac_reward_zero_std", "zero_std/"),
         "Group standard deviation normalises advantages; a group whose answers all score alike (std 0) teaches nothing.",
     ),
     Chart(

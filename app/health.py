@@ -42,6 +42,25 @@ def _high_share(series: Series, key: str, threshold: float, name: str, message: 
     return []
 
 
+def _zero_std_hint(series: Series) -> str:
+    """What to do about zero-std groups, by which kind dominates (the worker logs ``zero_std/all_high``/``all_low``)."""
+    high, low = (
+        _mean(_values(series, "zero_std/all_high")[-WINDOW:]),
+        _mean(_values(series, "zero_std/all_low")[-WINDOW:]),
+    )
+    if math.isfinite(low) and low >= 2 * high:
+        return (
+            f"mostly groups where every answer scored low ({low:.0%} of groups): the model never earns the reward; "
+            "warm it up, add partial-credit rewards (soft_format, xmlcount) or raise temperature or the group size"
+        )
+    if math.isfinite(high) and high >= 2 * low:
+        return (
+            f"mostly groups where every answer scored high ({high:.0%} of groups): those prompts are already solved; "
+            "train on harder prompts or stop here"
+        )
+    return "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size"
+
+
 def health_alerts(series: Series, max_completion_length: int | None = None) -> list[Alert]:
     """Every failure sign the recent steps show (empty when healthy or too early to tell)."""
     alerts: list[Alert] = []
@@ -61,7 +80,7 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
         0.5,
         "zero_std",
         "{:.0%} of groups have zero reward std: no learning signal",
-        "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size",
+        _zero_std_hint(series),
     )
     kl = _values(series, "kl")
     if len(kl) >= 2 * WINDOW:

@@ -65,6 +65,17 @@ def database(request, tmp_path) -> str:
     return url
 
 
+@pytest.fixture
+def fresh_db(tmp_path, monkeypatch):
+    """A database of this test's own, for tests that count queued runs: runs other tests left queued must not take
+    the scheduler's slot."""
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'fresh.db'}")
+    reset_engine()
+    yield
+    monkeypatch.undo()
+    reset_engine()
+
+
 @pytest.fixture(scope="session")
 def trained_run(session_database, tiny_model_path):
     """One finished 6-step run of the tiny model, trained by a detached worker process and shared by every test that

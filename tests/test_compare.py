@@ -9,6 +9,7 @@ import torch
 
 from trainer.config import RunConfig
 from trainer.evaluation.compare import ModelCache, base_weight_bytes, compare, sample
+from trainer.evaluation.sampling import SamplingSettings
 from trainer.job.run_files import RunFiles
 from trainer.loading.data import make_prompt
 
@@ -44,8 +45,8 @@ def test_adapter_off_equals_a_freshly_loaded_base(trained, tiny_model_path):
     _, config, output_dir = trained
     cache = ModelCache()
     model, tokenizer = cache.get(str(tiny_model_path), RunFiles(Path(output_dir)).saved_adapters()["final"])
-    settings = dict(greedy=False, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=11)
-    panel_base = sample(model, tokenizer, PROMPT, 4, adapter=False, **settings)
+    settings = SamplingSettings(greedy=False, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=11)
+    panel_base = sample(model, tokenizer, PROMPT, 4, settings, adapter=False)
     fresh = _fresh_base(tiny_model_path)
     tok = load_tokenizer(str(tiny_model_path))
     text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
@@ -78,6 +79,28 @@ def test_tuned_differs_from_base_and_both_are_scored(trained):
         assert 0 <= side.correct <= 6 and 0 <= side.formatted <= 6
 
 
+def test_compare_says_why_when_the_text_is_the_same(trained, tiny_model_path, tmp_path):
+    """Issue 12: identical text is a measured fact. A trained adapter moves the token probabilities (KL > 0) even
+    where it writes what the base writes; an adapter that has not trained (PEFT starts LoRA's B at zero) is the base
+    exactly: every completion identical, KL 0, and the panel says the adapter has barely moved the model."""
+    from peft import LoraConfig, get_peft_model
+
+    _, config, output_dir = trained
+    trained_result = compare(
+        config, RunFiles(Path(output_dir)).saved_adapters()["final"], PROMPT, "42", n=4, greedy=True, cache=ModelCache()
+    )
+    same = sum(b == t for b, t in zip(trained_result.base.completions, trained_result.tuned.completions))
+    assert trained_result.identical == same and trained_result.kl > 1e-3
+    assert "KL(tuned ‖ base)" in trained_result.why()
+
+    untrained = get_peft_model(_fresh_base(tiny_model_path), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    untrained.save_pretrained(tmp_path / "untrained")
+    result = compare(config, tmp_path / "untrained", PROMPT, "42", n=4, seed=5, cache=ModelCache())
+    assert result.base.completions == result.tuned.completions and result.identical == 4
+    assert result.kl == pytest.approx(0.0, abs=1e-7)
+    assert "the same text in 4 of 4" in result.why() and "barely moved" in result.why()
+
+
 def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
     _, _, output_dir = trained
     cache = ModelCache()
@@ -105,8 +128,8 @@ def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_
     tok = AutoTokenizer.from_pretrained(target)
     cache = ModelCache()
     model, tokenizer = cache.get(str(tiny_model_path), adapter_dir)
-    settings = dict(greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=0)
-    with_adapter = sample(model, tokenizer, PROMPT, 1, adapter=True, **settings)
+    settings = SamplingSettings(greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=0)
+    with_adapter = sample(model, tokenizer, PROMPT, 1, settings, adapter=True)
     from_merged = sample_plain(merged, tok)
     assert from_merged == with_adapter[0]
 

@@ -156,18 +156,6 @@ def test_progress_text_gives_an_eta():
 
 
 # --- queue ----------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def fresh_db(tmp_path, monkeypatch):
-    """A database of its own for tests that count queued runs."""
-    from storage.db import reset_engine
-
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
-    reset_engine()
-    yield
-    monkeypatch.undo()
-    reset_engine()
-
-
 def test_schedule_starts_queued_runs_in_order_within_the_limit(fresh_db, monkeypatch):
     from trainer.job import launch
 

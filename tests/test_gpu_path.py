@@ -602,6 +602,50 @@ def test_trl_vllm_path_asks_trl_for_colocated_vllm_in_16_bit(tmp_path):
     assert grpo.vllm_max_model_length == 512
 
 
+UNSLOTH_REFUSES = """
+import sys, types
+sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+from trainer.loading import backend
+backend.probe = lambda: backend.Capabilities(cuda=True, bf16=False, unsloth=True, vllm=False)
+backend._use_gpu = lambda rank: None
+class FastLanguageModel:  # unsloth 2026.10.9 models/loader.py:3258-3261 raises this for a model it can't load
+    @staticmethod
+    def from_pretrained(model_name, **kwargs):
+        raise NotImplementedError("Unsloth: fast_inference (vLLM) does not support encoder-decoder models such as T5")
+sys.modules["unsloth"] = types.SimpleNamespace(FastLanguageModel=FastLanguageModel)
+from helpers import tiny_config, create_run
+from trainer.job.worker import run_worker
+run_id = create_run(tiny_config(model_name_or_path={model!r}, use_vllm=False, max_steps=2))
+print("RUN", run_id, flush=True)
+run_worker(run_id)
+"""
+
+
+def test_a_model_unsloth_refuses_trains_on_trls_path(tmp_path, tiny_model_path):
+    """Item 13: when Unsloth refuses the model, the worker replaces itself (same pid) with one that skips Unsloth and
+    trains on TRL's own path (here, with no GPU, the plain one), recording why; the run completes."""
+    import subprocess
+
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+
+    script = UNSLOTH_REFUSES.format(root=str(ROOT), tests=str(ROOT / "tests"), model=str(tiny_model_path))
+    env = {**os.environ, "GRPO_STUDIO_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}  # this test's database
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    out = process.communicate(timeout=600)[0].decode()
+    run_id = int(out.split("RUN ", 1)[1].split()[0])
+    with get_sessionmaker().begin() as s:
+        run = queries.get_run(s, run_id)
+        lines = [line.message for line in queries.log_tail(s, run_id)]
+        assert (run.status, run.current_step, run.pid) == (RunStatus.COMPLETED, 2, process.pid), out
+        assert run.backend.startswith("plain transformers + PEFT on cpu"), run.backend
+        assert "Unsloth could not load the model (NotImplementedError: Unsloth: fast_inference" in run.backend
+        assert any("restarting the worker on TRL's own path" in line for line in lines)
+
+
 def test_trl_path_trains_with_a_peft_config(monkeypatch):
     """On the TRL + vLLM path the LoRA adapter comes from TRL's peft_config (Unsloth's loader is not involved)."""
     import trl
@@ -642,18 +686,6 @@ def test_releasing_for_a_run_frees_the_gpu_and_says_so(monkeypatch):
     assert cache.model is None and cache.base_path is None and emptied == [True]
     assert "released from the GPU so that run 3 (gsm8k) could start training" in cache.notice
     assert not cache.release_for_training("run 4 (again)")  # nothing held: nothing to say
-
-
-@pytest.fixture
-def fresh_db(tmp_path, monkeypatch):
-    """A database of this test's own, so that runs other tests left queued do not take the scheduler's slot."""
-    from storage.db import reset_engine
-
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'gpu-path.db'}")
-    reset_engine()
-    yield
-    monkeypatch.undo()
-    reset_engine()
 
 
 def test_scheduler_releases_the_panel_model_before_it_starts_a_worker(fresh_db, monkeypatch):
@@ -712,6 +744,7 @@ def test_transformers_side_samples_n_completions_in_one_generate_call():
     import torch
 
     from trainer.evaluation.compare import sample
+    from trainer.evaluation.sampling import SamplingSettings
 
     calls = []
 
@@ -726,8 +759,8 @@ def test_transformers_side_samples_n_completions_in_one_generate_call():
             calls.append(kwargs)
             return torch.ones(kwargs["input_ids"].shape[0], 3 + 5, dtype=torch.long)
 
-    settings = dict(greedy=False, temperature=0.7, top_p=0.9, max_new_tokens=5, seed=3)
-    out = sample(FakeModel(), _FakeTokenizer(), PROMPT, 6, adapter=False, **settings)
+    settings = SamplingSettings(greedy=False, temperature=0.7, top_p=0.9, max_new_tokens=5, seed=3)
+    out = sample(FakeModel(), _FakeTokenizer(), PROMPT, 6, settings, adapter=False)
     assert calls[0] == "adapter off" and len(calls) == 2
     assert calls[1]["input_ids"].shape == (6, 3) and calls[1]["do_sample"] and calls[1]["temperature"] == 0.7
     assert out == [f"completion {i} of 5 tokens" for i in range(6)]

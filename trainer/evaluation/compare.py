@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.config import RunConfig
+from trainer.evaluation.sampling import SamplingSettings
 from trainer.evaluation.vllm_sampling import VllmSampler, uses_vllm_engine
 from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
 
@@ -48,6 +49,21 @@ class Comparison:
     tuned: Side
     reference: str | None = None
     notes: list[str] = field(default_factory=list)
+    identical: int = 0  # completion pairs (same seed) where base and tuned wrote the same text
+    kl: float | None = None  # mean per-token KL(tuned ‖ base) on the tuned completions (PEFT path only)
+
+    def why(self) -> str:
+        """A sentence on how far apart the two sides are, so identical text is a measured fact, not a puzzle."""
+        n = len(self.tuned.completions)
+        same = f"Base and tuned wrote the same text in {self.identical} of {n} completions (same seeds)"
+        if self.kl is None:
+            return same + "." if self.identical else ""
+        kl = f"mean per-token KL(tuned ‖ base) on the tuned completions: {self.kl:.3g} nats"
+        if self.identical == n and self.kl < 1e-4:
+            return f"{same}: the adapter has barely moved the model on this prompt ({kl})."
+        if self.identical:
+            return f"{same}; their token probabilities still differ ({kl})."
+        return kl[0].upper() + kl[1:] + "."
 
 
 class ModelCache:
@@ -159,13 +175,9 @@ def sample(
     tokenizer,
     messages: list[dict],
     n: int,
+    settings: SamplingSettings,
     *,
     adapter: bool,
-    greedy: bool,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
 ) -> list[str]:
     """``n`` completions for one chat prompt with the adapter on or off, generated as one batch of ``n`` copies of
     the prompt after seeding with ``seed``: both sides draw the same random numbers in the same order, so base and
@@ -177,12 +189,14 @@ def sample(
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     batch = tokenizer([text] * n, return_tensors="pt", add_special_tokens=False).to(model.device)
     context = contextlib.nullcontext() if adapter else model.disable_adapter()
-    kwargs = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p}
+    kwargs = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
+    if settings.greedy:
+        kwargs = {"do_sample": False}
     with context, torch.no_grad():
-        torch.manual_seed(seed)
+        torch.manual_seed(settings.seed)
         ids = model.generate(
             **batch,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=settings.max_new_tokens,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
             **kwargs,
@@ -239,25 +253,52 @@ def compare(
     """Sample ``n`` completions from base and tuned with the run's sampling settings and score both sides."""
     from trainer.loading.backend import model_path
 
-    settings = dict(
-        greedy=greedy,
-        temperature=temperature or config.temperature,
-        top_p=top_p or config.top_p,
-        max_new_tokens=max_new_tokens or config.max_completion_length,
-        seed=seed,
+    settings = SamplingSettings.of_run(
+        config, greedy=greedy, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
     )
+    kl = None
     with cache.lock:
         if uses_vllm_engine(config):
             engine = cache.engine_for(config, model_path(config), progress)
             if progress:
                 progress(0.8, desc="sampling")
-            base = engine.sample(messages, n, None, **settings)
-            tuned = engine.sample(messages, n, adapter_dir, **settings)
+            base = engine.sample(messages, n, None, settings)
+            tuned = engine.sample(messages, n, adapter_dir, settings)
         else:
             model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
             cache.notice = None
             if progress:
                 progress(0.8, desc="sampling")
-            base = sample(model, tokenizer, messages, n, adapter=False, **settings)
-            tuned = sample(model, tokenizer, messages, n, adapter=True, **settings)
-    return Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
+            base = sample(model, tokenizer, messages, n, settings, adapter=False)
+            tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
+            kl = token_kl(model, tokenizer, messages, tuned)
+    result = Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
+    result.identical = sum(1 for b, t in zip(base, tuned) if b == t)
+    result.kl = kl
+    return result
+
+
+def token_kl(model, tokenizer, messages: list[dict], completions: list[str]) -> float | None:
+    """Mean per-token KL(tuned ‖ base), in nats, over the tokens of ``completions`` (the tuned side's) as the two
+    models read them: how far apart their next-token distributions are on that text, even where both would write
+    the same thing. None when there are no completion tokens."""
+    import contextlib
+
+    import torch
+
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    total, count = 0.0, 0
+    for text in completions:
+        ids = tokenizer(prompt + text, return_tensors="pt", add_special_tokens=False)["input_ids"].to(model.device)
+        if ids.shape[1] <= start:
+            continue
+        log_probs = {}
+        for adapter in (True, False):
+            with contextlib.nullcontext() if adapter else model.disable_adapter(), torch.no_grad():
+                logits = model(input_ids=ids).logits[0, start - 1 : -1].float()
+            log_probs[adapter] = torch.log_softmax(logits, dim=-1)
+        tuned, base = log_probs[True], log_probs[False]
+        total += float((tuned.exp() * (tuned - base)).sum())
+        count += tuned.shape[0]
+    return total / count if count else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer.config import RunConfig
+from trainer.evaluation.sampling import SamplingSettings
 from trainer.loading.backend import BUILTIN_MODEL
 
 # vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
@@ -53,12 +54,7 @@ class VllmSampler:
         messages: list[dict],
         n: int,
         adapter_dir: Path | None,
-        *,
-        greedy: bool,
-        temperature: float,
-        top_p: float,
-        max_new_tokens: int,
-        seed: int,
+        settings: SamplingSettings,
     ) -> list[str]:
         """``n`` completions in one batch, completion i seeded with ``seed + i``; with ``adapter_dir`` through it."""
         from vllm import SamplingParams
@@ -67,10 +63,10 @@ class VllmSampler:
         params = [
             SamplingParams(
                 n=1,
-                temperature=0.0 if greedy else temperature,
-                top_p=1.0 if greedy else top_p,
-                max_tokens=max_new_tokens,
-                seed=seed + i,
+                temperature=0.0 if settings.greedy else settings.temperature,
+                top_p=1.0 if settings.greedy else settings.top_p,
+                max_tokens=settings.max_new_tokens,
+                seed=settings.seed + i,
             )
             for i in range(n)
         ]

@@ -56,6 +56,9 @@ def test_every_step_has_the_grpo_metrics(finished_run):
     # the warmed-up model writes the format: strict_format averages well above zero
     assert sum(p.value for p in series["rewards/strict_format/mean"]) / 6 > 0.25
     assert any(k.startswith("clip_ratio/") for k in keys) and "completions/mean_length" in keys
+    # the zero-std groups split into all-high and all-low (issue 12) add up to TRL's own share, step by step
+    split = [h.value + low.value for h, low in zip(series["zero_std/all_high"], series["zero_std/all_low"])]
+    assert split == pytest.approx([p.value for p in series["frac_reward_zero_std"]], abs=1e-6)
 
 
 def test_samples_carry_per_reward_scores_and_advantages(finished_run):

@@ -108,6 +108,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                 rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size)
                 if rows:
                     writer.samples(rows)
+                    shares = zero_std_shares(rows)
+                    writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
                     self.last_sample_step = state.global_step
             if control.should_save:
                 # The trainer logs, then saves a checkpoint. Commit this step's rows first: a kill right after the
@@ -144,6 +146,24 @@ def sample_rows(trainer: Any, run_id: int, step: int, weights: list[float], grou
             }
         )
     return rows
+
+
+def zero_std_shares(rows: list[dict]) -> dict[str, float]:
+    """Of the step's groups, the share whose answers all scored the same *high* and the share all the same *low*:
+    TRL's ``frac_reward_zero_std`` counts both, but they call for opposite fixes (prompts already solved vs never
+    solved). High and low are judged against the middle of the step's range of total rewards; when every answer of
+    the step scored alike, a positive total counts as high."""
+    groups: dict[int, list[float]] = {}
+    for row in rows:
+        if row["total_reward"] is not None:
+            groups.setdefault(row["group_index"], []).append(row["total_reward"])
+    if not groups:
+        return {}
+    totals = [t for values in groups.values() for t in values]
+    middle = (min(totals) + max(totals)) / 2 if max(totals) > min(totals) else 0.0
+    flat = [values[0] for values in groups.values() if max(values) - min(values) < 1e-9]
+    high = sum(1 for value in flat if value > middle)
+    return {"zero_std/all_high": high / len(groups), "zero_std/all_low": (len(flat) - high) / len(groups)}
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -16,6 +16,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -38,7 +39,10 @@ from trainer.job.db_writer import DbWriter
 from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
-from trainer.loading.backend import Backend
+from trainer.loading.backend import Backend, UnsupportedByUnsloth
+
+# Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
+UNSLOTH_REFUSED = "GRPO_STUDIO_UNSLOTH_REFUSED"
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +56,10 @@ def start_backend(config: RunConfig) -> Backend:
 
     for name, value in cache_env(data_dir()).items():
         os.environ.setdefault(name, value)
-    backend = select_backend(config)
+    refusal = os.environ.get(UNSLOTH_REFUSED)
+    backend = select_backend(dataclasses.replace(config, backend="trl") if refusal else config)
+    if refusal:
+        backend = dataclasses.replace(backend, reason=f"Unsloth could not load the model ({refusal}); {backend.reason}")
     if backend.name == "unsloth":
         import unsloth  # noqa: F401
 
@@ -151,6 +158,8 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         writer.keep_samples_every = config.keep_samples_every
         status = _train(run_id, config, files, writer, stop, show_progress)
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
+        if isinstance(exc, UnsupportedByUnsloth):
+            restart_without_unsloth(run_id, raw_config, exc, writer, reserve)  # returns only when it can't
         error = "".join(traceback.format_exception(exc))
         if is_disk_full(exc):  # the last line is what the dashboard shows
             error += str(exc) if isinstance(exc, DiskFullError) else full_message(files.root)
@@ -173,6 +182,29 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
+
+
+def restart_without_unsloth(
+    run_id: int, raw_config: dict, exc: UnsupportedByUnsloth, writer: DbWriter, reserve: DiskReserve
+) -> None:
+    """Replace this process by a fresh worker for the same run that skips Unsloth (issue 11, item 13): Unsloth
+    refused the model, and TRL's own path (with vLLM when installed) can train it. Only once, and only for a
+    single-process run that was not pinned to Unsloth in its config (then the run fails with Unsloth's reason)."""
+    if os.environ.get(UNSLOTH_REFUSED) or raw_config.get("backend") == "unsloth":
+        return
+    if int(raw_config.get("num_processes", 1)) > 1:
+        writer.log(f"Unsloth cannot load this model ({exc}); set backend: trl to train it on TRL's own path", "ERROR")
+        return
+    writer.log(f"Unsloth cannot load this model ({exc}); restarting the worker on TRL's own path", "WARNING")
+    writer.close()
+    reserve.release()
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, UNSLOTH_REFUSED: str(exc)[:300]}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The same pid, so the run row's pid and start time still name this worker.
+    os.execve(sys.executable, [sys.executable, "-m", "trainer.job.worker", str(run_id)], env)
 
 
 def _claim(run_id: int) -> tuple[RunFiles, dict]:

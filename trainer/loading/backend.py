@@ -5,8 +5,8 @@ Three paths, chosen by :func:`select_backend` from the config and what the machi
 - ``unsloth``: Unsloth loads the model (optionally in 4 bits) and, with ``use_vllm``, its own vLLM engine generates
   the groups. Needs a CUDA GPU and the ``gpu`` extra.
 - ``trl_vllm``: plain transformers + PEFT for training, TRL's own vLLM engine in ``colocate`` mode for generation.
-  For a GPU with vLLM but no Unsloth (Unsloth pins an older TRL; this path works with the newest), or
-  ``backend: trl``. It loads in 16 bits: TRL's weight sync merges the adapter and streams the base weights into vLLM
+  For a GPU with vLLM but no Unsloth (Unsloth pins an older TRL; this path works with the newest), a model Unsloth
+  refuses (:class:`UnsupportedByUnsloth`), or ``backend: trl``. It loads in 16 bits: TRL's weight sync merges the adapter and streams the base weights into vLLM
   one tensor at a time (trl 1.16 generation/vllm_generation.py:443-469, 508-510), which packed 4-bit weights
   without their quantisation state do not survive.
 - ``plain``: transformers + PEFT with ``generate`` (bf16 on a GPU that supports it, fp32 on CPU).
@@ -62,6 +62,17 @@ def cache_env(data_dir: Path) -> dict[str, str]:
 
 class BackendError(RuntimeError):
     """This machine cannot run the config as asked; the message says what to change."""
+
+
+class UnsupportedByUnsloth(BackendError):
+    """Unsloth refused to load this model (a model type it doesn't support yet). The worker restarts itself on TRL's
+    path (trainer.job.worker.restart_without_unsloth): Unsloth has patched TRL on import, so it can't carry on."""
+
+
+def unsloth_refusal(exc: Exception) -> bool:
+    """Whether ``exc`` from Unsloth's loader means "model not supported" (unsloth 2026.10.9 models/loader.py:3258-3261
+    NotImplementedError; :1589-1592, 1609-1612, 2572-2575 ValueError "... is not supported yet")."""
+    return isinstance(exc, NotImplementedError) or (isinstance(exc, ValueError) and "not supported" in str(exc).lower())
 
 
 @dataclass(frozen=True)
@@ -313,15 +324,20 @@ def _load_unsloth(config: RunConfig, path: str, backend: Backend, placement: dic
     from unsloth import FastLanguageModel  # the worker imported unsloth first thing (see trainer.job.worker)
 
     kwargs = {} if placement is None else {"device_map": placement}
-    model, tokenizer = FastLanguageModel.from_pretrained(
-        model_name=path,
-        max_seq_length=config.max_seq_length,
-        load_in_4bit=backend.load_in_4bit,
-        fast_inference=backend.use_vllm,
-        max_lora_rank=config.lora_r,
-        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        **kwargs,
-    )
+    try:
+        model, tokenizer = FastLanguageModel.from_pretrained(
+            model_name=path,
+            max_seq_length=config.max_seq_length,
+            load_in_4bit=backend.load_in_4bit,
+            fast_inference=backend.use_vllm,
+            max_lora_rank=config.lora_r,
+            gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            **kwargs,
+        )
+    except (NotImplementedError, ValueError) as exc:
+        if unsloth_refusal(exc):
+            raise UnsupportedByUnsloth(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}") from exc
+        raise
     model = FastLanguageModel.get_peft_model(
         model,
         **lora_kwargs(config),

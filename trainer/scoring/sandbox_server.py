@@ -30,29 +30,33 @@ class WireError(ValueError):
     """A value or frame that isn't plain data in the wire format."""
 
 
-def encode(value, depth: int = 0):
-    """``value`` as JSON-ready data, if it is built of exact builtin types only; raises WireError otherwise."""
+def _is_scalar(value, depth: int) -> bool:
+    """Whether ``value`` is None or an exact builtin scalar (passed through as is); raises WireError past 100 levels
+    of nesting, on the way in and out alike."""
     if depth > 100:
         raise WireError("nested more than 100 levels deep")
-    kind = type(value)
-    if value is None or kind in _SCALARS:
+    return value is None or type(value) in _SCALARS
+
+
+def encode(value, depth: int = 0):
+    """``value`` as JSON-ready data, if it is built of exact builtin types only; raises WireError otherwise."""
+    if _is_scalar(value, depth):
         return value
-    if kind is list:
-        return [encode(v, depth + 1) for v in value]
-    if kind in (tuple, set, frozenset):
-        return {kind.__name__: [encode(v, depth + 1) for v in value]}
+    kind = type(value)
     if kind is dict:
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind in (tuple, set, frozenset):
+        return {kind.__name__: [encode(v, depth + 1) for v in value]}
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
     raise WireError(f"{kind.__name__} is not plain data (None, bool, int, float, str, list, tuple, set, dict)")
 
 
 def decode(data, depth: int = 0):
     """The value a JSON document built by :func:`encode` stands for; raises WireError on anything else."""
-    if depth > 100:
-        raise WireError("nested more than 100 levels deep")
-    kind = type(data)
-    if data is None or kind in _SCALARS:
+    if _is_scalar(data, depth):
         return data
+    kind = type(data)
     if kind is list:
         return [decode(v, depth + 1) for v in data]
     if kind is dict and len(data) == 1:

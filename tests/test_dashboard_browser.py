@@ -109,10 +109,11 @@ def _points(page, chart: str) -> int:
 
 
 def _series(page, chart: str, key: str) -> list[float]:
-    """The y values Plotly draws for metric ``key`` in a monitor chart (read from the plot's own data)."""
+    """The y values Plotly draws for metric ``key`` in a monitor chart, read from the plot's own full data (the
+    figure's numpy arrays arrive base64-encoded; Plotly's ``_fullData`` holds them decoded)."""
     script = """([sel, key]) => {
         const plot = document.querySelector(sel);
-        const trace = plot && (plot.data || []).find(t => t.meta === key);
+        const trace = plot && (plot._fullData || []).find(t => t.meta === key);
         return trace ? Array.from(trace.y) : [];
     }"""
     return page.evaluate(script, [f"#chart-{chart} .js-plotly-plot", key])

@@ -276,6 +276,24 @@ def shared_dir_problem(root: Path) -> str | None:
     return None
 
 
+def ended_by_slurm(log: Path) -> str | None:
+    """Run by the worker after a stop request, in a Slurm job: the run's error when it was Slurm ending the job
+    (``scancel``, a time limit, preemption: the job is no longer RUNNING while its processes get SIGTERM), None when
+    the job still runs (a stop from the dashboard, ``scancel --signal=TERM``, or the signal ahead of the time limit)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    try:
+        state = job_state(job_id) if job_id else None
+    except SlurmError:
+        return None
+    if state is None or state.state == "RUNNING":
+        return None
+    # slurmstepd's own account, e.g. "*** JOB 6 ON node1 CANCELLED AT 2026-11-30T13:10:51 ***", if it is in the log
+    tail = RunFiles(log.parent).log_tail(50) if log.is_file() else ""
+    notices = [line[line.index("***") :] for line in tail.splitlines() if "*** JOB" in line]
+    said = notices[-1] if notices else f"state {state.state}, reason {state.reason}"
+    return f"Slurm ended job {job_id} while it trained ({said}); the worker stopped at a step boundary and saved its adapter"
+
+
 def where(host: str | None, job_id: str | None, status: str, positions: dict[str, int]) -> str:
     """The runs list's "where" text: the host, or the Slurm job with its nodes or its place in the queue."""
     if not job_id:

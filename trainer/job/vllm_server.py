@@ -114,7 +114,7 @@ def supervise(run_id: int, training: list[str]) -> int:
         VLLM_SERVER_ENV: f"127.0.0.1:{port}",
         VLLM_GROUP_PORT_ENV: str(group_port),
     }
-    trainer = subprocess.Popen(training, stdin=subprocess.DEVNULL, env=env)
+    trainer = subprocess.Popen(training, stdin=subprocess.DEVNULL, env=env, cwd=str(files.root))
     # Slurm may signal only this process (the job's batch step): pass a stop on to training.
     signal.signal(signal.SIGTERM, lambda *_: trainer.send_signal(signal.SIGTERM))
     signal.signal(signal.SIGINT, lambda *_: trainer.send_signal(signal.SIGINT))

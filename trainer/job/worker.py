@@ -37,7 +37,7 @@ from trainer.job.db_writer import DbWriter
 from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
-from trainer.job.slurm import shared_dir_problem
+from trainer.job.slurm import ended_by_slurm, shared_dir_problem
 from trainer.loading.backend import Backend
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,8 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             raise ValueError("invalid run config: " + "; ".join(problems))
         writer.keep_samples_every = config.keep_samples_every
         status = _train(run_id, config, files, writer, stop, show_progress)
+        if status is RunStatus.STOPPED and (error := ended_by_slurm(files.log)):  # not a stop the user asked for
+            status = RunStatus.FAILED
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         error = "".join(traceback.format_exception(exc))
         if is_disk_full(exc):  # the last line is what the dashboard shows

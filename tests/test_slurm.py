@@ -217,3 +217,17 @@ def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_aft
     assert f"at {address}" in started and "training on GPUs 3,5" in started
     assert lines[-1] == f"vLLM server stopped (pid {server_pids[0]})"
     assert not Path(f"/proc/{server_pids[0]}").exists()
+
+
+def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_path):
+    from trainer.job.cluster_checks import cluster_warnings, filesystem_type
+
+    mounts = "overlay / overlay rw 0 0\nsrv:/home /shared nfs4 rw 0 0\ntmpfs /shared/tmp tmpfs rw 0 0\n"
+    assert filesystem_type(Path("/shared/studio"), mounts) == "nfs4"
+    assert filesystem_type(Path("/shared/tmp/x"), mounts) == "tmpfs"  # the longest mount point above it
+    assert filesystem_type(Path("/sharedx"), mounts) == "overlay"
+    monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
+    local = filesystem_type(tmp_path)
+    (warning,) = cluster_warnings(RunConfig(executor="slurm"))
+    assert warning.startswith(f"executor slurm: the data dir {tmp_path} is on a local {local} filesystem")
+    assert cluster_warnings(RunConfig()) == []  # local runs don't care

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer import config_checks as checks
-from trainer.job.cluster_checks import cluster_problems
+from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
 from trainer.loading.data import check_dataset, load_problems
 from trainer.scoring.rewards import reward_mix_warnings
@@ -59,7 +59,7 @@ def warnings(config: RunConfig) -> list[str]:
         rows = []
     return reward_mix_warnings(
         list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
-    )
+    ) + cluster_warnings(config)
 
 
 def with_absolute_paths(config: RunConfig, base: Path) -> RunConfig:

@@ -9,15 +9,52 @@ environment.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from storage.db import database_url
+from storage.db import data_dir, database_url
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
 
 # Slurm's --time formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
 SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+
+
+# Filesystem types (/proc/mounts) that several machines mount at once.
+SHARED_FILESYSTEMS = frozenset(
+    "nfs nfs4 lustre gpfs beegfs cephfs ceph glusterfs fuse.glusterfs wekafs panfs cifs smb3 fuse.sshfs fuse.juicefs "
+    "fuse.s3fs 9p virtiofs".split()
+)
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem ``path`` is on (the longest mount point above it in /proc/mounts); None if unknown."""
+    try:
+        mounts = Path("/proc/mounts").read_text() if mounts is None else mounts
+    except OSError:
+        return None
+    target, best, kind = str(path.resolve()), -1, None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) > 2:
+            point = fields[1]
+            inside = target == point or target.startswith(point.rstrip("/") + "/")
+            if inside and len(point) > best:
+                best, kind = len(point), fields[2]
+    return kind
+
+
+def cluster_warnings(config: RunConfig) -> list[str]:
+    """A data dir on a local filesystem, for a Slurm run: fine when the jobs run on this machine, else they won't see
+    it (the job checks at its start and fails the run saying so)."""
+    kind = filesystem_type(data_dir()) if config.executor == "slurm" else None
+    if kind is None or kind in SHARED_FILESYSTEMS:
+        return []
+    return [
+        f"executor slurm: the data dir {data_dir()} is on a local {kind} filesystem, which compute nodes other than "
+        "this machine can't see; put GRPO_STUDIO_HOME on a shared filesystem (NFS, Lustre...)"
+    ]
 
 
 def vllm_gpu_positions(config: RunConfig) -> list[int]:

@@ -176,7 +176,12 @@ def submit(session: Session, run: Run, config: RunConfig) -> str | None:
 def job_state(job_id: str) -> JobState | None:
     """The job's state from ``squeue`` (ended jobs stay there for MinJobAge seconds), else from ``sacct``; None when
     Slurm no longer knows the job."""
-    out = slurm("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T|%r|%N").strip()
+    try:
+        out = slurm("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T|%r|%N").strip()
+    except SlurmError as exc:
+        if "Invalid job id" not in str(exc):  # what squeue says of a job it no longer keeps
+            raise
+        out = ""
     if out:
         return JobState(*out.splitlines()[0].split("|"))
     try:

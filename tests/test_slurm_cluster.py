@@ -67,7 +67,8 @@ def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
         assert [p.step for p in queries.metric_series(s, run_id, "reward")] == [1, 2, 3]
         assert queries.last_metric(s, run_id, "kl") is not None
     assert RunFiles(Path(row.output_dir)).node_marker.read_text().startswith(on_slurm)  # the data dir is shared
-    assert slurm.job_state(row.slurm_job_id).state == "COMPLETED"
+    wait_for(lambda: slurm.job_state(row.slurm_job_id).state == "COMPLETED", 60, "the job to end")  # the worker exits
+    assert slurm.job_state("999999") is None  # a job Slurm does not know
     assert runs.run_rows()[0][-1] == f"slurm {row.slurm_job_id} on {on_slurm}"
 
 

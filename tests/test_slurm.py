@@ -141,7 +141,7 @@ def test_slurm_on_sqlite_is_refused_and_postgres_accepted(monkeypatch):
 def test_cluster_settings_that_cannot_work_are_refused(monkeypatch, settings, expected):
     monkeypatch.setenv("DATABASE_URL", POSTGRES)
     problems = cluster_problems(RunConfig(executor="slurm", **settings))
-    assert len(problems) == 1 and problems[0].startswith(expected) or expected in problems[0], problems
+    assert len(problems) == 1 and expected in problems[0], problems
 
 
 def test_more_nodes_need_the_slurm_executor():
@@ -193,7 +193,6 @@ def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_aft
     run_id = create_run(config)
     with get_sessionmaker().begin() as s:
         queries.worker_launched(s, queries.get_run(s, run_id), 1, None, str(tmp_path))
-    server_pids = []
 
     def stand_in(*args, **kwargs):
         return ["bash", "-c", 'echo "$CUDA_VISIBLE_DEVICES" > server-gpus; exec sleep 600']
@@ -213,10 +212,10 @@ def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_aft
     with get_sessionmaker().begin() as s:
         lines = [line.message for line in queries.log_tail(s, run_id)]
     started = next(line for line in lines if line.startswith("vLLM server started"))
-    server_pids.append(int(started.split("pid ")[1].split(")")[0]))
+    server_pid = int(started.split("pid ")[1].split(")")[0])
     assert f"at {address}" in started and "training on GPUs 3,5" in started
-    assert lines[-1] == f"vLLM server stopped (pid {server_pids[0]})"
-    assert not Path(f"/proc/{server_pids[0]}").exists()
+    assert lines[-1] == f"vLLM server stopped (pid {server_pid})"
+    assert not Path(f"/proc/{server_pid}").exists()
 
 
 def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_path):

@@ -160,10 +160,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             pid = start_worker(session, run)
     if args.detach:
-        print(f"run {run_id} started in the background (pid {pid}); follow it with: grpo-studio runs")
+        print(f"run {run_id} started in the background ({_process(pid)}); follow it with: grpo-studio runs")
         return 0
     print(f"run {run_id}: {config.name}")
     return _foreground(run_id)
+
+
+def _process(started: int | str | None) -> str:
+    """What start_worker started: a local pid, or a Slurm job id (None: Slurm refused it; the run says why)."""
+    if isinstance(started, int):
+        return f"pid {started}"
+    return f"Slurm job {started}" if started else "Slurm refused the job: see grpo-studio runs"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -188,7 +195,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if args.detach:
             pid = start_worker(session, run)
     if args.detach:
-        print(f"run {args.run_id} resumed in the background (pid {pid})")
+        print(f"run {args.run_id} resumed in the background ({_process(pid)})")
         return 0
     return _foreground(args.run_id)
 

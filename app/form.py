@@ -20,6 +20,7 @@ GROUP_TITLES = {
     "lora": "LoRA",
     "generation": "Generation",
     "advanced": "Advanced",
+    "cluster": "Cluster",
 }
 
 

@@ -111,6 +111,10 @@ class Run(Base):
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
     # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
     backend: Mapped[str | None] = mapped_column(Text)
+    # Where the worker runs, for the dashboard: the host name, or a Slurm job's node list (set by the worker), and the
+    # Slurm job of a run on the slurm executor (trainer.job.slurm): its liveness is the job's state, not a pid.
+    host: Mapped[str | None] = mapped_column(Text)
+    slurm_job_id: Mapped[str | None] = mapped_column(String(32))
 
     metrics: Mapped[list[Metric]] = owned_rows()
     samples: Mapped[list[Sample]] = owned_rows()

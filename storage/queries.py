@@ -16,7 +16,8 @@ from storage.models import Evaluation, Metric, Run, RunLog, RunStatus, Sample, u
 # --- runs -----------------------------------------------------------------------------------------------------------
 # The verbs of a run's life cycle. Nothing outside this module assigns a Run's fields, so every status change and what
 # it implies (a cleared error, the timestamps) is written down once:
-#   create_run, requeue_run (resume)  → queued; worker_launched keeps it queued but gives it a live worker
+#   create_run, requeue_run (resume)  → queued; worker_launched (or slurm_submitted) keeps it queued but gives it a
+#                                       live worker (or a Slurm job)
 #   mark_running (the worker itself)  → running; set_backend, set_progress, drop_steps_after while it trains
 #   finish_run                        → completed, failed or stopped
 def create_run(session: Session, name: str, config: dict[str, Any], total_steps: int = 0) -> Run:
@@ -48,7 +49,7 @@ def set_config(session: Session, run: Run, config: dict[str, Any]) -> None:
 def requeue_run(session: Session, run: Run) -> None:
     """Queue a stopped or failed run again, without a worker: the scheduler starts one, which resumes it."""
     run.status = RunStatus.QUEUED
-    run.pid = run.pid_started = None
+    run.pid = run.pid_started = run.slurm_job_id = None
     run.error = None
     run.finished_at = None
 
@@ -64,10 +65,23 @@ def worker_launched(session: Session, run: Run, pid: int, pid_started: str | Non
     run.finished_at = None
 
 
-def mark_running(session: Session, run: Run, pid: int, output_dir: str, pid_started: str | None = None) -> None:
-    """Record that a worker process ``pid`` has taken the run; clears the error of a previous attempt."""
+def slurm_submitted(session: Session, run: Run, job_id: str, output_dir: str) -> None:
+    """Record the Slurm job submitted for the run: it stays queued (Slurm's queue now) until the worker starts."""
+    run.status = RunStatus.QUEUED
+    run.pid = run.pid_started = None
+    run.slurm_job_id = job_id
+    run.output_dir = output_dir
+    run.error = None
+    run.finished_at = None
+
+
+def mark_running(
+    session: Session, run: Run, pid: int, output_dir: str, pid_started: str | None = None, host: str | None = None
+) -> None:
+    """Record that a worker process ``pid`` (on ``host``) has taken the run; clears the error of a previous attempt."""
     run.status = RunStatus.RUNNING
     run.pid = pid
+    run.host = host or run.host
     run.pid_started = pid_started
     run.output_dir = output_dir
     run.error = None

@@ -33,6 +33,8 @@ class RunSummary:
     last_reward: float | None
     last_kl: float | None
     evaluation: dict | None  # the latest held-out evaluation's results, if any
+    host: str | None = None  # where the worker runs: a host, or a Slurm job's nodes
+    slurm_job_id: str | None = None
 
 
 def _latest_metric(key: str):
@@ -68,6 +70,8 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
         _latest_metric("reward"),
         _latest_metric("kl"),
         evaluation,
+        Run.host,
+        Run.slurm_job_id,
     ).order_by(Run.id.desc())
     if search and search.strip():
         text = search.strip()

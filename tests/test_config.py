@@ -29,7 +29,7 @@ def test_defaults_are_the_reference_recipe_stated_explicitly():
 def test_every_field_has_help_group_and_range_metadata():
     for f in dataclasses.fields(RunConfig):
         assert f.metadata["help"].strip(), f.name
-        assert f.metadata["group"] in ("model", "data", "rewards", "grpo", "lora", "generation", "advanced"), f.name
+        assert f.metadata["group"] in ("model", "data", "rewards", "grpo", "lora", "generation", "advanced", "cluster")
     ranged = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}
     assert ranged["num_generations"]["min"] == 2
     assert ranged["loss_type"]["choices"] == ("grpo", "dapo", "dr_grpo", "bnpo")
@@ -181,6 +181,7 @@ def test_settings_named_as_in_grpo_config_are_marked_for_trl():
     decided_elsewhere = {
         "use_vllm": "the backend decides (vLLM installed, a GPU)",
         "reward_weights": "passed as RunConfig.weights(), 1.0 each when empty",
+        "vllm_mode": "passed with the server's address in server mode (trl_args.vllm_server_kwargs)",
     }
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
     unmarked = {f.name for f in dataclasses.fields(RunConfig) if f.name in accepted and not f.metadata["trl"]}

@@ -21,36 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer import config_checks as checks
 from trainer import config_review as review
+from trainer.config_fields import EXECUTORS, GROUPS, SYSTEM_PROMPT, setting  # noqa: F401 - GROUPS and SYSTEM_PROMPT re-exported
 from trainer.config_file import ConfigFileError, read_mapping, write_mapping
-
-SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
-GROUPS = ("model", "data", "rewards", "grpo", "lora", "generation", "advanced")
-
-
-def setting(
-    default: Any,
-    help: str,
-    group: str,
-    *,
-    min: float | None = None,
-    max: float | None = None,
-    choices: tuple | None = None,
-    advanced: bool = False,
-    trl: bool | str = False,
-) -> Any:
-    """A dataclass field with the metadata the validator, the UI and the TRL conversion read: help text, group,
-    valid range, and ``trl``: True passes the setting to TRL's GRPOConfig under its own name, a string under that
-    name (see trainer.job.trl_args)."""
-    meta = {"help": help, "group": group, "min": min, "max": max, "choices": choices, "advanced": advanced, "trl": trl}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -226,7 +204,7 @@ class RunConfig:
     )
     num_processes: int = setting(
         1,
-        "Training processes (one per GPU); more than 1 launches the worker with accelerate.",
+        "Training processes (one per GPU; per node on Slurm); more than 1 launches the worker with accelerate.",
         "advanced",
         min=1,
         max=64,
@@ -249,6 +227,27 @@ class RunConfig:
     gradient_checkpointing: bool = setting(
         True, "Trade compute for memory by recomputing activations.", "advanced", trl=True
     )
+
+    # --- cluster: where the worker runs (trainer.job.slurm) and where vLLM generates (trainer.job.vllm_server) ---
+    executor: str = setting(
+        "local",
+        "Where the worker runs: local, or slurm (an sbatch job; needs PostgreSQL).",
+        "cluster",
+        choices=EXECUTORS,
+    )
+    slurm_partition: str = setting("", "Slurm partition (empty: the cluster's default).", "cluster")
+    slurm_nodes: int = setting(1, "Slurm nodes; above 1, accelerate trains across them.", "cluster", min=1, max=1024)
+    slurm_gpus_per_node: int = setting(0, "GPUs per node (--gpus-per-node; 0: ask for none).", "cluster", min=0, max=64)
+    slurm_time: str = setting("", "Time limit, e.g. 04:00:00 (empty: the partition's).", "cluster")
+    slurm_account: str = setting("", "Slurm account to charge (empty: your default).", "cluster")
+    slurm_extra: list[str] = setting([], "Extra #SBATCH options, e.g. --qos=high.", "cluster", advanced=True)
+    vllm_mode: str = setting(
+        "colocate",
+        "colocate: vLLM on the training GPUs; server: trl vllm-serve on vllm_gpus.",
+        "cluster",
+        choices=("colocate", "server"),
+    )
+    vllm_gpus: str = setting("", "Server mode: positions of the GPUs for vLLM, e.g. 0 or 0,1.", "cluster")
 
     # ---------------------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -298,7 +297,7 @@ class RunConfig:
     def prompts_per_step(self) -> int:
         """How many distinct prompts one optimizer step sees (over all processes)."""
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
-        return batch // self.num_generations
+        return batch * (self.slurm_nodes if self.executor == "slurm" else 1) // self.num_generations
 
     def with_absolute_paths(self, base: Path) -> RunConfig:
         """This config with its relative local paths made absolute against ``base`` (trainer.config_review)."""

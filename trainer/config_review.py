@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer import config_checks as checks
+from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
 from trainer.loading.data import check_dataset, load_problems
 from trainer.scoring.rewards import reward_mix_warnings
@@ -44,6 +45,7 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
     if not config.lora_target_modules:
         found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
     found.extend(gpu_path_problems(config))
+    found.extend(cluster_problems(config))
     return found
 
 
@@ -57,7 +59,7 @@ def warnings(config: RunConfig) -> list[str]:
         rows = []
     return reward_mix_warnings(
         list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
-    )
+    ) + cluster_warnings(config)
 
 
 def with_absolute_paths(config: RunConfig, base: Path) -> RunConfig:

@@ -15,8 +15,21 @@ from trainer.config import RunConfig
 from trainer.evaluation.export import zip_adapter
 from trainer.job.launch import LIVE, is_alive, stop_worker
 from trainer.job.run_files import RunFiles
+from trainer.job.slurm import queue_positions, where
 
-COLUMNS = ["id", "name", "status", "step", "last reward", "KL", "held-out correct", "duration", "model", "data set"]
+COLUMNS = [
+    "id",
+    "name",
+    "status",
+    "step",
+    "last reward",
+    "KL",
+    "held-out correct",
+    "duration",
+    "model",
+    "data set",
+    "where",
+]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -27,11 +40,14 @@ def run_rows(search: str | None = None) -> list[list]:
 
 
 def table_rows(summaries: list[RunSummary]) -> list[list]:
-    """The Runs table's rows, from the one-statement run list (storage/summaries.py)."""
-    return [_row(summary) for summary in summaries]
+    """The Runs table's rows, from the one-statement run list (storage/summaries.py); one squeue call for the queue
+    positions when a run waits in Slurm's queue."""
+    waiting = any(s.slurm_job_id and s.status == "queued" for s in summaries)
+    positions = queue_positions() if waiting else {}
+    return [_row(summary, positions) for summary in summaries]
 
 
-def _row(run: RunSummary) -> list:
+def _row(run: RunSummary, positions: dict[str, int]) -> list:
     heldout = ""
     if run.evaluation:
         heldout = f"{run.evaluation['base']['correct']:.0%} → {run.evaluation['tuned']['correct']:.0%}"
@@ -46,6 +62,7 @@ def _row(run: RunSummary) -> list:
         _duration(run),
         run.model or "",
         run.dataset or "",
+        where(run.host, run.slurm_job_id, str(run.status), positions),
     ]
 
 

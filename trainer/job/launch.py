@@ -1,5 +1,8 @@
 """Starting, stopping and watching worker processes.
 
+A run on the slurm executor is a Slurm job instead (trainer.job.slurm): the verbs here hand such a run to that
+module, so the dashboard and the CLI start, stop and watch both kinds alike.
+
 A worker runs in its own session (``start_new_session``), with its output going to the run's log file, so it
 survives the dashboard or shell that launched it. Whether it is alive is decided from the pid on the run row *and*
 the process's command line, because pids get reused. :func:`reconcile` marks runs whose process is gone as failed.
@@ -10,72 +13,42 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
+from trainer.job import slurm
+from trainer.job.commands import supervised, worker_command
 from trainer.job.run_files import RunFiles
 from trainer.loading.backend import cache_env
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
 
 LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
-def worker_command(run_id: int, num_processes: int = 1, deepspeed_stage: int = 0, cpu: bool = False) -> list[str]:
-    """The command line that trains ``run_id`` (what :func:`start_worker` runs): the worker itself, or with
-    ``num_processes`` > 1 one worker per process: ``accelerate launch`` on GPUs (optionally DeepSpeed ZeRO), plain
-    ``torchrun`` on CPUs (accelerate's launcher runs a single process there; the Accelerator inside the worker picks
-    up torchrun's environment and uses gloo). Only the main process writes to the database (see trainer.job.worker)."""
-    worker = ["trainer.job.worker", str(run_id)]
-    if num_processes <= 1:
-        return [sys.executable, "-m", *worker]
-    if cpu:
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(num_processes),
-            "-m",
-            *worker,
-        ]
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--num_processes",
-        str(num_processes),
-        "--num_machines",
-        "1",
-        "--main_process_port",
-        "0",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-    ]
-    if deepspeed_stage:
-        command += ["--use_deepspeed", "--zero_stage", str(deepspeed_stage)]
-    else:
-        command.append("--multi_gpu")
-    return command + ["--module", *worker]
-
-
-def start_worker(session: Session, run: Run) -> int:
-    """Start a detached worker process for ``run``; records its pid and output dir on the row, returns the pid."""
+def start_worker(session: Session, run: Run) -> int | str | None:
+    """Start a detached worker process for ``run``; records its pid and output dir on the row, returns the pid. A run
+    on the slurm executor is submitted as a Slurm job instead (trainer.job.slurm): returns the job id, or None when
+    Slurm refused it (the run is then failed with Slurm's message)."""
     if run.pid and is_alive(run):
         raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
+    config = _absolute_paths(session, run)
+    if config is not None and config.executor == "slurm":
+        return slurm.submit(session, run, config)
     files = RunFiles.of(run.output_dir, run.id).create()
-    _absolute_paths(session, run)
-    config = run.config or {}
+    settings = run.config or {}
     command = worker_command(
-        run.id, int(config.get("num_processes", 1)), int(config.get("deepspeed_stage", 0)), cpu=not gpu_visible()
+        run.id, int(settings.get("num_processes", 1)), int(settings.get("deepspeed_stage", 0)), cpu=not gpu_visible()
     )
+    if config is not None and config.vllm_mode == "server":
+        command = supervised(run.id, command)
     process = spawn_detached(command, files.log, files.root)
     queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
     queries.add_log(session, run.id, f"worker started (pid {process.pid})")
@@ -105,18 +78,19 @@ def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen
         )
 
 
-def _absolute_paths(session: Session, run: Run) -> None:
+def _absolute_paths(session: Session, run: Run) -> RunConfig | None:
     """Make the run's relative local paths absolute against this (the launching) process's working directory, where
-    they were validated: the worker runs in the run directory."""
+    they were validated: the worker runs in the run directory. Returns the config (None if it can't be read)."""
     from trainer.config import ConfigError, RunConfig
 
     try:
         config, _ = RunConfig.from_dict(run.config or {})
     except ConfigError:
-        return  # the worker reports a config it cannot read
+        return None  # the worker reports a config it cannot read
     absolute = config.with_absolute_paths(Path.cwd())
     if absolute != config:
         queries.set_config(session, run, {**(run.config or {}), **absolute.to_dict()})
+    return absolute
 
 
 def process_start_time(pid: int) -> str | None:
@@ -155,13 +129,17 @@ def pid_alive(pid: int, started: str | None = None) -> bool:
 
 
 def is_alive(run: Run) -> bool:
-    """Whether the run's recorded worker process is still running."""
+    """Whether the run's recorded worker process is still running (for a Slurm run: whether its job is)."""
+    if run.slurm_job_id:
+        return slurm.job_alive(run.slurm_job_id)
     return bool(run.pid) and pid_alive(run.pid, run.pid_started)
 
 
 def stop_worker(session: Session, run: Run) -> bool:
     """Ask the run's worker to stop at its next step boundary (SIGTERM). A live run without a live worker is marked
-    stopped directly. Returns True if a signal was sent."""
+    stopped directly. Returns True if a signal was sent. A Slurm run's job is signalled through Slurm."""
+    if run.slurm_job_id and run.status in LIVE:
+        return slurm.stop(session, run)
     if is_alive(run):
         # A launched worker leads its own process group: signal the whole group, so every process of a
         # multi-process (accelerate) run gets it. A foreground CLI run shares its shell's group: only its pid.
@@ -189,6 +167,10 @@ def reconcile(session: Session) -> list[int]:
     """
     failed = []
     for run in queries.list_runs(session, LIVE):
+        if run.slurm_job_id:  # Slurm says what became of the job
+            if slurm.reconcile(session, run):
+                failed.append(run.id)
+            continue
         if run.pid is None or is_alive(run):
             continue
         tail = log_tail(run)
@@ -208,7 +190,7 @@ def _reap(pid: int) -> None:
 
 def active_runs(session: Session) -> list[Run]:
     """Runs that hold a training slot: running, or queued with a live worker that has not marked itself yet."""
-    return [r for r in queries.list_runs(session, LIVE) if r.pid and is_alive(r)]
+    return [r for r in queries.list_runs(session, LIVE) if r.pid and not r.slurm_job_id and is_alive(r)]
 
 
 def schedule(session: Session, max_concurrent: int = 1, before_start: Callable[[Run], None] | None = None) -> list[int]:
@@ -216,14 +198,18 @@ def schedule(session: Session, max_concurrent: int = 1, before_start: Callable[[
     ``before_start(run)`` is called before each worker starts (the dashboard frees its GPU model there).
 
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
-    restart: whoever calls this next picks up where the last caller left off.
+    restart: whoever calls this next picks up where the last caller left off. Runs on the slurm executor take no local
+    slot: each is submitted at once, and Slurm's queue holds it.
     """
     reconcile(session)
     free = max_concurrent - len(active_runs(session))
-    waiting = sorted((r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid), key=lambda r: r.id)
+    queued = [r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid and not r.slurm_job_id]
+    waiting = sorted(queued, key=lambda r: r.id)
+    on_slurm = [r for r in waiting if (r.config or {}).get("executor") == "slurm"]
+    local = [r for r in waiting if r not in on_slurm]
     started = []
-    for run in waiting[: max(free, 0)]:
-        if before_start is not None:
+    for run in on_slurm + local[: max(free, 0)]:
+        if before_start is not None and run not in on_slurm:  # a Slurm job needs nothing of this machine's GPU
             before_start(run)
         start_worker(session, run)
         started.append(run.id)

@@ -5,6 +5,10 @@
         checkpoints/checkpoint-N/  TRL's checkpoints; trainer_state.json is written last, so a checkpoint without
                                    it was cut short by a kill and can't be resumed from
         adapter/                   the LoRA adapter saved when the run completes or stops
+        slurm-job.sh               the batch script of a run on the Slurm executor (trainer.job.slurm)
+        .shared-marker             a token the dashboard writes for the job to find (is the data dir shared?)
+        .shared-seen               written by the job's worker when it found it
+        vllm-server.log            the output of the run's vLLM server (vllm_mode server, trainer.job.vllm_server)
 
 Paths and file operations only: no database access and no torch (the dashboard imports this at start-up).
 """
@@ -54,6 +58,26 @@ class RunFiles:
     def adapter(self) -> Path:
         """The final LoRA adapter."""
         return self.root / "adapter"
+
+    @property
+    def slurm_script(self) -> Path:
+        """The Slurm job script (readable: the same job can be submitted by hand)."""
+        return self.root / "slurm-job.sh"
+
+    @property
+    def shared_marker(self) -> Path:
+        """The dashboard's token for the Slurm job to find."""
+        return self.root / ".shared-marker"
+
+    @property
+    def node_marker(self) -> Path:
+        """The job's answer: it found the token, so the data dir is shared."""
+        return self.root / ".shared-seen"
+
+    @property
+    def vllm_log(self) -> Path:
+        """The output of the run's vLLM server."""
+        return self.root / "vllm-server.log"
 
     def create(self) -> RunFiles:
         """Make the root directory (and its parents) if missing; returns self."""

@@ -13,14 +13,19 @@ applied is reported in ``notes`` (shown in the run's log):
 - transformers 5 dropped ``warmup_ratio``; a ratio below 1 passed as ``warmup_steps`` means the same thing.
 - ``use_vllm`` with ``vllm_mode="colocate"`` is TRL's own vLLM engine in the training process (both versions:
   trl 1.15.0 grpo_config.py:582-598, 1.16.0 :587-603); ``vllm_max_model_length`` keeps its KV cache to the run's
-  ``max_seq_length`` instead of the model's whole context window.
+  ``max_seq_length`` instead of the model's whole context window. ``vllm_mode="server"`` sends generation to the
+  run's ``trl vllm-serve`` on GPUs of its own instead (trainer.job.vllm_server starts it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+VLLM_SERVER_ENV = "GRPO_STUDIO_VLLM_SERVER"  # host:port of the run's vLLM server (server mode)
+VLLM_GROUP_PORT_ENV = "GRPO_STUDIO_VLLM_GROUP_PORT"
 
 if TYPE_CHECKING:  # annotations only, so that trainer.loading.backend can use lora_kwargs without importing the config
     from trainer.config import RunConfig
@@ -59,7 +64,8 @@ def grpo_kwargs(
         "save_strategy": "steps",
         "reward_weights": config.weights(),
         "use_vllm": use_vllm,
-        "vllm_mode": "colocate",
+        "vllm_mode": config.vllm_mode,
+        **(vllm_server_kwargs() if config.vllm_mode == "server" else {}),
         "bf16": bf16,
         "report_to": "none",
         # The worker stores the completions table itself; TRL's parquet files and rich printing would duplicate it.
@@ -70,6 +76,19 @@ def grpo_kwargs(
         # parallelism instead of training independent copies.
         "use_cpu": cpu,
         **({"ddp_backend": "gloo"} if cpu and config.num_processes > 1 else {}),
+    }
+
+
+def vllm_server_kwargs() -> dict[str, Any]:
+    """Where the run's vLLM server listens, as trainer.job.vllm_server told the training processes through their
+    environment (it picks free ports when it starts the server): GRPOConfig's ``vllm_server_host``,
+    ``vllm_server_port`` and ``vllm_group_port`` (the weight-sync group; trl 1.15.0 grpo_config.py:627, 631, 642;
+    1.16.0 :632, 636, 647)."""
+    host, _, port = os.environ.get(VLLM_SERVER_ENV, "127.0.0.1:8000").rpartition(":")
+    return {
+        "vllm_server_host": host,
+        "vllm_server_port": int(port),
+        "vllm_group_port": int(os.environ.get(VLLM_GROUP_PORT_ENV, "51216")),
     }
 
 

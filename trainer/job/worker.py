@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ from trainer.job.db_writer import DbWriter
 from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
+from trainer.job.slurm import ended_by_slurm, shared_dir_problem
 from trainer.loading.backend import Backend, UnsupportedByUnsloth
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
@@ -157,6 +159,8 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             raise ValueError("invalid run config: " + "; ".join(problems))
         writer.keep_samples_every = config.keep_samples_every
         status = _train(run_id, config, files, writer, stop, show_progress)
+        if status is RunStatus.STOPPED and (error := ended_by_slurm(files.log)):  # not a stop the user asked for
+            status = RunStatus.FAILED
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         if isinstance(exc, UnsupportedByUnsloth):
             restart_without_unsloth(run_id, raw_config, exc, writer, reserve)  # returns only when it can't
@@ -208,22 +212,33 @@ def restart_without_unsloth(
 
 
 def _claim(run_id: int) -> tuple[RunFiles, dict]:
-    """Mark the run running in this process; returns its directory (created) and its stored config."""
+    """Mark the run running in this process; returns its directory (created) and its stored config. In a Slurm job
+    the run directory must be the one the dashboard wrote (a shared data dir), or the run fails saying so."""
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, run_id)
         if run is None:
             raise SystemExit(f"no run with id {run_id}")
-        if run.status is RunStatus.RUNNING and run.pid not in (None, os.getpid()) and is_alive(run):
+        own_job = run.slurm_job_id is not None and os.environ.get("SLURM_JOB_ID") == run.slurm_job_id
+        if run.status is RunStatus.RUNNING and run.pid not in (None, os.getpid()) and not own_job and is_alive(run):
             raise SystemExit(f"run {run_id} is already being trained by process {run.pid}")
-        files = RunFiles.of(run.output_dir, run_id).create()
-        # Under `accelerate launch` the launcher (our process-group leader) is the pid the launcher recorded: keep
-        # it, so a stop signals the whole group and liveness follows the launcher.
-        if run.pid is not None and run.pid != os.getpid() and os.getpgid(0) == run.pid:
-            pid, started = run.pid, run.pid_started
+        problem = shared_dir_problem(Path(run.output_dir)) if run.output_dir else None
+        if problem:
+            queries.finish_run(session, run, RunStatus.FAILED, problem)
+            queries.add_log(session, run_id, problem, "ERROR")
         else:
-            pid, started = os.getpid(), process_start_time(os.getpid())
-        queries.mark_running(session, run, pid, str(files.root), started)
-        return files, dict(run.config)
+            files = RunFiles.of(run.output_dir, run_id).create()
+            # Under `accelerate launch` the launcher (our process-group leader) is the pid the launcher recorded: keep
+            # it, so a stop signals the whole group and liveness follows the launcher.
+            if run.pid is not None and run.pid != os.getpid() and os.getpgid(0) == run.pid:
+                pid, started = run.pid, run.pid_started
+            else:
+                pid, started = os.getpid(), process_start_time(os.getpid())
+            host = os.environ.get("SLURM_JOB_NODELIST") or socket.gethostname()
+            queries.mark_running(session, run, pid, str(files.root), started, host)
+            config = dict(run.config)
+    if problem:
+        raise SystemExit(f"grpo-studio worker: {problem}")
+    return files, config
 
 
 def _train(

@@ -1,0 +1,232 @@
+"""The cluster settings without a cluster: the multi-node and vLLM-server command lines read back by accelerate's and
+TRL's own argument parsers, the job script as each node's shell expands it, the checks that refuse what can't work,
+the shared-directory marker, and the vLLM supervisor starting and stopping both of its processes (with a stand-in
+for the server, which needs a GPU)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.config import RunConfig
+from trainer.job import commands, slurm, vllm_server
+from trainer.job.cluster_checks import cluster_problems
+from trainer.job.run_files import RunFiles
+
+from .helpers import create_run, tiny_config
+
+POSTGRES = "postgresql+psycopg://user@dbhost/grpo"
+
+
+def accelerate_args(command: list[str]):
+    """``command`` (``python -m accelerate.commands.launch ...``) parsed by accelerate's own launch parser."""
+    from accelerate.commands.launch import launch_command_parser
+
+    assert command[1:3] == ["-m", "accelerate.commands.launch"]
+    return launch_command_parser().parse_args(command[3:])
+
+
+def expanded_on_node(line: str, node_id: int, main_node: str) -> list[str]:
+    """The argv a job script's ``exec srun ... bash -c '...'`` line runs on node ``node_id``, as bash expands it."""
+    words = shlex.split(line)
+    assert words[:2] == ["exec", "srun"] and words[-3:-1] == ["bash", "-c"]
+    inner = words[-1].removeprefix("exec ")
+    env = {"SLURM_NODEID": str(node_id), "GRPO_STUDIO_MAIN_NODE": main_node, "PATH": "/usr/bin:/bin"}
+    shown = subprocess.run(
+        ["bash", "-c", 'show() { printf "%s\\n" "$@"; }; show ' + inner],
+        env=env,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return shown.splitlines()
+
+
+def test_each_node_runs_accelerate_with_its_rank_and_the_first_node_as_rendezvous(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    config = tiny_config(executor="slurm", slurm_nodes=2, num_processes=4, slurm_gpus_per_node=4)
+    script = slurm.job_script(config, 12, RunFiles(tmp_path), "token")
+    srun = next(line for line in script.splitlines() if line.startswith("exec srun"))
+    for node in (0, 1):
+        args = accelerate_args(expanded_on_node(srun, node, "gpu-a01"))
+        assert (args.num_machines, args.machine_rank, args.main_process_ip) == (2, node, "gpu-a01")
+        assert args.num_processes == 8  # accelerate's --num_processes counts every machine's processes
+        assert args.main_process_port == commands.MAIN_PORT and args.multi_gpu and args.module
+        assert (args.training_script, args.training_script_args) == ("trainer.job.worker", ["12"])
+    assert 'export GRPO_STUDIO_MAIN_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
+    for option in ("--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", f"--output={tmp_path / 'worker.log'}"):
+        assert f"#SBATCH {option}\n" in script
+
+
+def test_the_job_script_carries_the_cluster_settings_and_runs_the_worker_itself(tmp_path):
+    config = tiny_config(
+        executor="slurm", slurm_partition="gpu", slurm_time="04:00:00", slurm_account="lab", slurm_extra=["--qos=high"]
+    )
+    script = slurm.job_script(config, 3, RunFiles(tmp_path), "abc123")
+    for option in ("--partition=gpu", "--time=04:00:00", "--account=lab", "--qos=high", "--signal=B:TERM@300"):
+        assert f"#SBATCH {option}\n" in script
+    assert "--gpus-per-node" not in script  # slurm_gpus_per_node 0: a CPU job
+    assert f"export {slurm.MARKER_ENV}=abc123\n" in script
+    assert script.rstrip().endswith(f"exec {shlex.quote(sys.executable)} -m trainer.job.worker 3")
+    assert "DATABASE_URL=" not in script  # the password stays in the environment, not in a readable file
+
+
+def test_the_vllm_server_command_is_trls_vllm_serve():
+    from trl.cli.commands import get_commands
+    from trl.cli.main import _build_parser
+    from trl.scripts.vllm_serve import make_parser
+
+    command = commands.vllm_serve_command("org/model", 2, 8123, 0.85, 1024)
+    assert command[1:3] == ["-m", "trl.cli.main"]
+    cli_args, _ = _build_parser(get_commands()).parse_known_args(command[3:])
+    assert cli_args.command == "vllm-serve"
+    (script_args,) = make_parser().parse_args_into_dataclasses(command[4:])
+    assert (script_args.model, script_args.tensor_parallel_size, script_args.port) == ("org/model", 2, 8123)
+    assert (script_args.host, script_args.gpu_memory_utilization, script_args.max_model_len) == (
+        "127.0.0.1",
+        0.85,
+        1024,
+    )
+
+
+def test_server_mode_points_grpo_config_at_the_runs_server(monkeypatch):
+    from trl import GRPOConfig
+
+    from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV, grpo_kwargs
+
+    monkeypatch.setenv(VLLM_SERVER_ENV, "127.0.0.1:8123")
+    monkeypatch.setenv(VLLM_GROUP_PORT_ENV, "8124")
+    config = tiny_config(vllm_mode="server", vllm_gpus="0", backend="trl", use_vllm=True)
+    kwargs = grpo_kwargs(config, "/tmp/out", use_vllm=True)
+    fields = {f.name for f in __import__("dataclasses").fields(GRPOConfig)}
+    picked = {k: kwargs[k] for k in ("vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_group_port")}
+    assert picked == {
+        "vllm_mode": "server",
+        "vllm_server_host": "127.0.0.1",
+        "vllm_server_port": 8123,
+        "vllm_group_port": 8124,
+    }
+    assert set(picked) <= fields  # GRPOConfig has every one of them
+    assert grpo_kwargs(tiny_config(), "/tmp/out")["vllm_mode"] == "colocate"  # the default stays colocate
+
+
+def test_slurm_on_sqlite_is_refused_and_postgres_accepted(monkeypatch):
+    config = tiny_config(executor="slurm")
+    (problem,) = cluster_problems(config)  # the autouse fixture's database is SQLite
+    assert "SQLite" in problem and "DATABASE_URL" in problem and "PostgreSQL" in problem
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    assert config.validate() == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"slurm_time": "4h"}, "slurm_time '4h' is not a Slurm time limit"),
+        ({"slurm_extra": ["qos=high"]}, "slurm_extra 'qos=high': each entry is one sbatch option"),
+        ({"vllm_mode": "server", "backend": "trl", "use_vllm": True}, "vllm_mode server needs vllm_gpus"),
+        ({"vllm_mode": "server", "vllm_gpus": "0"}, "set backend trl and use_vllm true"),
+        ({"vllm_mode": "server", "vllm_gpus": "x", "backend": "trl", "use_vllm": True}, "vllm_gpus 'x': expected"),
+        (
+            {"vllm_mode": "server", "vllm_gpus": "0,1", "backend": "trl", "use_vllm": True, "slurm_gpus_per_node": 2},
+            "need more than the 2 GPUs",
+        ),
+    ],
+)
+def test_cluster_settings_that_cannot_work_are_refused(monkeypatch, settings, expected):
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    problems = cluster_problems(RunConfig(executor="slurm", **settings))
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_more_nodes_need_the_slurm_executor():
+    assert cluster_problems(RunConfig(slurm_nodes=2)) == [
+        "slurm_nodes is 2 but executor is local: more nodes need executor slurm"
+    ]
+
+
+def test_the_worker_finds_the_dashboards_marker_or_says_the_data_dir_is_not_shared(tmp_path, monkeypatch):
+    files = RunFiles(tmp_path)
+    monkeypatch.setenv(slurm.MARKER_ENV, "t0ken")
+    problem = slurm.shared_dir_problem(tmp_path)
+    assert f"the run directory {tmp_path} is not shared with node" in problem and "missing" in problem
+    assert "$GRPO_STUDIO_HOME" in problem and not files.node_marker.exists()
+    files.shared_marker.write_text("t0ken")
+    assert slurm.shared_dir_problem(tmp_path) is None and files.node_marker.exists()
+    monkeypatch.delenv(slurm.MARKER_ENV)
+    assert slurm.shared_dir_problem(Path("/nonexistent")) is None  # a worker the dashboard did not submit
+
+
+def test_slurms_account_of_a_job_reads_as_one_sentence():
+    assert slurm.JobState("TIMEOUT", "None", "n1", "0:0").describe("7") == (
+        "Slurm job 7 ended TIMEOUT (it reached its time limit) (exit code 0:0, nodes n1)"
+    )
+    assert slurm.JobState("FAILED", "NonZeroExitCode", "", "1:0").describe("8") == (
+        "Slurm job 8 ended FAILED (reason: NonZeroExitCode, exit code 1:0)"
+    )
+    assert not slurm.JobState("NODE_FAIL").live and slurm.JobState("PENDING").live
+
+
+def test_where_a_run_runs():
+    assert slurm.where("box", None, "running", {}) == "box"
+    assert slurm.where(None, "41", "queued", {"41": 2}) == "slurm 41, queue #2"
+    assert slurm.where("node[1-2]", "41", "running", {}) == "slurm 41 on node[1-2]"
+
+
+def test_vllm_gpus_count_within_the_visible_gpus():
+    assert vllm_server.split_gpus(["4", "5", "6", "7"], [0]) == (["4"], ["5", "6", "7"])
+    assert vllm_server.split_gpus(["0", "1", "2", "3"], [2, 3]) == (["2", "3"], ["0", "1"])
+    with pytest.raises(ValueError, match="position 4, but this node shows 4 GPUs"):
+        vllm_server.split_gpus(["0", "1", "2", "3"], [4])
+
+
+def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_after(tmp_path, monkeypatch):
+    """The server is a stand-in (``sleep``: vLLM needs a GPU); what is checked is the supervisor's part: the GPUs
+    each process gets, the server's address in training's environment, both pids in the run's log, and the server
+    stopped once training has ended."""
+    config = tiny_config(vllm_mode="server", vllm_gpus="0", backend="trl", use_vllm=True, model_name_or_path="org/m")
+    run_id = create_run(config)
+    with get_sessionmaker().begin() as s:
+        queries.worker_launched(s, queries.get_run(s, run_id), 1, None, str(tmp_path))
+
+    def stand_in(*args, **kwargs):
+        return ["bash", "-c", 'echo "$CUDA_VISIBLE_DEVICES" > server-gpus; exec sleep 600']
+
+    monkeypatch.setattr(vllm_server, "vllm_serve_command", stand_in)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5")
+    training = [
+        sys.executable,
+        "-c",
+        "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
+        "os.environ['GRPO_STUDIO_VLLM_SERVER'], file=open('train-env', 'w'))",
+    ]
+    assert vllm_server.supervise(run_id, training) == 0
+    assert (tmp_path / "server-gpus").read_text().strip() == "2"
+    gpus, address = (tmp_path / "train-env").read_text().split()
+    assert gpus == "3,5" and address.startswith("127.0.0.1:")
+    with get_sessionmaker().begin() as s:
+        lines = [line.message for line in queries.log_tail(s, run_id)]
+    started = next(line for line in lines if line.startswith("vLLM server started"))
+    server_pid = int(started.split("pid ")[1].split(")")[0])
+    assert f"at {address}" in started and "training on GPUs 3,5" in started
+    assert lines[-1] == f"vLLM server stopped (pid {server_pid})"
+    assert not Path(f"/proc/{server_pid}").exists()
+
+
+def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_path):
+    from trainer.job.cluster_checks import cluster_warnings, filesystem_type
+
+    mounts = "overlay / overlay rw 0 0\nsrv:/home /shared nfs4 rw 0 0\ntmpfs /shared/tmp tmpfs rw 0 0\n"
+    assert filesystem_type(Path("/shared/studio"), mounts) == "nfs4"
+    assert filesystem_type(Path("/shared/tmp/x"), mounts) == "tmpfs"  # the longest mount point above it
+    assert filesystem_type(Path("/sharedx"), mounts) == "overlay"
+    monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
+    local = filesystem_type(tmp_path)
+    (warning,) = cluster_warnings(RunConfig(executor="slurm"))
+    assert warning.startswith(f"executor slurm: the data dir {tmp_path} is on a local {local} filesystem")
+    assert cluster_warnings(RunConfig()) == []  # local runs don't care

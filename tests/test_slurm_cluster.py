@@ -1,0 +1,99 @@
+"""The Slurm executor on a real Slurm (tests/conftest.py: slurm_cluster, a single CPU node on this machine) and a real
+PostgreSQL: the tiny demo launched from the dashboard's form trains to completion as a Slurm job with its metrics in
+the database; a stop from the dashboard reaches the worker through ``scancel`` and the run ends stopped with its
+adapter saved; a job Slurm kills ends the run as failed with Slurm's account of it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.access import Access
+from storage import queries
+from storage.db import get_sessionmaker
+from tests.conftest import use_database
+from trainer.job import launch, slurm
+from trainer.job.run_files import RunFiles
+
+from .helpers import create_run, run_row, tiny_config, wait_for
+
+pytestmark = pytest.mark.slow
+
+ENDED = ("completed", "failed", "stopped")
+
+
+@pytest.fixture
+def on_slurm(slurm_cluster, postgres_url, tiny_model_path):
+    """This test's PostgreSQL database, for the test and (through the job's exported environment) its workers."""
+    use_database(postgres_url)
+    return slurm_cluster
+
+
+def schedule() -> list[int]:
+    """One tick of the dashboard's scheduler."""
+    with get_sessionmaker().begin() as session:
+        return launch.schedule(session)
+
+
+def submit_long_run(name: str) -> int:
+    """A run on the slurm executor long enough to be stopped or killed mid-way, submitted and seen training."""
+    run_id = create_run(tiny_config(name=name, executor="slurm", max_steps=400, save_steps=400))
+    assert schedule() == [run_id]
+    wait_for(lambda: run_row(run_id).current_step >= 1 or run_row(run_id).status in ENDED, 300, f"{name} to train")
+    assert run_row(run_id).status == "running", run_row(run_id).error
+    return run_id
+
+
+def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
+    from app.pages import new_run, runs
+
+    values = new_run.config_values(tiny_config(name="on-slurm", executor="slurm", max_steps=3))
+    assert new_run.launch(Access(), *values).startswith("🚀 Run")
+    with get_sessionmaker().begin() as s:
+        (run,) = queries.list_runs(s)
+        run_id = run.id
+    assert schedule() == [run_id]
+    row = run_row(run_id)
+    assert row.slurm_job_id and row.status == "queued"  # Slurm's queue now; the worker marks it running
+    script = RunFiles(Path(row.output_dir)).slurm_script.read_text()
+    assert "#SBATCH --nodes=1" in script and f"trainer.job.worker {run_id}" in script
+    wait_for(lambda: run_row(run_id).status in ENDED, 600, "the Slurm run to end")
+    row = run_row(run_id)
+    assert row.status == "completed", row.error
+    assert row.host == on_slurm  # the worker recorded the job's node
+    with get_sessionmaker().begin() as s:
+        assert [p.step for p in queries.metric_series(s, run_id, "reward")] == [1, 2, 3]
+        assert queries.last_metric(s, run_id, "kl") is not None
+    assert RunFiles(Path(row.output_dir)).node_marker.read_text().startswith(on_slurm)  # the data dir is shared
+    wait_for(lambda: slurm.job_state(row.slurm_job_id).state == "COMPLETED", 60, "the job to end")  # the worker exits
+    assert slurm.job_state("999999") is None  # a job Slurm does not know
+    assert runs.run_rows()[0][-1] == f"slurm {row.slurm_job_id} on {on_slurm}"
+
+
+def test_a_stop_reaches_the_worker_through_scancel_and_the_run_ends_stopped(on_slurm):
+    from app.pages import runs
+
+    run_id = submit_long_run("stop-me")
+    assert "stop requested" in runs.stop_run(run_id)
+    wait_for(lambda: run_row(run_id).status in ENDED, 300, "the stopped run to end")
+    row = run_row(run_id)
+    assert row.status == "stopped", row.error
+    assert 1 <= row.current_step < 400
+    assert "final" in RunFiles(Path(row.output_dir)).saved_adapters()  # SIGTERM first: the worker saved its adapter
+    wait_for(lambda: slurm.job_state(row.slurm_job_id).state == "COMPLETED", 60, "the job to end by itself")
+
+
+def test_a_job_slurm_kills_fails_the_run_with_slurms_reason(on_slurm):
+    run_id = submit_long_run("kill-me")
+    job_id = run_row(run_id).slurm_job_id
+    subprocess.run(["scancel", "--signal=KILL", job_id], check=True)
+    wait_for(lambda: run_row(run_id).status in ENDED, 120, "the killed run to end")
+    row = run_row(run_id)
+    assert row.status == "failed", row.error
+    # Slurm SIGTERMs the job's processes before it kills them (KillWait): the worker sees the job is no longer running
+    # and says what slurmstepd said ("*** JOB 9 ON node CANCELLED AT ... ***")
+    assert row.error.startswith(f"Slurm ended job {job_id} while it trained (*** JOB {job_id} ON {on_slurm} CANCELLED")
+    wait_for(lambda: not slurm.job_state(job_id).live, 60, "Slurm to end the job")
+    assert schedule() == [] and run_row(run_id).status == "failed"  # reconcile leaves it, nothing resubmitted

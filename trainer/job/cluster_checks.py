@@ -1,0 +1,107 @@
+"""The checks of the cluster settings (executor, Slurm resources, vLLM server mode), part of RunConfig.validate.
+
+The Slurm executor needs one database every node can reach: compute nodes can't share a SQLite file safely (its
+locking relies on one machine's file locks, which network filesystems don't reliably give), so the dashboard refuses
+the executor on SQLite and says to point ``DATABASE_URL`` at PostgreSQL; the workers read it from the job's
+environment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from storage.db import data_dir, database_url
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+
+# Slurm's --time formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
+SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+
+
+# Filesystem types (/proc/mounts) that several machines mount at once.
+SHARED_FILESYSTEMS = frozenset(
+    "nfs nfs4 lustre gpfs beegfs cephfs ceph glusterfs fuse.glusterfs wekafs panfs cifs smb3 fuse.sshfs fuse.juicefs "
+    "fuse.s3fs 9p virtiofs".split()
+)
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem ``path`` is on (the longest mount point above it in /proc/mounts); None if unknown."""
+    try:
+        mounts = Path("/proc/mounts").read_text() if mounts is None else mounts
+    except OSError:
+        return None
+    target, best, kind = str(path.resolve()), -1, None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) > 2:
+            point = fields[1]
+            inside = target == point or target.startswith(point.rstrip("/") + "/")
+            if inside and len(point) > best:
+                best, kind = len(point), fields[2]
+    return kind
+
+
+def cluster_warnings(config: RunConfig) -> list[str]:
+    """A data dir on a local filesystem, for a Slurm run: fine when the jobs run on this machine, else they won't see
+    it (the job checks at its start and fails the run saying so)."""
+    kind = filesystem_type(data_dir()) if config.executor == "slurm" else None
+    if kind is None or kind in SHARED_FILESYSTEMS:
+        return []
+    return [
+        f"executor slurm: the data dir {data_dir()} is on a local {kind} filesystem, which compute nodes other than "
+        "this machine can't see; put GRPO_STUDIO_HOME on a shared filesystem (NFS, Lustre...)"
+    ]
+
+
+def vllm_gpu_positions(config: RunConfig) -> list[int]:
+    """The positions (among the node's visible GPUs) set aside for the vLLM server; raises ValueError if malformed."""
+    return [int(part) for part in config.vllm_gpus.split(",") if part.strip()]
+
+
+def cluster_problems(config: RunConfig) -> list[str]:
+    """Every problem with the cluster settings, in plain words."""
+    found: list[str] = []
+    if config.executor == "slurm":
+        if database_url().startswith("sqlite"):
+            found.append(
+                "executor slurm needs a database every node can reach, and this dashboard uses a SQLite file that "
+                "compute nodes can't share safely: set DATABASE_URL to PostgreSQL (e.g. "
+                "postgresql+psycopg://user:password@dbhost/grpo) for the dashboard, then start it again"
+            )
+        if config.slurm_time and not SLURM_TIME.match(config.slurm_time.strip()):
+            found.append(f"slurm_time {config.slurm_time!r} is not a Slurm time limit: use e.g. 90, 04:00:00 or 2-00")
+        for option in config.slurm_extra:
+            if not option.strip().startswith("-") or "\n" in option:
+                found.append(f"slurm_extra {option!r}: each entry is one sbatch option such as --qos=high")
+    elif config.slurm_nodes > 1:
+        found.append(f"slurm_nodes is {config.slurm_nodes} but executor is local: more nodes need executor slurm")
+    if config.vllm_mode == "server":
+        found.extend(_server_mode_problems(config))
+    return found
+
+
+def _server_mode_problems(config: RunConfig) -> list[str]:
+    try:
+        positions = vllm_gpu_positions(config)
+    except ValueError:
+        return [f"vllm_gpus {config.vllm_gpus!r}: expected GPU positions separated by commas, e.g. 0 or 0,1"]
+    found = []
+    if not positions:
+        found.append("vllm_mode server needs vllm_gpus: the GPUs set aside for generation, e.g. 0")
+    if len(set(positions)) != len(positions):
+        found.append(f"vllm_gpus {config.vllm_gpus!r} names a GPU twice")
+    if config.backend != "trl" or not config.use_vllm:
+        found.append("vllm_mode server is TRL's vLLM client: set backend trl and use_vllm true (or vllm_mode colocate)")
+    if config.executor == "slurm" and config.slurm_nodes > 1:
+        found.append("vllm_mode server runs on one node: set slurm_nodes 1 (or vllm_mode colocate)")
+    gpus = config.slurm_gpus_per_node if config.executor == "slurm" else 0
+    if gpus and (max(positions, default=0) >= gpus or len(positions) + config.num_processes > gpus):
+        found.append(
+            f"vllm_gpus {config.vllm_gpus!r} and num_processes {config.num_processes} need more than the "
+            f"{gpus} GPUs of slurm_gpus_per_node: vLLM takes its GPUs, each training process one of the rest"
+        )
+    return found

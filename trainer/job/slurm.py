@@ -1,0 +1,308 @@
+"""The Slurm executor: a run's worker as a Slurm batch job, submitted, stopped and watched with Slurm's own commands.
+
+grpo-studio schedules nothing here; Slurm does. The dashboard writes a job script into the run directory (readable,
+so a user can submit the same job by hand), submits it with ``sbatch --parsable`` and records the job id on the run.
+From then on the run is in Slurm's queue: it stays ``queued`` until the worker starts on a node and marks itself
+running, and it ends as the worker says (completed, stopped, failed). What the worker cannot say, Slurm does:
+:func:`reconcile` reads the job's state from ``squeue`` (which keeps ended jobs for MinJobAge seconds) or ``sacct``
+(where there is an accounting database) and marks a run whose job ended without it (killed, cancelled, timed out, a
+failed node, never started) as failed with Slurm's state and reason.
+
+A stop sends SIGTERM to the job's processes (``scancel --signal=TERM --full``) rather than cancelling it: the worker
+ends at the next step boundary and saves its adapter, and the job then ends by itself. A plain ``scancel`` would
+SIGKILL it KillWait seconds later, however long the step. The job also asks for SIGTERM 5 minutes before its time
+limit (``--signal=B:TERM@300``), so a run that would time out stops and saves instead; resume continues it.
+
+Every node must reach the same database and the same data directory: the dashboard refuses this executor on SQLite
+(trainer.job.cluster_checks), and the job checks the data directory is shared: the dashboard writes a random token
+into the run directory, the job's environment carries it, and the worker fails the run with a clear message when it
+does not find it on its node (:func:`shared_dir_problem`), or confirms it with a marker the dashboard can see.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from storage import queries
+from storage.db import data_dir
+from storage.models import Run, RunStatus
+from trainer.job.commands import MAIN_NODE, node_command, supervised, worker_command
+from trainer.job.run_files import RunFiles
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+
+# Slurm's job states (squeue(1) "JOB STATE CODES") that mean the job will still run or is running.
+PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"})
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED"})
+MARKER_ENV = "GRPO_STUDIO_SHARED_MARKER"
+STOP_BEFORE_LIMIT_S = 300
+TIMEOUT_S = 30  # a Slurm command that takes longer than this means the controller is unreachable
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed or is missing; the message says which and what it printed."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job as Slurm reports it: its state (RUNNING, FAILED...), the reason Slurm gives, its nodes and exit code."""
+
+    state: str
+    reason: str = ""
+    nodes: str = ""
+    exit_code: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Whether the job is still waiting or running."""
+        return self.state in PENDING_STATES or self.state in RUNNING_STATES
+
+    def describe(self, job_id: str) -> str:
+        """One sentence for the run's error: what Slurm says happened to the job."""
+        why = {"TIMEOUT": " (it reached its time limit)", "NODE_FAIL": " (a node it ran on failed)"}.get(self.state, "")
+        text = f"Slurm job {job_id} ended {self.state}{why}"
+        details = [f"reason: {self.reason}"] if self.reason and self.reason != "None" else []
+        details += [f"exit code {self.exit_code}"] if self.exit_code else []
+        details += [f"nodes {self.nodes}"] if self.nodes else []
+        return text + (f" ({', '.join(details)})" if details else "")
+
+
+def slurm(*args: str) -> str:
+    """Run a Slurm command and return its output; raises :class:`SlurmError` when it is missing or fails."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except FileNotFoundError:
+        raise SlurmError(
+            f"{args[0]} not found: the slurm executor needs Slurm's client commands (sbatch, squeue, scancel) on the "
+            "PATH of the machine that runs the dashboard"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{args[0]} did not answer within {TIMEOUT_S} s: is slurmctld reachable?") from None
+    if done.returncode != 0:
+        raise SlurmError(f"{shlex.join(args)} failed: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+# --- the job script --------------------------------------------------------------------------------------------------
+def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]:
+    """The job's ``#SBATCH`` options, from the run's cluster settings."""
+    options = [
+        f"--job-name=grpo-{run_id}-{config.name[:40]}".replace(" ", "-"),
+        f"--output={files.log}",
+        "--open-mode=append",  # a resumed run's job adds to the same log
+        f"--chdir={files.root}",
+        f"--nodes={config.slurm_nodes}",
+        "--ntasks-per-node=1",  # one launcher per node; accelerate starts the processes
+        f"--signal=B:TERM@{STOP_BEFORE_LIMIT_S}",
+    ]
+    if config.slurm_partition:
+        options.append(f"--partition={config.slurm_partition}")
+    if config.slurm_gpus_per_node:
+        options.append(f"--gpus-per-node={config.slurm_gpus_per_node}")
+    if config.slurm_time:
+        options.append(f"--time={config.slurm_time}")
+    if config.slurm_account:
+        options.append(f"--account={config.slurm_account}")
+    return options + [option.strip() for option in config.slurm_extra]
+
+
+def launch_lines(config: RunConfig, run_id: int) -> list[str]:
+    """The script's last lines: the worker on one node (``exec``, so Slurm's signals reach it directly), or
+    ``srun`` running accelerate once per node with the first node as the rendezvous."""
+    if config.slurm_nodes > 1:
+        inner = shlex.join(node_command(run_id, config.slurm_nodes, config.num_processes, config.deepspeed_stage))
+        for name in ("$SLURM_NODEID", MAIN_NODE):  # expanded by each node's shell, not quoted away
+            inner = inner.replace(shlex.quote(name), f'"{name}"')
+        return [
+            f'export {MAIN_NODE[1:]}=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c " + shlex.quote(inner),
+        ]
+    command = worker_command(run_id, config.num_processes, config.deepspeed_stage, cpu=config.slurm_gpus_per_node == 0)
+    if config.vllm_mode == "server":
+        command = supervised(run_id, command)
+    return ["exec " + shlex.join(command)]
+
+
+def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> str:
+    """The batch script of the run's job: its options, the environment a worker needs, and the launch line."""
+    root = Path(__file__).resolve().parents[2]
+    lines = [
+        "#!/bin/bash",
+        f"# grpo-studio run {run_id} ({config.name}): written by the dashboard, submitted with",
+        "#   sbatch --parsable --export=ALL <this file>",
+        "# The job reads DATABASE_URL (PostgreSQL) from the environment it was submitted from: to submit it by hand,",
+        "# export the dashboard's DATABASE_URL first.",
+        *(f"#SBATCH {option}" for option in sbatch_options(config, run_id, files)),
+        "set -euo pipefail",
+        f"export PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export GRPO_STUDIO_HOME={shlex.quote(str(data_dir()))}",
+        f"export {MARKER_ENV}={marker}",
+        'echo "slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
+        *launch_lines(config, run_id),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --- submitting, stopping, watching ----------------------------------------------------------------------------------
+def submit(session: Session, run: Run, config: RunConfig) -> str | None:
+    """Write the run's job script and marker, submit it, and record the job id; returns it. A submission Slurm
+    refuses (a bad partition, no sbatch) fails the run with Slurm's message rather than leaving it queued."""
+    files = RunFiles.of(run.output_dir, run.id).create()
+    marker = secrets.token_hex(16)
+    files.shared_marker.write_text(marker)
+    files.node_marker.unlink(missing_ok=True)
+    files.slurm_script.write_text(job_script(config, run.id, files, marker))
+    try:
+        job_id = slurm("sbatch", "--parsable", "--export=ALL", str(files.slurm_script)).strip().split(";")[0]
+    except SlurmError as exc:
+        queries.finish_run(session, run, RunStatus.FAILED, f"could not submit to Slurm: {exc}")
+        queries.add_log(session, run.id, f"could not submit to Slurm: {exc}", "ERROR")
+        return None
+    queries.slurm_submitted(session, run, job_id, str(files.root))
+    queries.add_log(session, run.id, f"submitted to Slurm as job {job_id} ({files.slurm_script})")
+    return job_id
+
+
+def job_state(job_id: str) -> JobState | None:
+    """The job's state from ``squeue`` (ended jobs stay there for MinJobAge seconds), else from ``sacct``; None when
+    Slurm no longer knows the job."""
+    try:
+        out = slurm("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T|%r|%N").strip()
+    except SlurmError as exc:
+        if "Invalid job id" not in str(exc):  # what squeue says of a job it no longer keeps
+            raise
+        out = ""
+    if out:
+        return JobState(*out.splitlines()[0].split("|"))
+    try:
+        out = slurm(
+            "sacct", "--noheader", "--parsable2", "-X", f"--jobs={job_id}", "--format=State,Reason,NodeList,ExitCode"
+        )
+    except SlurmError:  # no accounting database
+        return None
+    line = out.strip().splitlines()[0] if out.strip() else ""
+    if not line:
+        return None
+    state, reason, nodes, exit_code = line.split("|")
+    return JobState(state.split()[0], reason, nodes, exit_code)  # "CANCELLED by 0" → CANCELLED
+
+
+def job_alive(job_id: str) -> bool:
+    """Whether the job is still waiting or running (an unreachable Slurm counts as alive: never fail a run on it)."""
+    try:
+        state = job_state(job_id)
+    except SlurmError:
+        return True
+    return state is not None and state.live
+
+
+def stop(session: Session, run: Run) -> bool:
+    """Ask the run's job to stop: SIGTERM to its processes when it runs (the worker saves and ends the run as
+    stopped), cancel it when it is still waiting (the run is marked stopped here). Returns True if a signal was sent."""
+    state = job_state(run.slurm_job_id)
+    if state is not None and state.state in RUNNING_STATES:
+        slurm("scancel", "--signal=TERM", "--full", run.slurm_job_id)
+        queries.add_log(session, run.id, f"stop requested (SIGTERM to Slurm job {run.slurm_job_id})")
+        return True
+    if state is not None and state.live:
+        slurm("scancel", run.slurm_job_id)
+    queries.finish_run(session, run, RunStatus.STOPPED)
+    queries.add_log(session, run.id, f"stopped before Slurm started job {run.slurm_job_id}")
+    return False
+
+
+def reconcile(session: Session, run: Run) -> bool:
+    """Mark the run failed when its job ended without the worker ending the run; returns True if it did."""
+    try:
+        state = job_state(run.slurm_job_id)
+    except SlurmError:
+        return False  # Slurm unreachable: decide on a later call
+    if state is not None and state.live:
+        return False
+    session.refresh(run)  # the worker may have ended the run since it was read
+    if run.status.terminal:
+        return False
+    files = RunFiles(Path(run.output_dir)) if run.output_dir else None
+    error = state.describe(run.slurm_job_id) if state else f"Slurm no longer knows job {run.slurm_job_id}"
+    if files is not None and not files.node_marker.exists():
+        error += (
+            f"; the job never confirmed it sees the run directory {files.root}: the data dir ($GRPO_STUDIO_HOME) "
+            "must be on a filesystem every node shares"
+        )
+    tail = files.log_tail() if files else ""
+    queries.finish_run(session, run, RunStatus.FAILED, error + (f"\n{tail}" if tail else ""))
+    queries.add_log(session, run.id, error, "ERROR")
+    return True
+
+
+def queue_positions() -> dict[str, int]:
+    """Each pending job's place in its partition's queue (1: next), in Slurm's priority order."""
+    try:
+        out = slurm("squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P")
+    except SlurmError:
+        return {}
+    positions, seen = {}, {}
+    for line in out.split():
+        job_id, partition = line.split("|")
+        seen[partition] = seen.get(partition, 0) + 1
+        positions[job_id] = seen[partition]
+    return positions
+
+
+# --- on the node -----------------------------------------------------------------------------------------------------
+def shared_dir_problem(root: Path) -> str | None:
+    """Run by the worker in a Slurm job: None when the run directory holds the token the dashboard wrote (the data
+    dir is shared; a marker saying so is left for the dashboard), else the message the run fails with."""
+    token = os.environ.get(MARKER_ENV)
+    if not token:
+        return None  # not a job the dashboard submitted
+    files = RunFiles(root)
+    try:
+        found = files.shared_marker.read_text().strip()
+    except OSError:
+        found = None
+    if found != token:
+        return (
+            f"the run directory {root} is not shared with node {socket.gethostname()}: the file the dashboard wrote "
+            f"there ({files.shared_marker.name}) is {'missing' if found is None else 'different'} on this node. Put "
+            "the data dir ($GRPO_STUDIO_HOME) on a filesystem the dashboard and every node share (NFS, Lustre...)"
+        )
+    files.node_marker.write_text(f"{socket.gethostname()} {os.environ.get('SLURM_JOB_ID', '')}\n")
+    return None
+
+
+def ended_by_slurm(log: Path) -> str | None:
+    """Run by the worker after a stop request, in a Slurm job: the run's error when it was Slurm ending the job
+    (``scancel``, a time limit, preemption: the job is no longer RUNNING while its processes get SIGTERM), None when
+    the job still runs (a stop from the dashboard, ``scancel --signal=TERM``, or the signal ahead of the time limit)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    try:
+        state = job_state(job_id) if job_id else None
+    except SlurmError:
+        return None
+    if state is None or state.state == "RUNNING":
+        return None
+    # slurmstepd's own account, e.g. "*** JOB 6 ON node1 CANCELLED AT 2026-11-30T13:10:51 ***", if it is in the log
+    tail = RunFiles(log.parent).log_tail(50) if log.is_file() else ""
+    notices = [line[line.index("***") :] for line in tail.splitlines() if "*** JOB" in line]
+    said = notices[-1] if notices else f"state {state.state}, reason {state.reason}"
+    return f"Slurm ended job {job_id} while it trained ({said}); the worker stopped at a step boundary and saved its adapter"
+
+
+def where(host: str | None, job_id: str | None, status: str, positions: dict[str, int]) -> str:
+    """The runs list's "where" text: the host, or the Slurm job with its nodes or its place in the queue."""
+    if not job_id:
+        return host or ""
+    if status == "queued" and job_id in positions:
+        return f"slurm {job_id}, queue #{positions[job_id]}"
+    return f"slurm {job_id}" + (f" on {host}" if host else "")

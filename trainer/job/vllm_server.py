@@ -1,0 +1,154 @@
+"""vLLM server mode: ``python -m trainer.job.vllm_server RUN_ID -- TRAINING COMMAND...``.
+
+On a node with several GPUs, generation (most of a GRPO step's time) gets GPUs of its own: TRL's ``trl vllm-serve``
+runs on the GPUs of ``vllm_gpus`` and the training command on the rest, as TRL documents
+(https://huggingface.co/docs/trl/vllm_integration: "vLLM server and TRL trainer must use different CUDA devices").
+This process sits between the launcher and both: it picks free ports, starts the server in a session of its own,
+runs the training command with ``CUDA_VISIBLE_DEVICES`` set to the other GPUs and the server's address in its
+environment (trainer.job.trl_args.vllm_server_kwargs), and stops the server when training has ended, however it
+ended. TRL's trainer waits for the server itself (``vllm_server_timeout``).
+
+A stop reaches the training processes (they are in this process's group, which the launcher or Slurm signals) but
+not the server, which must keep generating until the last step has finished; it is stopped afterwards. Both pids go
+to the run's log.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.job.cluster_checks import vllm_gpu_positions
+from trainer.job.commands import vllm_serve_command
+from trainer.job.run_files import RunFiles
+from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
+
+SERVER_STOP_WAIT_S = 30
+
+
+def split_gpus(visible: list[str], vllm_positions: list[int]) -> tuple[list[str], list[str]]:
+    """The node's visible GPUs split into (vLLM's, training's), by position: under Slurm ``CUDA_VISIBLE_DEVICES``
+    lists the job's GPUs (e.g. 4,5,6,7), so ``vllm_gpus`` counts within that list, not the machine's numbering."""
+    missing = [p for p in vllm_positions if p >= len(visible)]
+    if missing:
+        raise ValueError(f"vllm_gpus names GPU position {missing[0]}, but this node shows {len(visible)} GPUs")
+    serve = [visible[p] for p in vllm_positions]
+    return serve, [gpu for gpu in visible if gpu not in serve]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: ``CUDA_VISIBLE_DEVICES``, else every GPU nvidia-smi lists."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [gpu.strip() for gpu in listed.split(",") if gpu.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def _log(run_id: int, message: str, level: str = "INFO") -> None:
+    with get_sessionmaker().begin() as session:
+        queries.add_log(session, run_id, message, level)
+
+
+def free_port() -> int:
+    """A TCP port nothing on this node listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the server's process: be sent SIGTERM when this supervisor dies, even by SIGKILL (Linux prctl), so a killed
+    run never leaves a server holding its GPUs."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def supervise(run_id: int, training: list[str]) -> int:
+    """Start the run's vLLM server, run ``training`` beside it, stop the server; returns training's exit code."""
+    from trainer.config import RunConfig
+    from trainer.loading.backend import model_path
+
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, run_id)
+        config, _ = RunConfig.from_dict(dict(run.config))
+        files = RunFiles.of(run.output_dir, run_id).create()
+    serve_gpus, train_gpus = split_gpus(visible_gpus(), vllm_gpu_positions(config))
+    if not train_gpus:
+        _log(run_id, f"vllm_gpus {config.vllm_gpus!r} leaves no GPU of this node for training", "ERROR")
+        return 1
+    port, group_port = free_port(), free_port()
+    command = vllm_serve_command(
+        model_path(config), len(serve_gpus), port, config.vllm_gpu_memory_utilization, config.max_seq_length
+    )
+    with open(files.vllm_log, "ab") as log:
+        server = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # out of the group a stop signals: it serves until the last step is done
+            preexec_fn=_die_with_parent,
+            env=os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(serve_gpus)},
+            cwd=str(files.root),
+        )
+    _log(
+        run_id,
+        f"vLLM server started (pid {server.pid}) on GPUs {','.join(serve_gpus)} at 127.0.0.1:{port}; training on "
+        f"GPUs {','.join(train_gpus)} (supervisor pid {os.getpid()}; server log {files.vllm_log})",
+    )
+    env = os.environ | {
+        "CUDA_VISIBLE_DEVICES": ",".join(train_gpus),
+        VLLM_SERVER_ENV: f"127.0.0.1:{port}",
+        VLLM_GROUP_PORT_ENV: str(group_port),
+    }
+    trainer = subprocess.Popen(training, stdin=subprocess.DEVNULL, env=env, cwd=str(files.root))
+    # Slurm may signal only this process (the job's batch step): pass a stop on to training.
+    signal.signal(signal.SIGTERM, lambda *_: trainer.send_signal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, lambda *_: trainer.send_signal(signal.SIGINT))
+    reported = False
+    while trainer.poll() is None:
+        if server.poll() is not None and not reported:
+            _log(run_id, f"vLLM server exited with code {server.returncode}: see {files.vllm_log}", "ERROR")
+            reported = True
+        time.sleep(1)
+    _stop_server(server)
+    _log(run_id, f"vLLM server stopped (pid {server.pid})")
+    return trainer.returncode
+
+
+def _stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (vLLM has worker processes), SIGKILL if it lingers."""
+    if server.poll() is not None:
+        return
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(SERVER_STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer.job.vllm_server RUN_ID -- COMMAND...``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 3 or not argv[0].isdigit() or argv[1] != "--":
+        print("usage: python -m trainer.job.vllm_server RUN_ID -- TRAINING COMMAND...", file=sys.stderr)
+        return 2
+    return supervise(int(argv[0]), argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -182,6 +182,7 @@ def test_settings_named_as_in_grpo_config_are_marked_for_trl():
         "use_vllm": "the backend decides (vLLM installed, a GPU)",
         "reward_weights": "passed as RunConfig.weights(), 1.0 each when empty",
         "vllm_mode": "passed with the server's address in server mode (trl_args.vllm_server_kwargs)",
+        "eval_steps": "grpo-studio's own held-out evaluation (trainer.evaluation.periodic_eval), not TRL's eval loop",
     }
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
     unmarked = {f.name for f in dataclasses.fields(RunConfig) if f.name in accepted and not f.metadata["trl"]}

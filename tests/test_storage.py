@@ -166,3 +166,35 @@ def test_sample_retention_keeps_recent_steps_and_every_nth_older_one(tmp_path):
     older = [x for x in steps if x <= 200]
     assert recent == list(range(301, 401))
     assert older == list(range(10, 201, 10))
+
+
+def test_packed_blocks_read_back_as_the_rows_they_copy_from_any_step(Session):
+    """storage/series.py: the packed blocks plus the rows after them give exactly the metric rows' points, NaN
+    included, whatever step a poll starts after; a resume's drop of later steps drops the blocks holding them."""
+    import numpy as np
+
+    from storage import series
+    from storage.models import CHUNK_STEPS
+
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        for step in range(1, 2 * CHUNK_STEPS + 31):
+            logs = {"reward": step / 10, "loss": math.nan if step == 150 else 0.0}
+            if step % 50 == 0:
+                logs["eval/reward"] = step / 100  # a key logged at some steps only
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, logs, wall_time=1000.0 + step))
+            assert series.write_chunks(s, run_id, step) == (3 if step in (CHUNK_STEPS, 2 * CHUNK_STEPS) else 0)
+
+    def same_as_rows(after: int) -> bool:
+        rows = {k: np.asarray(v, dtype=float) for k, v in queries.metrics_since(s, run_id, after).items()}
+        packed = series.series_since(s, run_id, after)
+        return sorted(packed) == sorted(rows) and all(np.array_equal(packed[k], rows[k], equal_nan=True) for k in rows)
+
+    with Session.begin() as s:
+        for after in (-1, 0, 99, 100, 149, 150, 199, 200, 229, 230):
+            assert same_as_rows(after), after
+        assert math.isnan(series.series_since(s, run_id, 149)["loss"][0, 1])
+        queries.drop_steps_after(s, run_id, 150)
+    with Session.begin() as s:
+        assert same_as_rows(-1)
+        assert series.series_since(s, run_id)["reward"][-1, 0] == 150

@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage import queries
+from storage import queries, series
 from storage.db import get_sessionmaker
+from storage.models import CHUNK_STEPS
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,10 @@ class DbWriter:
         self.flush_interval = flush_interval
         self.keep_samples_every = keep_samples_every  # retention: see RunConfig.keep_samples_every
         self._pruned_up_to = 0
+        self._packed_block = -1  # the newest block of steps whose earlier blocks are packed (storage/series.py)
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._error: BaseException | None = None
+        self.cpu_seconds = 0.0  # the thread's own CPU time (time.thread_time); bench/overhead.py reports it per step
         self._thread = threading.Thread(target=self._loop, name=f"db-writer-{run_id}", daemon=True)
         self._thread.start()
 
@@ -73,10 +76,12 @@ class DbWriter:
         """Write everything still queued, stop the thread, and raise the first write error if there was one."""
         self._queue.put(None)
         self._thread.join()
+        log.info("database writer: %.3f s of CPU time", self.cpu_seconds)
         if self._error is not None:
             raise RuntimeError(f"writing to the database failed: {self._error}") from self._error
 
     def _loop(self) -> None:
+        started = time.thread_time()
         done = False
         while not done:
             batch = _Batch()
@@ -98,6 +103,7 @@ class DbWriter:
             except Exception as exc:  # keep draining so close() returns; report the error there
                 log.exception("database write failed")
                 self._error = self._error or exc
+            self.cpu_seconds = time.thread_time() - started
             for event in batch.flushed:
                 event.set()
 
@@ -129,6 +135,11 @@ class DbWriter:
             return
         with get_sessionmaker().begin() as session:
             queries.add_metric_rows(session, batch.metrics)
+            if batch.metrics:
+                newest = max(row["step"] for row in batch.metrics)
+                if newest // CHUNK_STEPS > self._packed_block:
+                    series.write_chunks(session, self.run_id, newest)
+                    self._packed_block = newest // CHUNK_STEPS
             queries.add_sample_rows(session, batch.samples)
             if batch.samples and self.keep_samples_every > 1:
                 self._prune(session, max(row["step"] for row in batch.samples))

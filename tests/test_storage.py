@@ -198,3 +198,31 @@ def test_packed_blocks_read_back_as_the_rows_they_copy_from_any_step(Session):
     with Session.begin() as s:
         assert same_as_rows(-1)
         assert series.series_since(s, run_id)["reward"][-1, 0] == 150
+
+
+def test_the_writer_packs_each_block_once_the_run_has_passed_it(tmp_path):
+    """DbWriter keeps the packed blocks (storage/series.py) as it writes metric rows: after step 250, the blocks of
+    steps 0-99 and 100-199 exist, 200-250 are rows only, and a read gives every step once."""
+    from sqlalchemy import select
+
+    from storage import series
+    from storage.db import get_sessionmaker
+    from storage.models import MetricChunk
+    from trainer.job.db_writer import DbWriter
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "packed", {}, 250).id
+    writer = DbWriter(run_id, flush_interval=0.01)
+    for step in range(1, 251):
+        writer.metrics(queries.metric_rows(run_id, step, {"reward": step / 10, "kl": 0.0}, float(step)))
+        if step % 40 == 0:
+            writer.flush()
+    writer.close()
+    with get_sessionmaker().begin() as s:
+        blocks = s.execute(
+            select(MetricChunk.first_step, MetricChunk.key)
+            .where(MetricChunk.run_id == run_id)
+            .order_by(MetricChunk.first_step, MetricChunk.key)
+        ).all()
+        assert blocks == [(0, "kl"), (0, "reward"), (100, "kl"), (100, "reward")]
+        assert series.series_since(s, run_id)["reward"][:, 0].tolist() == list(range(1, 251))

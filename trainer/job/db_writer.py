@@ -4,8 +4,8 @@ items per transaction.
 A training step only appends to a deque, so a slow disk or a dashboard holding a read never stalls it; the thread
 wakes once a second (``flush_interval``) and writes what has piled up, or at once when someone waits for a flush
 (before a checkpoint: see the callback's ``on_log``). Appending does not wake the thread: with a queue, each of the
-three items a step hands over woke it, and on a 2-core machine every wake-up took the GIL and a core from TRL in the
-middle of its step (issue 17). A failed write is kept and raised from :meth:`DbWriter.close`, so the run fails
+three items a step hands over woke it, a context switch and a GIL hand-over in the middle of TRL's step; now it runs
+once a second, about 3.5 ms of CPU per training step of the demo (bench/overhead.py, issue 17). A failed write is kept and raised from :meth:`DbWriter.close`, so the run fails
 visibly instead of silently losing data.
 """
 

@@ -1,5 +1,5 @@
 """What the monitor keeps between polls: per run, the metric points read so far and the last step seen, so each
-poll reads only what arrived since (one index range scan per poll). Plain code, tested without a browser."""
+poll reads only what arrived since (storage/series.py). Plain code, tested without a browser."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from storage import queries
 from storage.models import Run, RunStatus
+from storage.series import series_since
 
 
 @dataclass
@@ -34,14 +35,13 @@ class RunCache:
         run = queries.get_run(session, self.run_id)
         if run is not None and run.current_step < self.last_step and run.status == RunStatus.RUNNING:
             self.last_step, self.series = -1, {}
-        fresh = queries.metrics_since(session, self.run_id, self.last_step)
+        fresh = series_since(session, self.run_id, self.last_step)
         count = 0
-        for key, points in fresh.items():
-            new = np.asarray(points, dtype=float)
+        for key, new in fresh.items():
             old = self.series.get(key)
             self.series[key] = new if old is None else np.concatenate([old, new])
-            self.last_step = max(self.last_step, points[-1][0])
-            count += len(points)
+            self.last_step = max(self.last_step, int(new[-1, 0]))
+            count += len(new)
         return count
 
 

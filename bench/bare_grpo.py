@@ -12,10 +12,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gc_timer  # noqa: E402
 
 
 def main(config_path: str, output_dir: str) -> None:
     """Train the config at ``config_path`` with a plain GRPOTrainer and print its runtime."""
+    gc_timer.install()
     from trl import GRPOTrainer
 
     from trainer.config import RunConfig
@@ -28,7 +32,15 @@ def main(config_path: str, output_dir: str) -> None:
     backend = select_backend(config)
     model, tokenizer = load_model(config, backend)
     dataset = build_dataset(config)
-    args = to_trl(config, output_dir, use_vllm=backend.use_vllm, bf16=backend.bf16, save_strategy="no")
+    # the same GRPOConfig the worker builds (use_cpu included), except that it never saves
+    args = to_trl(
+        config,
+        output_dir,
+        use_vllm=backend.use_vllm,
+        bf16=backend.bf16,
+        cpu=backend.device == "cpu",
+        save_strategy="no",
+    )
     if args.prompt_truncation_needed:
         dataset, _ = truncate_prompts(dataset, tokenizer, config.max_prompt_length)
     trainer = GRPOTrainer(

@@ -70,7 +70,7 @@ def main() -> None:
         os.environ.pop("DATABASE_URL", None)
         from app.charts import build_all
         from app.monitor_state import RunCache
-        from storage import queries
+        from storage import queries, series
         from storage.db import get_sessionmaker
 
         startup = [time_to_first_200(home) for _ in range(3)]
@@ -105,6 +105,7 @@ def main() -> None:
             )
         with Session.begin() as s:
             queries.add_metric_rows(s, rows)
+            series.write_chunks(s, run_id, STEPS + 1)  # the packed blocks the worker's writer keeps (issue 17)
 
         reads, builds = [], []
         for _ in range(3):

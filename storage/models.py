@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, DateTime, Enum, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -117,6 +117,7 @@ class Run(Base):
     slurm_job_id: Mapped[str | None] = mapped_column(String(32))
 
     metrics: Mapped[list[Metric]] = owned_rows()
+    metric_chunks: Mapped[list[MetricChunk]] = owned_rows()
     samples: Mapped[list[Sample]] = owned_rows()
     logs: Mapped[list[RunLog]] = owned_rows()
     evaluations: Mapped[list[Evaluation]] = owned_rows()
@@ -146,6 +147,23 @@ class Metric(RunRow, Base):
     wall_time: Mapped[float] = mapped_column(Float)
 
     run: Mapped[Run] = relationship(back_populates="metrics")
+
+
+CHUNK_STEPS = 100  # steps per MetricChunk: 10,000 steps x 40 keys read as 4,000 packed rows + at most 99 steps of rows
+
+
+class MetricChunk(RunRow, Base):
+    """A copy of one key's points over one block of steps, packed into one row: the first chart read of a long run
+    reads 4,000 of these instead of 400,000 metric rows (see storage/series.py, which writes and reads them)."""
+
+    __tablename__ = "metric_chunks"
+    __table_args__ = (Index("ix_metric_chunks_run_step", "run_id", "first_step"),)
+
+    first_step: Mapped[int] = mapped_column(Integer)  # a multiple of CHUNK_STEPS; the block is that many steps
+    key: Mapped[str] = mapped_column(String(200))
+    points: Mapped[bytes] = mapped_column(LargeBinary)  # little-endian float64 (step, value, wall_time) triples
+
+    run: Mapped[Run] = relationship(back_populates="metric_chunks")
 
 
 class Sample(RunRow, Base):

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from storage.models import Evaluation, Metric, Run, RunLog, RunStatus, Sample, utcnow
+from storage.models import CHUNK_STEPS, Evaluation, Metric, MetricChunk, Run, RunLog, RunStatus, Sample, utcnow
 
 
 # --- runs -----------------------------------------------------------------------------------------------------------
@@ -107,6 +107,10 @@ def drop_steps_after(session: Session, run_id: int, step: int) -> None:
     it: a run resumed from the checkpoint of ``step`` logs those steps again, and each step must appear once."""
     for model in (Metric, Sample):
         session.execute(delete(model).where(model.run_id == run_id, model.step > step))
+    # and the packed copies of blocks holding such a step (storage/series.py)
+    session.execute(
+        delete(MetricChunk).where(MetricChunk.run_id == run_id, MetricChunk.first_step > step - CHUNK_STEPS)
+    )
     set_progress(session, run_id, step)
 
 
@@ -121,7 +125,7 @@ def finish_run(session: Session, run: Run, status: RunStatus, error: str | None 
 
 def delete_run(session: Session, run_id: int) -> None:
     """Delete a run with its metrics, samples and log (the caller removes its files)."""
-    for model in (Metric, Sample, RunLog, Evaluation):
+    for model in (Metric, MetricChunk, Sample, RunLog, Evaluation):
         session.execute(delete(model).where(model.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
 
@@ -170,7 +174,7 @@ def metric_series(session: Session, run_id: int, key: str, after_step: int = -1)
         .where(Metric.run_id == run_id, Metric.key == key, Metric.step > after_step)
         .order_by(Metric.step)
     )
-    return [MetricPoint(step, _read_value(value, raw), wall) for step, value, raw, wall in session.execute(stmt)]
+    return [MetricPoint(step, read_value(value, raw), wall) for step, value, raw, wall in session.execute(stmt)]
 
 
 def metrics_since(session: Session, run_id: int, after_step: int = -1) -> dict[str, list[tuple[int, float, float]]]:
@@ -186,7 +190,7 @@ def metrics_since(session: Session, run_id: int, after_step: int = -1) -> dict[s
         points = out.get(key)
         if points is None:
             points = out[key] = []
-        points.append((step, value if value is not None else _read_value(value, raw), wall))
+        points.append((step, value if value is not None else read_value(value, raw), wall))
     return out
 
 
@@ -205,10 +209,11 @@ def last_metric(session: Session, run_id: int, key: str) -> float | None:
         .limit(1)
     )
     row = session.execute(stmt).first()
-    return None if row is None else _read_value(*row)
+    return None if row is None else read_value(*row)
 
 
-def _read_value(value: float | None, raw: str | None) -> float:
+def read_value(value: float | None, raw: str | None) -> float:
+    """A stored metric value as a float: NaN/inf again from ``raw`` where the value column is NULL."""
     return float(raw) if value is None and raw else (value if value is not None else math.nan)
 
 

@@ -119,3 +119,32 @@ def test_the_loaders_never_import_the_config():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert "trainer.config" not in imported
+
+
+def test_prompt_truncation_cuts_only_long_questions_from_the_left():
+    """truncate_prompts (TRL without max_prompt_length): a data set that fits comes back as it was; otherwise the
+    too-long rows lose the start of their question until they fit, the system prompt and short rows untouched."""
+    from trainer.job.trl_args import _prompt_tokens, truncate_prompts
+    from trainer.loading.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()  # the built-in model's tokenizer, trained in a second; no model needed
+    config = RunConfig(dataset_name="builtin:arithmetic", max_train_samples=20)
+    dataset = build_dataset(config)
+    dataset = dataset.map(
+        lambda row, i: {
+            "prompt": row["prompt"][:-1] + [{"role": "user", "content": "x " * 40 * (i % 2) + row["question"]}]
+        },
+        with_indices=True,
+    )
+    lengths = _prompt_tokens(tokenizer, list(dataset["prompt"]))
+    limit = min(lengths[i] for i in range(1, 20, 2)) - 5  # every padded row is too long, no plain one is
+    assert max(lengths[0::2]) <= limit
+    assert truncate_prompts(dataset, tokenizer, max(lengths)) == (dataset, 0)
+
+    cut, count = truncate_prompts(dataset, tokenizer, limit)
+    assert count == 10
+    assert max(_prompt_tokens(tokenizer, list(cut["prompt"]))) <= limit
+    for before, after in zip(dataset["prompt"], cut["prompt"]):
+        assert after[0] == before[0]  # the system prompt stays whole
+        assert before[-1]["content"].endswith(after[-1]["content"].strip())
+    assert cut["prompt"][0] == dataset["prompt"][0] and cut["prompt"][1] != dataset["prompt"][1]

@@ -60,6 +60,13 @@ def test_run_life_cycle_metrics_and_incremental_poll(Session):
         assert queries.metric_series(s, run_id, "reward") == []  # cascaded
 
 
+def test_packed_metric_blocks_read_back_on_postgres(Session):
+    """storage/series.py on PostgreSQL (bytea for the packed points): the same checks as on SQLite."""
+    from .test_storage import test_packed_blocks_read_back_as_the_rows_they_copy_from_any_step as check
+
+    check(Session)
+
+
 def test_concurrent_writers_lose_nothing(Session):
     with Session.begin() as s:
         run_ids = [queries.create_run(s, f"w{i}", {}, 100).id for i in range(4)]

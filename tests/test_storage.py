@@ -166,3 +166,63 @@ def test_sample_retention_keeps_recent_steps_and_every_nth_older_one(tmp_path):
     older = [x for x in steps if x <= 200]
     assert recent == list(range(301, 401))
     assert older == list(range(10, 201, 10))
+
+
+def test_packed_blocks_read_back_as_the_rows_they_copy_from_any_step(Session):
+    """storage/series.py: the packed blocks plus the rows after them give exactly the metric rows' points, NaN
+    included, whatever step a poll starts after; a resume's drop of later steps drops the blocks holding them."""
+    import numpy as np
+
+    from storage import series
+    from storage.models import CHUNK_STEPS
+
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}).id
+        for step in range(1, 2 * CHUNK_STEPS + 31):
+            logs = {"reward": step / 10, "loss": math.nan if step == 150 else 0.0}
+            if step % 50 == 0:
+                logs["eval/reward"] = step / 100  # a key logged at some steps only
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, logs, wall_time=1000.0 + step))
+            assert series.write_chunks(s, run_id, step) == (3 if step in (CHUNK_STEPS, 2 * CHUNK_STEPS) else 0)
+
+    def same_as_rows(after: int) -> bool:
+        rows = {k: np.asarray(v, dtype=float) for k, v in queries.metrics_since(s, run_id, after).items()}
+        packed = series.series_since(s, run_id, after)
+        return sorted(packed) == sorted(rows) and all(np.array_equal(packed[k], rows[k], equal_nan=True) for k in rows)
+
+    with Session.begin() as s:
+        for after in (-1, 0, 99, 100, 149, 150, 199, 200, 229, 230):
+            assert same_as_rows(after), after
+        assert math.isnan(series.series_since(s, run_id, 149)["loss"][0, 1])
+        queries.drop_steps_after(s, run_id, 150)
+    with Session.begin() as s:
+        assert same_as_rows(-1)
+        assert series.series_since(s, run_id)["reward"][-1, 0] == 150
+
+
+def test_the_writer_packs_each_block_once_the_run_has_passed_it(tmp_path):
+    """DbWriter keeps the packed blocks (storage/series.py) as it writes metric rows: after step 250, the blocks of
+    steps 0-99 and 100-199 exist, 200-250 are rows only, and a read gives every step once."""
+    from sqlalchemy import select
+
+    from storage import series
+    from storage.db import get_sessionmaker
+    from storage.models import MetricChunk
+    from trainer.job.db_writer import DbWriter
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "packed", {}, 250).id
+    writer = DbWriter(run_id, flush_interval=0.01)
+    for step in range(1, 251):
+        writer.metrics(queries.metric_rows(run_id, step, {"reward": step / 10, "kl": 0.0}, float(step)))
+        if step % 40 == 0:
+            writer.flush()
+    writer.close()
+    with get_sessionmaker().begin() as s:
+        blocks = s.execute(
+            select(MetricChunk.first_step, MetricChunk.key)
+            .where(MetricChunk.run_id == run_id)
+            .order_by(MetricChunk.first_step, MetricChunk.key)
+        ).all()
+        assert blocks == [(0, "kl"), (0, "reward"), (100, "kl"), (100, "reward")]
+        assert series.series_since(s, run_id)["reward"][:, 0].tolist() == list(range(1, 251))

@@ -84,6 +84,7 @@ def build_trainer(
     from trainer.loading.data import build_dataset
     from trainer.scoring.rewards import get_rewards
 
+    started = time.perf_counter()
     backend = backend or start_backend(config)
     log_line(f"model path: {backend.describe()}")
 
@@ -95,8 +96,10 @@ def build_trainer(
 
     dataset = build_dataset(config)
     log_line(f"data: {config.dataset_name} ({len(dataset)} prompts, {config.prompts_per_step()} per step)")
+    data_ready = time.perf_counter()
 
     model, tokenizer = load_model(config, backend)  # Unsloth (when chosen) must load before trl is imported
+    model_ready = time.perf_counter()
 
     # The run's rewards, named by their config names; the first also hands TRL's completions table the reference
     # answers, so the stored samples carry them.
@@ -125,6 +128,7 @@ def build_trainer(
         dataset, cut = truncate_prompts(dataset, tokenizer, config.max_prompt_length)
         if cut:
             log_line(f"{cut} prompts were longer than {config.max_prompt_length} tokens and were cut from the left")
+    prepared = time.perf_counter()
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=rewards,
@@ -135,6 +139,12 @@ def build_trainer(
         callbacks=callbacks,
     )
     trainer.grpo_studio_backend = backend
+    # read by bench/first_step.py, which splits the time to the first step with it
+    log_line(
+        f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "
+        f"{model_ready - data_ready:.2f} s, TRL import and prompt check {prepared - model_ready:.2f} s, trainer "
+        f"construction {time.perf_counter() - prepared:.2f} s"
+    )
     return trainer
 
 

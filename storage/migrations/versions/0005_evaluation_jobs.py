@@ -2,14 +2,14 @@
 results stay empty until it has. Rows written before read as completed.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

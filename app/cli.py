@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trainer.scoring.sandbox import ALLOW_UNISOLATED_ENV
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _quiet_logging()
     from sqlalchemy.exc import SQLAlchemyError
 
     from storage.db import StorageError, describe_error
@@ -45,6 +45,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def _quiet_logging() -> None:
+    """grpo-studio's own log lines at INFO, everything else (httpx's request lines, Alembic's plugin list, Gradio)
+    only when it warns."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    for ours in ("app", "trainer", "storage", "grpo_studio"):
+        logging.getLogger(ours).setLevel(logging.INFO)
+
+
+def version() -> str:
+    """grpo-studio's version: the installed package's, or pyproject.toml's when run from a checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("grpo-studio")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+
+
 def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-unisolated-code",
@@ -54,7 +77,7 @@ def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_id(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", type=int)
+    p.add_argument("run_id", type=int, help="the run's id, as `grpo-studio runs` lists it")
 
 
 def _add_detach(p: argparse.ArgumentParser) -> None:
@@ -76,6 +99,7 @@ def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentPars
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
+    parser.add_argument("--version", action="version", version=f"grpo-studio {version()}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(sub, "run", cmd_run, "create a run from a YAML/JSON config and train it")
@@ -116,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "serve", cmd_serve, "start the dashboard")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
     p.add_argument(
         "--allow-custom-rewards",
@@ -130,7 +154,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="let dashboard users use local models and data files under DIR (repeatable; the data dir is always allowed)",
     )
-    p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
+    p.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        default=1,
+        help="training runs at once (default 1; on a machine with several GPUs, up to one per GPU)",
+    )
     _unisolated_code_flag(p)
 
     _command(sub, "build-tiny", cmd_build_tiny, "build the built-in model and report its held-out correctness")
@@ -219,6 +248,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             (r.id, r.name, r.status, f"{r.current_step}/{r.total_steps}", queries.last_metric(session, r.id, "reward"))
             for r in queries.list_runs(session)
         ]
+    if not rows:
+        print("No runs yet. Start one with: grpo-studio run examples/tiny-offline.yaml (or grpo-studio serve)")
+        return 0
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
     for run_id, name, status, step, reward in rows:
         shown = "-" if reward is None else f"{reward:.3f}"
@@ -294,6 +326,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
+    print("keep training)", flush=True)
     serve(args.host, args.port, auth or None, access, args.max_concurrent_runs)
     return 0
 
@@ -334,11 +369,21 @@ def _find_run(session, run_id: int):
 
 
 def _foreground(run_id: int) -> int:
+    """Train in this process, printing one line per step (app/cli_progress.py) and a summary; TRL's own per-step
+    output stays off."""
+    from app.cli_progress import ProgressPrinter, quiet_libraries
+
+    quiet_libraries()
     from storage.models import RunStatus
     from trainer.job.worker import run_worker
 
-    status = run_worker(run_id, show_progress=True)
-    print(f"run {run_id} {status}")
+    printer = ProgressPrinter(run_id)
+    printer.start()
+    try:
+        status = run_worker(run_id, show_progress=False)
+    finally:
+        printer.finished.set()
+    printer.finish(str(status))
     return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 

@@ -1,0 +1,118 @@
+"""What ``grpo-studio run`` prints while it trains in the foreground: one line per step with the reward, the KL and
+an ETA, read from the database the worker writes (the same numbers the dashboard shows), and a summary at the end.
+
+TRL's own output (a ~1.5 KB dict per step, tqdm bars) stays off: the worker runs with show_progress=False.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from app.monitor_state import duration, eta
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.job.run_files import RunFiles
+
+POLL_SECONDS = 1.0
+
+
+# Library chatter that says nothing about this run: transformers deprecating the gradient_checkpointing names TRL
+# still passes (harmless until transformers 6), and the load/map progress bars of transformers and datasets.
+HARMLESS_WARNINGS = (r".*gradient_checkpointing.* is deprecated", r".*is_gradient_checkpointing.* is deprecated")
+
+
+def quiet_libraries() -> None:
+    """Silence the known-harmless warnings and the libraries' progress bars in this process (call before they load)."""
+    import os
+    import warnings
+
+    for pattern in HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+def step_line(step: int, total: int, values: dict[str, float], eta_seconds: float | None) -> str:
+    """One progress line, e.g. "step   12/40   reward 0.531   KL 0.00123   ETA 1m20s"."""
+    width = len(str(total))
+    parts = [f"step {step:>{width}}/{total}"]
+    if "reward" in values:
+        parts.append(f"reward {values['reward']:.3f}")
+    if "kl" in values:
+        parts.append(f"KL {values['kl']:.3g}")
+    if eta_seconds is not None and step < total:
+        parts.append(f"ETA {duration(eta_seconds)}")
+    return "   ".join(parts)
+
+
+class ProgressPrinter(threading.Thread):
+    """Polls the run's metrics once a second and prints a line for each step that arrived; :meth:`finish` prints
+    what is left and the summary."""
+
+    def __init__(self, run_id: int, out: TextIO | None = None, interval: float = POLL_SECONDS) -> None:
+        super().__init__(name="grpo-studio-progress", daemon=True)
+        self.run_id, self.out, self.interval = run_id, out or sys.stdout, interval
+        self.last_step = -1
+        self.rewards: list[float] = []
+        self.step_times: list[tuple[int, float, float]] = []
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """Print one line per new step (a step counts once its reward is written)."""
+        with get_sessionmaker().begin() as session:
+            run = queries.get_run(session, self.run_id)
+            fresh = queries.metrics_since(session, self.run_id, self.last_step)
+        if run is None or "reward" not in fresh:
+            return
+        started = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC) if run.started_at else None
+        elapsed = (datetime.now(UTC) - started).total_seconds() if started else 0.0
+        by_step: dict[int, dict[str, float]] = {}
+        for key in ("reward", "kl", "step_time"):
+            for step, value, _ in fresh.get(key, []):
+                by_step.setdefault(step, {})[key] = value
+        self.step_times += fresh.get("step_time", [])
+        done = max(step for step, _, _ in fresh["reward"])
+        for step in sorted(s for s, values in by_step.items() if "reward" in values and s <= done):
+            self.rewards.append(by_step[step]["reward"])
+            left = eta(run.total_steps - step, elapsed, step, np.asarray(self.step_times) if self.step_times else None)
+            print(step_line(step, run.total_steps, by_step[step], left), file=self.out, flush=True)
+        self.last_step = done
+
+    def finish(self, status: str) -> None:
+        """Stop polling, print the steps not printed yet, then one summary line per fact."""
+        self.finished.set()
+        if self.is_alive():
+            self.join()
+        self.poll()
+        with get_sessionmaker().begin() as session:
+            run = queries.get_run(session, self.run_id)
+            output_dir = run.output_dir if run else None
+            error = run.error if run else None
+        print(summary(self.run_id, status, self.rewards, output_dir, error), file=self.out, flush=True)
+
+
+def summary(run_id: int, status: str, rewards: list[float], output_dir: str | None, error: str | None) -> str:
+    """The last lines of a foreground run: its status, how the reward moved (mean of the first and last five steps,
+    fewer in a short run),
+    where the adapter is, or the error's last line."""
+    lines = [f"run {run_id} {status}"]
+    window = min(5, len(rewards) // 2)
+    if window:
+        head, tail = np.mean(rewards[:window]), np.mean(rewards[-window:])
+        lines.append(f"  reward {head:.3f} → {tail:.3f} (mean of the first and last {window} of {len(rewards)} steps)")
+    adapter = RunFiles(Path(output_dir)).adapter if output_dir else None
+    if adapter is not None and adapter.is_dir():
+        lines.append(f"  adapter: {adapter}")
+    if error:
+        lines.append(f"  error: {error.strip().splitlines()[-1]}")
+    return "\n".join(lines)

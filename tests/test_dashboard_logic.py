@@ -307,14 +307,14 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
         seen["form"] = build_form(access)
         return seen["form"]
 
-    def runs_page(fields, status, config_values):
-        seen["runs"] = (fields, status, config_values)
-        return build_runs(fields, status, config_values)
+    def runs_page(form, config_values, tabs):
+        seen["runs"] = (form, config_values)
+        return build_runs(form, config_values, tabs)
 
     monkeypatch.setattr(new_run, "build", form_page)
     monkeypatch.setattr(runs, "build", runs_page)
     server.build_app()
-    assert seen["runs"] == (seen["form"].fields, seen["form"].status, new_run.config_values)
+    assert seen["runs"] == (seen["form"], new_run.config_values)
 
 
 def test_monitor_without_a_run_clears_every_chart():

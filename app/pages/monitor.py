@@ -13,7 +13,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.charts import CHARTS, build_all
 from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
-from app.pages.runs import run_choices
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from trainer.job.launch import log_tail
@@ -157,8 +156,10 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
-        run = gr.Dropdown(choices=run_choices(), label="Run", elem_id="monitor-run", scale=2)
-        overlay = gr.Dropdown(choices=run_choices(), label="Overlay runs", multiselect=True, scale=2)
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2)
+        overlay = gr.Dropdown(
+            choices=[], value=[], label="Overlay runs", elem_id="monitor-overlay", multiselect=True, scale=2
+        )
         smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing")
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")

@@ -82,14 +82,19 @@ def test_custom_rewards_need_the_server_flag(tmp_path):
 def test_reward_chart_draws_total_and_each_reward_mean():
     data = series(reward=[1, 2], **{"rewards/correctness/mean": [0, 2], "rewards/int/mean": [0.5, 0.5], "kl": [0, 0.1]})
     fig = build_figure(CHARTS[0], {"run": data})
-    assert [t.name for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
+    assert [t.name for t in fig.data] == ["total reward", "correctness", "int"]
+    assert [t.meta for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
+    assert [t.line.dash for t in fig.data] == ["solid", "dash", "dot"] and len({t.line.color for t in fig.data}) == 1
     assert list(fig.data[0].x) == [1, 2] and list(fig.data[0].y) == [1.0, 2.0]
 
 
 def test_overlay_prefixes_run_labels_and_time_axis_is_minutes():
     a, b = series(kl=[0.1, 0.2]), series(kl=[0.3])
     fig = build_figure(next(c for c in CHARTS if c.name == "kl"), {"1: a": a, "2: b": b}, x_axis="time")
-    assert [t.name for t in fig.data] == ["1: a: kl", "2: b: kl"]
+    assert [t.name for t in fig.data] == ["1: a · KL", "2: b · KL"]
+    assert fig.data[0].line.color != fig.data[1].line.color  # one colour per run
+    assert fig.layout.yaxis.title.text == "KL (nats per token)" and fig.layout.yaxis.exponentformat == "e"
+    assert fig.layout.legend.y < 0  # under the plot, not over it
     assert list(fig.data[0].x) == [0.0, pytest.approx(1 / 60)]
 
 
@@ -239,9 +244,9 @@ def test_runs_table_shows_held_out_base_to_tuned():
 
     run_id = create_run(tiny_config(name="evaluated"))
     with get_sessionmaker().begin() as s:
-        queries.add_evaluation(s, run_id, "final", 200, 4, {"base": {"correct": 0.54}, "tuned": {"correct": 0.57}})
+        queries.add_evaluation(s, run_id, "final", 200, 4, {"base": {"correct": 0.535}, "tuned": {"correct": 0.544}})
     row = next(r for r in run_rows() if r[0] == run_id)
-    assert row[COLUMNS.index("held-out correct")] == "54% → 57%"
+    assert row[COLUMNS.index("held-out correct")] == "53.5% → 54.4%"  # as Compare shows it, not "54% → 54%"
 
 
 def test_completions_follow_the_newest_step_unless_pinned():
@@ -322,3 +327,46 @@ def test_monitor_without_a_run_clears_every_chart():
 
     view = refresh(None, [], 0.0, "step", 0, {})
     assert view.header == "Pick a run." and view.figures == [None] * len(CHARTS) and view.table == []
+
+
+def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
+    from app.pages.monitor import refresh
+
+    first, second = create_run(tiny_config(name="ahead")), create_run(tiny_config(name="behind"))
+    with get_sessionmaker().begin() as s:
+        queries.mark_running(s, queries.get_run(s, first), 1, "/tmp/x", None)
+    view = refresh(second, [], 0.0, "step", 0, {})
+    assert f"waiting behind run {first} (running)" in view.header and view.figures == [None] * len(CHARTS)
+
+
+def test_eta_leaves_out_the_first_step_and_takes_the_median():
+    import numpy as np
+
+    from app.monitor_state import eta
+
+    times = np.array([[1, 300.0, 0], [2, 2.0, 0], [3, 100.0, 0], [4, 2.0, 0], [5, 3.0, 0]])
+    assert eta(10, 1000.0, 5, times) == 25.0  # median 2.5 s of steps 2-5, not 1000 s / 5 steps
+    assert eta(10, 100.0, 5, None) == 200.0  # no step timed yet: the pace so far
+
+
+def test_push_without_a_token_asks_to_paste_one(monkeypatch):
+    from app.pages.compare import push_to_hub
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    message = push_to_hub(1, "final", "me/adapter", "", False)
+    assert message.startswith("❌ paste a Hugging Face token") and "--token" not in message
+
+
+def test_form_problems_are_placed_beside_the_fields_they_name():
+    from app.form import problems_by_field
+    from app.pages import new_run
+
+    values = new_run.config_values(tiny_config(num_generations=1, beta=-0.5))
+    _, problems = new_run.validate(Access(), *values)
+    found = problems_by_field(problems, new_run.NAMES)
+    assert found["num_generations"][0].startswith("group size 1") and found["beta"][0].startswith("beta -0.5")
+    marks = new_run.field_marks(problems)
+    beta = marks[new_run.NAMES.index("beta")]
+    assert beta["info"].startswith("❌ beta -0.5") and beta["elem_classes"] == ["field-invalid"]
+    assert marks[new_run.NAMES.index("name")]["elem_classes"] == []

@@ -203,19 +203,25 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 
 
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
-    """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
+    """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message in the
+    export box, worded for this page (the command line's "--token" means nothing here)."""
+    import os
+
     from trainer.evaluation.export import merge, push
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
-        raise user_error("give a Hub repo id, e.g. you/my-grpo-adapter")
+        return "❌ give a Hub repo id, e.g. you/my-grpo-adapter"
+    token = (token or "").strip() or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if not token:
+        return "❌ paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
     try:
         config, folder = run_adapter(int(run_id), adapter or "final")
         if merged:
             folder = merge(config, folder, new_export_dir() / "merged")
-        return f"Pushed to {push(folder, repo.strip(), (token or '').strip() or None)}"
+        return f"Pushed to {push(folder, repo.strip(), token)}"
     except (RunLookupError, TypeError) as exc:  # ExportError included
-        raise user_error(str(exc)) from exc
+        return f"❌ {exc}"
 
 
 def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:

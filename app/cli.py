@@ -16,10 +16,11 @@ Heavy packages are imported inside the commands that need them, so ``grpo-studio
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
+
+from app.cli_output import foreground, quiet_logging, version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trainer.scoring.sandbox import ALLOW_UNISOLATED_ENV
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
-    _quiet_logging()
+    quiet_logging()
     from sqlalchemy.exc import SQLAlchemyError
 
     from storage.db import StorageError, describe_error
@@ -43,29 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SQLAlchemyError as exc:
         print(f"grpo-studio: {describe_error(exc)}", file=sys.stderr)
         return 2
-
-
-def _quiet_logging() -> None:
-    """grpo-studio's own log lines at INFO, everything else (httpx's request lines, Alembic's plugin list, Gradio)
-    only when it warns."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-    for ours in ("app", "trainer", "storage", "grpo_studio"):
-        logging.getLogger(ours).setLevel(logging.INFO)
-
-
-def version() -> str:
-    """grpo-studio's version: the installed package's, or pyproject.toml's when run from a checkout."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("grpo-studio")
-    except PackageNotFoundError:
-        import tomllib
-        from pathlib import Path
-
-        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
-            return tomllib.load(f)["project"]["version"]
 
 
 def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
@@ -192,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run {run_id} started in the background (pid {pid}); follow it with: grpo-studio runs")
         return 0
     print(f"run {run_id}: {config.name}")
-    return _foreground(run_id)
+    return foreground(run_id)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -219,7 +197,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"run {args.run_id} resumed in the background (pid {pid})")
         return 0
-    return _foreground(args.run_id)
+    return foreground(args.run_id)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -268,17 +246,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (EvaluationError, RunLookupError) as exc:
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
-    base, tuned = results["base"], results["tuned"]
-    print(f"run {args.run_id}, adapter {args.adapter}, {results['problems']} held-out problems")
-    rows = [("correct (greedy)", "correct"), (f"pass@1 ({args.samples} samples)", "pass_at_1"), ("format", "format")]
-    for label, key in rows:
-        if base[key] is not None:
-            print(f"  {label:<24} base {base[key]:7.1%}  →  tuned {tuned[key]:7.1%}")
-    print(f"  {'mean length (tokens)':<24} base {base['mean_length']:7.1f}  →  tuned {tuned['mean_length']:7.1f}")
-    for name in base["rewards"]:
-        b, t = base["rewards"][name], tuned["rewards"][name]
-        if b is not None and t is not None:
-            print(f"  {'reward ' + name:<24} base {b:7.3f}  →  tuned {t:7.3f}")
+    from app.cli_output import evaluation_lines
+
+    print("\n".join(evaluation_lines(results, args.run_id, args.adapter, args.samples)))
     return 0
 
 
@@ -366,25 +336,6 @@ def _find_run(session, run_id: int):
     if run is None:
         print(f"grpo-studio: no run with id {run_id}", file=sys.stderr)
     return run
-
-
-def _foreground(run_id: int) -> int:
-    """Train in this process, printing one line per step (app/cli_progress.py) and a summary; TRL's own per-step
-    output stays off."""
-    from app.cli_progress import ProgressPrinter, quiet_libraries
-
-    quiet_libraries()
-    from storage.models import RunStatus
-    from trainer.job.worker import run_worker
-
-    printer = ProgressPrinter(run_id)
-    printer.start()
-    try:
-        status = run_worker(run_id, show_progress=False)
-    finally:
-        printer.finished.set()
-    printer.finish(str(status))
-    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 
 if __name__ == "__main__":

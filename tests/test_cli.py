@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from app.cli import _parser, main, version
-from app.cli_progress import ProgressPrinter, step_line, summary
+from app.cli_output import ProgressPrinter, step_line, summary
 
 from .conftest import ROOT
 from .helpers import free_port, wait_for

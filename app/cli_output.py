@@ -1,11 +1,13 @@
-"""What ``grpo-studio run`` prints while it trains in the foreground: one line per step with the reward, the KL and
-an ETA, read from the database the worker writes (the same numbers the dashboard shows), and a summary at the end.
+"""What the command line prints, kept apart from its argument parsing: while ``grpo-studio run`` trains in the
+foreground, one line per step with the reward, the KL and an ETA, read from the database the worker writes (the same
+numbers the dashboard shows), and a summary at the end; the evaluation table; the version; which log lines show.
 
 TRL's own output (a ~1.5 KB dict per step, tqdm bars) stays off: the worker runs with show_progress=False.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from datetime import UTC, datetime
@@ -20,6 +22,29 @@ from storage.db import get_sessionmaker
 from trainer.job.run_files import RunFiles
 
 POLL_SECONDS = 1.0
+
+
+def quiet_logging() -> None:
+    """grpo-studio's own log lines at INFO, everything else (httpx's request lines, Alembic's plugin list, Gradio)
+    only when it warns."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    for ours in ("app", "trainer", "storage", "grpo_studio"):
+        logging.getLogger(ours).setLevel(logging.INFO)
+
+
+def version() -> str:
+    """grpo-studio's version: the installed package's, or pyproject.toml's when run from a checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("grpo-studio")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
+            return tomllib.load(f)["project"]["version"]
 
 
 # Library chatter that says nothing about this run: transformers deprecating the gradient_checkpointing names TRL
@@ -116,3 +141,39 @@ def summary(run_id: int, status: str, rewards: list[float], output_dir: str | No
     if error:
         lines.append(f"  error: {error.strip().splitlines()[-1]}")
     return "\n".join(lines)
+
+
+def evaluation_lines(results: dict, run_id: int, adapter: str, samples: int) -> list[str]:
+    """``grpo-studio eval``'s table: each held-out measure for base and tuned, side by side."""
+    lines: list[str] = []
+    base, tuned = results["base"], results["tuned"]
+    lines.append(f"run {run_id}, adapter {adapter}, {results['problems']} held-out problems")
+    rows = [("correct (greedy)", "correct"), (f"pass@1 ({samples} samples)", "pass_at_1"), ("format", "format")]
+    for label, key in rows:
+        if base[key] is not None:
+            lines.append(f"  {label:<24} base {base[key]:7.1%}  →  tuned {tuned[key]:7.1%}")
+    lines.append(
+        f"  {'mean length (tokens)':<24} base {base['mean_length']:7.1f}  →  tuned {tuned['mean_length']:7.1f}"
+    )
+    for name in base["rewards"]:
+        b, t = base["rewards"][name], tuned["rewards"][name]
+        if b is not None and t is not None:
+            lines.append(f"  {'reward ' + name:<24} base {b:7.3f}  →  tuned {t:7.3f}")
+    return lines
+
+
+def foreground(run_id: int) -> int:
+    """Train in this process, printing one line per step (ProgressPrinter) and a summary; TRL's own per-step
+    output stays off."""
+    quiet_libraries()
+    from storage.models import RunStatus
+    from trainer.job.worker import run_worker
+
+    printer = ProgressPrinter(run_id)
+    printer.start()
+    try:
+        status = run_worker(run_id, show_progress=False)
+    finally:
+        printer.finished.set()
+    printer.finish(str(status))
+    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)

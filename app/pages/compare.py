@@ -20,6 +20,7 @@ from trainer.job.launch import LIVE, active_runs
 from trainer.job.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
+WIDTHS = ["6%", "52%", "30%", "12%"]  # the score columns wide enough for "rewards" and a number, the text wraps
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -257,10 +258,14 @@ def build() -> gr.Dropdown:
     with gr.Row():
         with gr.Column():
             base_summary = gr.Markdown(elem_id="compare-base-summary")
-            base_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-base")
+            base_table = gr.Dataframe(
+                headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-base"
+            )
         with gr.Column():
             tuned_summary = gr.Markdown(elem_id="compare-tuned-summary")
-            tuned_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-tuned")
+            tuned_table = gr.Dataframe(
+                headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
+            )
     with gr.Accordion("Held-out evaluation", open=False):
         with gr.Row():
             k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1)

@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from app.cli_output import foreground, quiet_logging, version
+from app.cli_output import foreground, quiet_libraries, quiet_logging, version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,6 +296,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
+    quiet_libraries()  # the workers the dashboard starts inherit it
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
     print("keep training)", flush=True)

@@ -47,18 +47,31 @@ def version() -> str:
             return tomllib.load(f)["project"]["version"]
 
 
-# Library chatter that says nothing about this run: transformers deprecating the gradient_checkpointing names TRL
-# still passes (harmless until transformers 6), and the load/map progress bars of transformers and datasets.
-HARMLESS_WARNINGS = (r".*gradient_checkpointing.* is deprecated", r".*is_gradient_checkpointing.* is deprecated")
+# Library chatter that says nothing about a run: transformers deprecating the gradient_checkpointing names that TRL
+# still calls (harmless until transformers 6; the start of each message), and the load/map progress bars of
+# transformers and datasets.
+HARMLESS_WARNINGS = tuple(
+    f"`{name}` is deprecated"
+    for name in (
+        "gradient_checkpointing",
+        "is_gradient_checkpointing",
+        "gradient_checkpointing_enable",
+        "gradient_checkpointing_disable",
+    )
+)
 
 
 def quiet_libraries() -> None:
-    """Silence the known-harmless warnings and the libraries' progress bars in this process (call before they load)."""
+    """Silence the known-harmless warnings and the libraries' progress bars in this process and in every worker it
+    starts (through the environment they inherit: PYTHONWARNINGS is read when a worker's interpreter starts)."""
     import os
+    import re
     import warnings
 
-    for pattern in HARMLESS_WARNINGS:
-        warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
+    for message in HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
+    rules = [f"ignore:{message}:FutureWarning" for message in HARMLESS_WARNINGS]
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS", ""), *rules]))
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 

@@ -105,3 +105,25 @@ def test_serve_says_where_to_open_the_dashboard():
         rest = process.communicate(timeout=30)[0]
     assert f"open http://127.0.0.1:{port}/ in a browser" in first
     assert "share=True" not in rest and "HTTP Request" not in rest
+
+
+def test_known_harmless_warnings_are_silenced_in_the_workers_too(monkeypatch):
+    """The worker processes inherit the filter: transformers' gradient_checkpointing deprecation goes, others stay."""
+    import warnings
+
+    from app.cli_output import quiet_libraries
+
+    monkeypatch.setenv("PYTHONWARNINGS", "")
+    for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(name, raising=False)
+    with warnings.catch_warnings():
+        quiet_libraries()
+        env = dict(os.environ)
+    code = (
+        "import warnings\n"
+        "warnings.warn('`gradient_checkpointing_enable` is deprecated and will be removed in v6.', FutureWarning)\n"
+        "warnings.warn('something else changes', FutureWarning)\n"
+    )
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "gradient_checkpointing" not in child.stderr and "something else changes" in child.stderr
+    assert env["HF_DATASETS_DISABLE_PROGRESS_BARS"] == "1"

@@ -8,6 +8,7 @@ reconciles statuses (runs whose worker died become failed) and simply goes on wa
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -29,13 +30,26 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 TABS = ("new", "runs", "monitor", "compare")
+TAB_LABELS = ("New run", "Runs", "Monitor", "Compare")
 # Keeps the address bar in step with the page (?tab=monitor&run=3) without a reload, so that a reload, a bookmark or
 # a shared link lands on the same view (see landing()).
 SET_PARAM = """(value) => {{
+    if (!window.grpoStudioLanded) return [];  // the start-up selection of the first tab is not the user's choice
+    const shown = {value};
     const url = new URL(window.location);
-    if (value === null || value === undefined || value === "") url.searchParams.delete("{key}");
-    else url.searchParams.set("{key}", {value});
+    if (shown === null || shown === undefined || shown === "") url.searchParams.delete("{key}");
+    else url.searchParams.set("{key}", shown);
     window.history.replaceState(null, "", url);
+    return [];
+}}"""
+# Opens the tab the address names (?tab=monitor) by clicking its button, as a person would, once the page has loaded;
+# until then SET_PARAM leaves the address alone (the first tab's start-up selection would overwrite ?tab=).
+OPEN_TAB = """() => {{
+    const labels = {labels};
+    window.grpoStudioLanded = true;
+    const wanted = labels[new URL(window.location).searchParams.get("tab")];
+    const button = [...document.querySelectorAll("button[role=tab]")].find(b => b.innerText.trim() === wanted);
+    if (wanted && button) button.click();
     return [];
 }}"""
 CSS = """
@@ -66,17 +80,17 @@ def build_app(access: Access | None = None) -> gr.Blocks:
     access = access or Access()
     with gr.Blocks(title="grpo-studio") as demo:
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
-        with gr.Tabs(selected="new") as tabs:
-            with gr.Tab("New run", id="new") as new_tab:
+        with gr.Tabs() as tabs:
+            with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
                 form = new_run.build(access)
-            with gr.Tab("Runs", id="runs") as runs_tab:
+            with gr.Tab(TAB_LABELS[1], id="runs") as runs_tab:
                 table, search, runs_id = runs.build(form, new_run.config_values, tabs)
-            with gr.Tab("Monitor", id="monitor") as monitor_tab:
+            with gr.Tab(TAB_LABELS[2], id="monitor") as monitor_tab:
                 run_picker, overlay, _ = monitor.build()
-            with gr.Tab("Compare", id="compare") as compare_tab:
+            with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
                 compare_picker = compare.build()
         for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
-            tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"').replace("(value)", "()"))
+            tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
         for picker in (run_picker, compare_picker, runs_id):
             picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
 
@@ -86,14 +100,16 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             tab, shown, compared = landing(dict(request.query_params), summaries)
             choices = runs.run_choices(summaries)
             return (
-                gr.Tabs(selected=tab),
                 gr.update(choices=choices, value=shown),
                 gr.update(choices=choices),
                 gr.update(choices=compare.finished_runs(summaries), value=compared),
                 shown if tab == "runs" else gr.update(),
             )
 
-        demo.load(land, None, [tabs, run_picker, overlay, compare_picker, runs_id])
+        # the tab opens once the pickers are filled (earlier, the first tab's start-up selection wins)
+        demo.load(land, None, [run_picker, overlay, compare_picker, runs_id]).then(
+            None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
+        )
         demo.load(new_run.draft_values, form.draft, form.fields)
         ticker = gr.Timer(3.0)
 

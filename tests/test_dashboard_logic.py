@@ -370,3 +370,16 @@ def test_form_problems_are_placed_beside_the_fields_they_name():
     beta = marks[new_run.NAMES.index("beta")]
     assert beta["info"].startswith("❌ beta -0.5") and beta["elem_classes"] == ["field-invalid"]
     assert marks[new_run.NAMES.index("name")]["elem_classes"] == []
+
+
+def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
+    from app.server import landing
+    from storage.summaries import run_summaries
+
+    older, newer = create_run(tiny_config(name="older")), create_run(tiny_config(name="newer"))
+    with get_sessionmaker().begin() as s:
+        summaries = run_summaries(s)
+    assert landing({"tab": "monitor", "run": str(older)}, summaries) == ("monitor", older, None)
+    # an unknown tab or run is ignored: New run, the newest run, and nothing to compare (no run has ended)
+    assert landing({"tab": "nope", "run": "x"}, summaries) == ("new", newer, None)
+    assert landing({}, []) == ("new", None, None)

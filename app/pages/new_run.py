@@ -244,10 +244,6 @@ class Form:
     status: gr.Markdown
     draft: gr.BrowserState
 
-    def remember(self, event) -> None:
-        """Keep the draft in the browser up to date after ``event`` filled the form (a preset, an import, a clone)."""
-        event.then(save_draft, self.fields, self.draft, show_progress="hidden")
-
 
 def _widget(spec: FieldSpec, allow_custom: bool):
     common = {
@@ -319,13 +315,20 @@ def build(access: Access) -> Form:
         return gr.update(value=path, visible=path is not None), text
 
     dataset_widget = widgets[NAMES.index("dataset_name")]
-    form.remember(preset.input(apply_preset, preset, widgets))
+    preset.input(apply_preset, preset, widgets)
     check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status])
     launch_button.click(lambda *v: marked(launch_report(*v)), [allow, *widgets], [*widgets, status])
     export_button.click(exported_file, [allow, *widgets], [exported, status])
-    form.remember(imported.upload(import_yaml, imported, [*widgets, status]))
-    form.remember(data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box]))
+    imported.upload(import_yaml, imported, [*widgets, status])
+    data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
     preview_button.click(preview, [allow, *widgets], preview_box)
-    for widget in widgets:
-        widget.input(save_draft, widgets, draft, show_progress="hidden")
+    # every change, typed or filled in (a preset, an import, a clone), updates the draft; a burst saves once
+    gr.on(
+        [widget.change for widget in widgets],
+        save_draft,
+        widgets,
+        draft,
+        trigger_mode="always_last",
+        show_progress="hidden",
+    )
     return form

@@ -210,11 +210,9 @@ def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox,
         run_rows, search, table
     )
     download.click(download_adapter, run_id, [archive, message])
-    form.remember(
-        clone.click(
-            lambda r: clone_into_form(r, config_values, len(form.fields)),
-            run_id,
-            [*form.fields, form.status, message, tabs],
-        )
+    clone.click(
+        lambda r: clone_into_form(r, config_values, len(form.fields)),
+        run_id,
+        [*form.fields, form.status, message, tabs],
     )
     return table, search, run_id

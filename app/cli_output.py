@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -98,7 +97,7 @@ class ProgressPrinter(threading.Thread):
         self.run_id, self.out, self.interval = run_id, out or sys.stdout, interval
         self.last_step = -1
         self.rewards: list[float] = []
-        self.step_times: list[tuple[int, float, float]] = []
+        self.logged: list[tuple[int, float, float]] = []  # the reward's points: their wall times give the pace
         self.finished = threading.Event()
 
     def run(self) -> None:
@@ -112,17 +111,16 @@ class ProgressPrinter(threading.Thread):
             fresh = queries.metrics_since(session, self.run_id, self.last_step)
         if run is None or "reward" not in fresh:
             return
-        started = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC) if run.started_at else None
-        elapsed = (datetime.now(UTC) - started).total_seconds() if started else 0.0
         by_step: dict[int, dict[str, float]] = {}
         for key in ("reward", "kl", "step_time"):
             for step, value, _ in fresh.get(key, []):
                 by_step.setdefault(step, {})[key] = value
-        self.step_times += fresh.get("step_time", [])
+        self.logged += fresh["reward"]
         done = max(step for step, _, _ in fresh["reward"])
         for step in sorted(s for s, values in by_step.items() if "reward" in values and s <= done):
             self.rewards.append(by_step[step]["reward"])
-            left = eta(run.total_steps - step, elapsed, step, np.asarray(self.step_times) if self.step_times else None)
+            so_far = np.asarray([p for p in self.logged if p[0] <= step])
+            left = eta(run.total_steps - step, 0.0, step, so_far)
             print(step_line(step, run.total_steps, by_step[step], left), file=self.out, flush=True)
         self.last_step = done
 

@@ -45,9 +45,9 @@ class RunCache:
         return count
 
 
-def progress_text(run: Run, now: datetime | None = None, step_times: np.ndarray | None = None) -> str:
+def progress_text(run: Run, now: datetime | None = None, logged: np.ndarray | None = None) -> str:
     """ "step x of N", elapsed time and an ETA, e.g. "step 40 of 100 · 2m elapsed · ETA 3m" (see :func:`eta`;
-    ``step_times`` is the run's step_time series, as the monitor's cache holds it)."""
+    ``logged`` is one series the run logs every step, as the monitor's cache holds it)."""
     now = now or datetime.now(UTC)
     text = f"**{run.name}** (run {run.id}) — {run.status} — step {run.current_step} of {run.total_steps}"
     if run.started_at is None:
@@ -58,22 +58,24 @@ def progress_text(run: Run, now: datetime | None = None, step_times: np.ndarray 
     elapsed = (end - started).total_seconds()
     text += f" · {duration(elapsed)} elapsed"
     if run.status == RunStatus.RUNNING and run.current_step > 0 and run.total_steps > run.current_step:
-        text += f" · ETA {duration(eta(run.total_steps - run.current_step, elapsed, run.current_step, step_times))}"
+        left = eta(run.total_steps - run.current_step, elapsed, run.current_step, logged)
+        text += f" · ETA {duration(left)}" if left is not None else " · ETA after the next step"
     return text
 
 
-def eta(remaining: int, elapsed: float, done: int, step_times: np.ndarray | None = None) -> float:
-    """Seconds until ``remaining`` more steps are done, from the median of the latest step times (``step_times``: a
-    step_time series, (n, 3) of step, seconds, wall time), leaving out the first step once there are others: it pays
-    for warming up. Elapsed time over steps done counts model loading as training (it said 11m35s for a 4-minute
-    run), so it is only the fallback when no step is timed yet."""
-    if step_times is not None and len(step_times):
-        times = np.asarray(step_times, dtype=float)[:, 1]
-        recent = (times[1:] if len(times) > 1 else times)[-20:]
-        recent = recent[np.isfinite(recent)]
-        if len(recent):
-            return float(np.median(recent)) * remaining
-    return elapsed / max(done, 1) * remaining
+def eta(remaining: int, elapsed: float, done: int, logged: np.ndarray | None = None) -> float | None:
+    """Seconds until ``remaining`` more steps are done: the median time between the latest logged steps (``logged``:
+    a series logged once per step, (n, 3) of step, value, wall time) times the steps left; None until two steps are
+    logged. Elapsed time over steps done counts model loading and the slow first step as training (it said 11m35s
+    for a 4-minute run), so it is used only without a series."""
+    if logged is None:
+        return elapsed / max(done, 1) * remaining
+    points = np.asarray(logged, dtype=float)
+    if len(points) < 2:
+        return None
+    gaps = np.diff(points[:, 2]) / np.maximum(np.diff(points[:, 0]), 1)  # seconds per step between logged steps
+    recent = gaps[np.isfinite(gaps)][-20:]
+    return float(np.median(recent)) * remaining if len(recent) else None
 
 
 def duration(seconds: float) -> str:

@@ -21,14 +21,16 @@ def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
     assert f"waiting behind run {first} (running)" in view.header and view.figures == [None] * len(CHARTS)
 
 
-def test_eta_leaves_out_the_first_step_and_takes_the_median():
+def test_eta_goes_by_the_pace_between_logged_steps():
     import numpy as np
 
     from app.monitor_state import eta
 
-    times = np.array([[1, 300.0, 0], [2, 2.0, 0], [3, 100.0, 0], [4, 2.0, 0], [5, 3.0, 0]])
-    assert eta(10, 1000.0, 5, times) == 25.0  # median 2.5 s of steps 2-5, not 1000 s / 5 steps
-    assert eta(10, 100.0, 5, None) == 200.0  # no step timed yet: the pace so far
+    # step 1 logged 300 s after the start (loading, warm-up); then 2 s a step, one slow checkpoint step
+    logged = np.array([[1, 0.5, 300.0], [2, 0.5, 302.0], [3, 0.5, 304.0], [4, 0.5, 314.0], [5, 0.5, 316.0]])
+    assert eta(10, 316.0, 5, logged) == 20.0  # median 2 s a step, not 316 s / 5 steps
+    assert eta(10, 316.0, 1, logged[:1]) is None  # one step says nothing about the pace yet
+    assert eta(10, 100.0, 5, None) == 200.0  # without a series: the pace so far
 
 
 def test_push_without_a_token_asks_to_paste_one(monkeypatch):

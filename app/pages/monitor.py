@@ -157,7 +157,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     if waiting and not caches[int(run_id)].series:  # no empty charts with made-up axes: say what it waits for
         return MonitorView(progress_text(main) + "\n\n" + waiting, caches, table=[], log="")
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
-    header = progress_text(main, step_times=caches[int(run_id)].series.get("step_time"))
+    header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
     if waiting:  # a resumed run waits with the steps it logged before
         header += "\n\n" + waiting
     if main.backend:

@@ -67,3 +67,18 @@ def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
     # an unknown tab or run is ignored: New run, the newest run, and nothing to compare (no run has ended)
     assert landing({"tab": "nope", "run": "x"}, summaries) == ("new", newer, None)
     assert landing({}, []) == ("new", None, None)
+
+
+def test_log_tail_shows_our_lines_and_the_raw_output_only_on_request(tmp_path):
+    from app.pages.monitor import refresh
+    from trainer.job.run_files import RunFiles
+
+    run_id = create_run(tiny_config(name="logged"))
+    with get_sessionmaker().begin() as s:
+        queries.mark_running(s, queries.get_run(s, run_id), 1, str(tmp_path), None)
+        queries.add_log(s, run_id, "data: builtin:arithmetic (1257 prompts, 2 per step)")
+    RunFiles(tmp_path).log.write_text("FutureWarning: `gradient_checkpointing` is deprecated\n{'loss': 0.0}\n")
+    ours = refresh(run_id, [], 0.0, "step", 0, {}).log
+    raw = refresh(run_id, [], 0.0, "step", 0, {}, raw=True).log
+    assert "data: builtin:arithmetic" in ours and "FutureWarning" not in ours
+    assert "data: builtin:arithmetic" in raw and "--- raw worker output ---\nFutureWarning" in raw

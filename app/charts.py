@@ -28,6 +28,7 @@ class Chart:
     keys: tuple[str, ...]
     meaning: str
     per_reward: bool = False
+    unit: str = ""  # the y axis title
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -37,6 +38,7 @@ CHARTS: tuple[Chart, ...] = (
         ("reward",),
         "Mean reward of the sampled completions, and each reward function's mean: what GRPO is pushing up.",
         True,
+        "reward (points)",
     ),
     Chart(
         "heldout",
@@ -50,53 +52,91 @@ CHARTS: tuple[Chart, ...] = (
         "Reward std and zero-std groups",
         ("reward_std", "frac_reward_zero_std", "zero_std/"),
         "Group standard deviation normalises advantages; a group whose answers all score alike (std 0) teaches nothing.",
+        unit="std (points) · share of groups",
     ),
     Chart(
         "kl",
         "KL to the base model",
         ("kl",),
         "How far the policy has drifted from the base (beta × KL is the penalty); a fast climb hints at reward hacking.",
+        unit="KL (nats per token)",
     ),
     Chart(
         "clip_ratio",
         "Clipped policy ratios",
         ("clip_ratio/",),
         "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work.",
+        unit="share of tokens",
     ),
     Chart(
         "length",
         "Completion length",
         ("completions/mean_length", "completions/max_length", "completions/clipped_ratio"),
         "Tokens per completion; rising length with flat reward is length bias, a high clipped share means answers never finish.",
+        unit="tokens · clipped share",
     ),
     Chart(
         "entropy",
         "Entropy",
         ("entropy",),
         "How spread the policy's token choices are; collapsing entropy means the group's answers stop differing.",
+        unit="nats per token",
     ),
     Chart(
         "loss",
         "Loss",
         ("loss",),
         "The clipped surrogate plus the KL term; near zero on-policy by construction, so watch it for NaN rather than trend.",
+        unit="loss",
     ),
     Chart(
-        "learning_rate", "Learning rate", ("learning_rate",), "The optimizer's step size after warm-up and schedule."
+        "learning_rate",
+        "Learning rate",
+        ("learning_rate",),
+        "The optimizer's step size after warm-up and schedule.",
+        unit="learning rate",
     ),
     Chart(
         "grad_norm",
         "Gradient norm",
         ("grad_norm",),
         "Size of the update before clipping at max_grad_norm; spikes or NaN mean unstable training.",
+        unit="L2 norm",
     ),
     Chart(
         "step_time",
         "Step time (s)",
         ("step_time",),
         "Seconds per training step: generating G completions per prompt dominates it.",
+        unit="seconds",
     ),
 )
+
+
+# Overlaid runs are told apart by colour (one per run, the same in every chart) and a chart's series by dash style.
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SERIES_NAMES = {
+    "reward": "total reward",
+    "reward_std": "reward std",
+    "frac_reward_zero_std": "zero-std groups",
+    "kl": "KL",
+    "completions/mean_length": "mean length",
+    "completions/max_length": "max length",
+    "completions/clipped_ratio": "clipped share",
+    "grad_norm": "gradient norm",
+    "step_time": "step time",
+}
+
+
+def series_name(key: str) -> str:
+    """A metric key as a legend reads it: "rewards/correctness/mean" → "correctness", "clip_ratio/low_mean" →
+    "low mean"."""
+    if key in SERIES_NAMES:
+        return SERIES_NAMES[key]
+    if key.startswith("rewards/") and key.endswith("/mean"):
+        return key[len("rewards/") : -len("/mean")]
+    return key.rsplit("/", 1)[-1].replace("_", " ")
 
 
 def chart_keys(chart: Chart, available: Sequence[str]) -> list[str]:
@@ -156,8 +196,8 @@ def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.
     and validating 10,000-point traces costs ~30 ms each.
     """
     traces = []
-    for label, series in runs.items():
-        for key in chart_keys(chart, list(series)):
+    for index, (label, series) in enumerate(runs.items()):
+        for order, key in enumerate(chart_keys(chart, list(series))):
             points = series[key]
             if len(points) == 0:
                 continue
@@ -167,16 +207,24 @@ def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.
                 values = np.asarray(smooth(values.tolist(), smoothing))
             keep = keep_indices(values)
             xs = (table[keep, 2] - table[0, 2]) / 60 if x_axis == "time" else table[keep, 0].astype(int)
-            name = key if len(runs) == 1 else f"{label}: {key}"
+            name = series_name(key) if len(runs) == 1 else f"{label} · {series_name(key)}"
+            line = {"color": COLOURS[index % len(COLOURS)], "dash": DASHES[order % len(DASHES)]}
             mode = "lines+markers" if len(keep) < 50 else "lines"
             # numpy arrays, not lists: Plotly deep-copies trace data, and copying an array is one memcpy
-            traces.append({"type": "scatter", "x": xs, "y": values[keep], "mode": mode, "name": name, "meta": key})
+            traces.append(
+                {"type": "scatter", "x": xs, "y": values[keep], "mode": mode, "name": name, "meta": key, "line": line}
+            )
+    rows = math.ceil(len(traces) / 2)  # the legend sits under the plot, two entries a row at most widths
     layout = {
         "title": {"text": chart.title},
-        "height": 300,
-        "margin": {"l": 40, "r": 10, "t": 40, "b": 30},
+        "height": 300 + 20 * rows,
+        "margin": {"l": 60, "r": 10, "t": 40, "b": 40},
         "xaxis": {"title": {"text": "minutes" if x_axis == "time" else "step"}},
-        "legend": {"orientation": "h", "y": -0.25},
+        # exponent notation, not SI suffixes: a KL of 1.5e-7 must not read "150n"
+        "yaxis": {"title": {"text": chart.unit}, "exponentformat": "e"},
+        # under the x axis title, outside the plot area, however many runs are overlaid
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
+        "showlegend": bool(traces),
     }
     return go.Figure(data=traces, layout=layout, _validate=False)
 

@@ -16,10 +16,11 @@ Heavy packages are imported inside the commands that need them, so ``grpo-studio
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
+
+from app.cli_output import foreground, quiet_libraries, quiet_logging, version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trainer.scoring.sandbox import ALLOW_UNISOLATED_ENV
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_logging()
     from sqlalchemy.exc import SQLAlchemyError
 
     from storage.db import StorageError, describe_error
@@ -54,7 +55,7 @@ def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_id(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", type=int)
+    p.add_argument("run_id", type=int, help="the run's id, as `grpo-studio runs` lists it")
 
 
 def _add_detach(p: argparse.ArgumentParser) -> None:
@@ -76,6 +77,7 @@ def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentPars
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
+    parser.add_argument("--version", action="version", version=f"grpo-studio {version()}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(sub, "run", cmd_run, "create a run from a YAML/JSON config and train it")
@@ -116,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "serve", cmd_serve, "start the dashboard")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
     p.add_argument(
         "--allow-custom-rewards",
@@ -130,7 +132,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="let dashboard users use local models and data files under DIR (repeatable; the data dir is always allowed)",
     )
-    p.add_argument("--max-concurrent-runs", type=int, default=1, help="training runs at once (default: one per GPU)")
+    p.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        default=1,
+        help="training runs at once (default 1; on a machine with several GPUs, up to one per GPU)",
+    )
     _unisolated_code_flag(p)
 
     _command(sub, "build-tiny", cmd_build_tiny, "build the built-in model and report its held-out correctness")
@@ -163,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run {run_id} started in the background ({_process(pid)}); follow it with: grpo-studio runs")
         return 0
     print(f"run {run_id}: {config.name}")
-    return _foreground(run_id)
+    return foreground(run_id)
 
 
 def _process(started: int | str | None) -> str:
@@ -197,7 +204,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"run {args.run_id} resumed in the background ({_process(pid)})")
         return 0
-    return _foreground(args.run_id)
+    return foreground(args.run_id)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -226,6 +233,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             (r.id, r.name, r.status, f"{r.current_step}/{r.total_steps}", queries.last_metric(session, r.id, "reward"))
             for r in queries.list_runs(session)
         ]
+    if not rows:
+        print("No runs yet. Start one with: grpo-studio run examples/tiny-offline.yaml (or grpo-studio serve)")
+        return 0
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
     for run_id, name, status, step, reward in rows:
         shown = "-" if reward is None else f"{reward:.3f}"
@@ -243,17 +253,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (EvaluationError, RunLookupError) as exc:
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
-    base, tuned = results["base"], results["tuned"]
-    print(f"run {args.run_id}, adapter {args.adapter}, {results['problems']} held-out problems")
-    rows = [("correct (greedy)", "correct"), (f"pass@1 ({args.samples} samples)", "pass_at_1"), ("format", "format")]
-    for label, key in rows:
-        if base[key] is not None:
-            print(f"  {label:<24} base {base[key]:7.1%}  →  tuned {tuned[key]:7.1%}")
-    print(f"  {'mean length (tokens)':<24} base {base['mean_length']:7.1f}  →  tuned {tuned['mean_length']:7.1f}")
-    for name in base["rewards"]:
-        b, t = base["rewards"][name], tuned["rewards"][name]
-        if b is not None and t is not None:
-            print(f"  {'reward ' + name:<24} base {b:7.3f}  →  tuned {t:7.3f}")
+    from app.cli_output import evaluation_lines
+
+    print("\n".join(evaluation_lines(results, args.run_id, args.adapter, args.samples)))
     return 0
 
 
@@ -301,6 +303,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
+    quiet_libraries()  # the workers the dashboard starts inherit it
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
+    print("keep training)", flush=True)
     serve(args.host, args.port, auth or None, access, args.max_concurrent_runs)
     return 0
 
@@ -338,15 +344,6 @@ def _find_run(session, run_id: int):
     if run is None:
         print(f"grpo-studio: no run with id {run_id}", file=sys.stderr)
     return run
-
-
-def _foreground(run_id: int) -> int:
-    from storage.models import RunStatus
-    from trainer.job.worker import run_worker
-
-    status = run_worker(run_id, show_progress=True)
-    print(f"run {run_id} {status}")
-    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 
 if __name__ == "__main__":

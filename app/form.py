@@ -5,6 +5,7 @@ metadata, so a new config field appears in the form without UI code. Plain funct
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,35 @@ GROUP_TITLES = {
     "generation": "Generation",
     "advanced": "Advanced",
     "cluster": "Cluster",
+}
+
+
+# What a person calls the settings whose config names are jargon; the config name stays visible beside it ("Group size
+# G (num_generations)") because YAML files and the CLI use it. A field not listed here is labelled by its name.
+LABELS = {
+    "name": "Run name",
+    "model_name_or_path": "Model",
+    "dataset_name": "Data set",
+    "system_prompt": "System prompt",
+    "reward_funcs": "Reward functions",
+    "reward_weights": "Reward weights",
+    "num_generations": "Group size G",
+    "beta": "KL coefficient β",
+    "epsilon": "Clip range ε",
+    "learning_rate": "Learning rate",
+    "max_steps": "Training steps",
+    "per_device_train_batch_size": "Completions per device per step",
+    "gradient_accumulation_steps": "Gradient accumulation steps",
+    "warmup_ratio": "Warm-up share",
+    "max_grad_norm": "Gradient clipping norm",
+    "max_prompt_length": "Max prompt tokens",
+    "max_completion_length": "Max completion tokens",
+    "temperature": "Sampling temperature",
+    "top_p": "Top-p",
+    "lora_r": "LoRA rank r",
+    "lora_alpha": "LoRA alpha",
+    "lora_dropout": "LoRA dropout",
+    "lora_target_modules": "LoRA target modules",
 }
 
 
@@ -61,7 +91,7 @@ def form_fields(defaults: RunConfig | None = None) -> list[FieldSpec]:
         specs.append(
             FieldSpec(
                 name=f.name,
-                label=f.name,
+                label=f"{LABELS[f.name]} ({f.name})" if f.name in LABELS else f.name,
                 help=meta["help"] + (f" ({rng})" if rng else ""),
                 group=meta["group"],
                 kind=kind,
@@ -100,6 +130,18 @@ def config_from_form(
     except ConfigError as exc:
         return None, exc.problems
     return config, config.validate(check_rewards=check_rewards, check_files=check_files)
+
+
+def problems_by_field(problems: list[str], names: list[str]) -> dict[str, list[str]]:
+    """Each field's problems, for showing them beside the field: a problem belongs to every field it names (the
+    checks name the setting, e.g. "beta -0.5: expected a value from 0 to 10"; "group size" is num_generations)."""
+    found: dict[str, list[str]] = {}
+    for problem in problems:
+        for name in names:
+            named = re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", problem)
+            if named or (name == "num_generations" and problem.startswith("group size")):
+                found.setdefault(name, []).append(problem)
+    return found
 
 
 def form_mapping(names: list[str], values: list[Any]) -> dict[str, Any]:

@@ -45,8 +45,9 @@ class RunCache:
         return count
 
 
-def progress_text(run: Run, now: datetime | None = None) -> str:
-    """ "step x of N", elapsed time and an ETA from the pace so far, e.g. "step 40 of 100 · 2m elapsed · ETA 3m"."""
+def progress_text(run: Run, now: datetime | None = None, logged: np.ndarray | None = None) -> str:
+    """ "step x of N", elapsed time and an ETA, e.g. "step 40 of 100 · 2m elapsed · ETA 3m" (see :func:`eta`;
+    ``logged`` is one series the run logs every step, as the monitor's cache holds it)."""
     now = now or datetime.now(UTC)
     text = f"**{run.name}** (run {run.id}) — {run.status} — step {run.current_step} of {run.total_steps}"
     if run.started_at is None:
@@ -55,14 +56,30 @@ def progress_text(run: Run, now: datetime | None = None) -> str:
     end = run.finished_at or now
     end = end if end.tzinfo else end.replace(tzinfo=UTC)
     elapsed = (end - started).total_seconds()
-    text += f" · {_duration(elapsed)} elapsed"
+    text += f" · {duration(elapsed)} elapsed"
     if run.status == RunStatus.RUNNING and run.current_step > 0 and run.total_steps > run.current_step:
-        eta = elapsed / run.current_step * (run.total_steps - run.current_step)
-        text += f" · ETA {_duration(eta)}"
+        left = eta(run.total_steps - run.current_step, elapsed, run.current_step, logged)
+        text += f" · ETA {duration(left)}" if left is not None else " · ETA after the next step"
     return text
 
 
-def _duration(seconds: float) -> str:
+def eta(remaining: int, elapsed: float, done: int, logged: np.ndarray | None = None) -> float | None:
+    """Seconds until ``remaining`` more steps are done: the median time between the latest logged steps (``logged``:
+    a series logged once per step, (n, 3) of step, value, wall time) times the steps left; None until two steps are
+    logged. Elapsed time over steps done counts model loading and the slow first step as training (it said 11m35s
+    for a 4-minute run), so it is used only without a series."""
+    if logged is None:
+        return elapsed / max(done, 1) * remaining
+    points = np.asarray(logged, dtype=float)
+    if len(points) < 2:
+        return None
+    gaps = np.diff(points[:, 2]) / np.maximum(np.diff(points[:, 0]), 1)  # seconds per step between logged steps
+    recent = gaps[np.isfinite(gaps)][-20:]
+    return float(np.median(recent)) * remaining if len(recent) else None
+
+
+def duration(seconds: float) -> str:
+    """A span of time as people read it: 45s, 3m05s, 2h10m."""
     seconds = int(seconds)
     if seconds < 60:
         return f"{seconds}s"

@@ -8,9 +8,11 @@ reconciles statuses (runs whose worker died become failed) and simply goes on wa
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
@@ -18,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.access import Access
 from app.pages import compare, monitor, new_run, runs
 from storage.db import data_dir, get_sessionmaker
-from storage.summaries import run_summaries
+from storage.summaries import RunSummary, run_summaries
 from trainer.job.launch import schedule
 
 log = logging.getLogger(__name__)
@@ -27,20 +29,88 @@ SCHEDULE_SECONDS = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+TABS = ("new", "runs", "monitor", "compare")
+TAB_LABELS = ("New run", "Runs", "Monitor", "Compare")
+# Keeps the address bar in step with the page (?tab=monitor&run=3) without a reload, so that a reload, a bookmark or
+# a shared link lands on the same view (see landing()).
+SET_PARAM = """(value) => {{
+    if (!window.grpoStudioLanded) return [];  // the start-up selection of the first tab is not the user's choice
+    const shown = {value};
+    const url = new URL(window.location);
+    if (shown === null || shown === undefined || shown === "") url.searchParams.delete("{key}");
+    else url.searchParams.set("{key}", shown);
+    window.history.replaceState(null, "", url);
+    return [];
+}}"""
+# Opens the tab the address names (?tab=monitor) by clicking its button, as a person would, once the page has loaded;
+# until then SET_PARAM leaves the address alone (the first tab's start-up selection would overwrite ?tab=).
+OPEN_TAB = """() => {{
+    const labels = {labels};
+    window.grpoStudioLanded = true;
+    const wanted = labels[new URL(window.location).searchParams.get("tab")];
+    const button = [...document.querySelectorAll("button[role=tab]")].find(b => b.innerText.trim() === wanted);
+    if (wanted && button) button.click();
+    return [];
+}}"""
+CSS = """
+.field-invalid input, .field-invalid textarea { border-color: var(--error-border-color, #dc2626) !important; }
+.field-invalid [data-testid="block-info"] { color: var(--error-text-color, #dc2626); }
+"""
+
+
+def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> tuple[str, int | None, int | None]:
+    """Where a page load lands: (tab, the Monitor's run, the Compare page's run) from the address's ``tab`` and
+    ``run``. The Monitor shows the named run, else the newest; Compare the named run if it can be sampled, else the
+    newest that can (compare.ready_run). An unknown tab or run is ignored rather than refused."""
+    tab = query.get("tab", "")
+    tab = tab if tab in TABS else "new"
+    ids = [r.id for r in summaries]
+    try:
+        wanted = int(query.get("run", ""))
+    except ValueError:
+        wanted = None
+    shown = wanted if wanted in ids else (ids[0] if ids else None)
+    sampleable = {run_id for _, run_id in compare.finished_runs(summaries)}
+    compared = wanted if wanted in sampleable else compare.ready_run(summaries)
+    return tab, shown, compared
+
+
 def build_app(access: Access | None = None) -> gr.Blocks:
     """The whole dashboard as a gr.Blocks (not launched), under the operator's ``access`` rules."""
     access = access or Access()
     with gr.Blocks(title="grpo-studio") as demo:
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
-        with gr.Tabs():
-            with gr.Tab("New run", id="new"):
+        with gr.Tabs() as tabs:
+            with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
                 form = new_run.build(access)
-            with gr.Tab("Runs", id="runs"):
-                table, search = runs.build(form.fields, form.status, new_run.config_values)
-            with gr.Tab("Monitor", id="monitor"):
+            with gr.Tab(TAB_LABELS[1], id="runs") as runs_tab:
+                table, search, runs_id = runs.build(form, new_run.config_values, tabs)
+            with gr.Tab(TAB_LABELS[2], id="monitor") as monitor_tab:
                 run_picker, overlay, _ = monitor.build()
-            with gr.Tab("Compare", id="compare"):
+            with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
                 compare_picker = compare.build()
+        for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
+            tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
+        for picker in (run_picker, compare_picker, runs_id):
+            picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
+
+        def land(request: gr.Request):
+            with get_sessionmaker().begin() as session:
+                summaries = run_summaries(session)
+            tab, shown, compared = landing(dict(request.query_params), summaries)
+            choices = runs.run_choices(summaries)
+            return (
+                gr.update(choices=choices, value=shown),
+                gr.update(choices=choices),
+                gr.update(choices=compare.finished_runs(summaries), value=compared),
+                shown if tab == "runs" else gr.update(),
+            )
+
+        # the tab opens once the pickers are filled (earlier, the first tab's start-up selection wins)
+        demo.load(land, None, [run_picker, overlay, compare_picker, runs_id]).then(
+            None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
+        )
+        demo.load(new_run.draft_values, form.draft, form.fields)
         ticker = gr.Timer(3.0)
 
         shown = gr.State(None)  # the picker choices this browser has, so an unchanged list isn't sent again
@@ -136,6 +206,7 @@ def serve(
         # downloads (exported configs, adapter zips, merged models) are written under the data dir only
         allowed_paths=[str(data_dir() / "exports")],
         prevent_thread_lock=False,
-        quiet=False,
+        css=CSS,
+        quiet=True,  # no "set share=True" hint: the command line says where to open the dashboard
     )
     log.info("dashboard stopped after %.0f s", time.perf_counter() - started)

@@ -38,12 +38,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model_path, module_database):
-    """A real `grpo-studio serve` process on a free port, sharing the session's data dir and this module's database
-    (its tests launch runs in one test and watch them in the next)."""
+def start_server(log_name: str):
+    """A real `grpo-studio serve` process on a free port, on this process's database; yields (url, process)."""
     port = free_port()
-    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "serve.log", "w")
+    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / log_name, "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         cwd=ROOT,
@@ -67,17 +65,29 @@ def server(tiny_model_path, module_database):
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def server(tiny_model_path, module_database):
+    """A real `grpo-studio serve` process on a free port, sharing the session's data dir and this module's database
+    (its tests launch runs in one test and watch them in the next)."""
+    yield from start_server("serve.log")
+
+
+def open_page(url: str):
+    """Headless Chromium on ``url`` with the form drawn; yields the page (one per test module)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.set_default_timeout(30_000)
-        page.goto(server[0])
+        page.goto(url)
         page.wait_for_selector("#launch")
         yield page
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    yield from open_page(server[0])
 
 
 def _box(page, field: str):
@@ -130,10 +140,9 @@ def test_dashboard_process_has_not_imported_torch(page, server):
 
 
 def test_dashboard_journey(page, server):
-    # 1. the tiny offline preset, launched
+    # 1. the tiny offline preset (choosing it fills the form), launched
     page.locator("#preset input").click()
     page.locator('[role=option][aria-label^="Tiny offline demo"]').click()
-    page.click("#load-preset")
     wait_for(lambda: _box(page, "model_name_or_path").input_value() == "builtin:tiny", 10, "the preset")
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")

@@ -82,14 +82,19 @@ def test_custom_rewards_need_the_server_flag(tmp_path):
 def test_reward_chart_draws_total_and_each_reward_mean():
     data = series(reward=[1, 2], **{"rewards/correctness/mean": [0, 2], "rewards/int/mean": [0.5, 0.5], "kl": [0, 0.1]})
     fig = build_figure(CHARTS[0], {"run": data})
-    assert [t.name for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
+    assert [t.name for t in fig.data] == ["total reward", "correctness", "int"]
+    assert [t.meta for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
+    assert [t.line.dash for t in fig.data] == ["solid", "dash", "dot"] and len({t.line.color for t in fig.data}) == 1
     assert list(fig.data[0].x) == [1, 2] and list(fig.data[0].y) == [1.0, 2.0]
 
 
 def test_overlay_prefixes_run_labels_and_time_axis_is_minutes():
     a, b = series(kl=[0.1, 0.2]), series(kl=[0.3])
     fig = build_figure(next(c for c in CHARTS if c.name == "kl"), {"1: a": a, "2: b": b}, x_axis="time")
-    assert [t.name for t in fig.data] == ["1: a: kl", "2: b: kl"]
+    assert [t.name for t in fig.data] == ["1: a · KL", "2: b · KL"]
+    assert fig.data[0].line.color != fig.data[1].line.color  # one colour per run
+    assert fig.layout.yaxis.title.text == "KL (nats per token)" and fig.layout.yaxis.exponentformat == "e"
+    assert fig.layout.legend.y < 0  # under the plot, not over it
     assert list(fig.data[0].x) == [0.0, pytest.approx(1 / 60)]
 
 
@@ -227,9 +232,9 @@ def test_runs_table_shows_held_out_base_to_tuned():
 
     run_id = create_run(tiny_config(name="evaluated"))
     with get_sessionmaker().begin() as s:
-        queries.add_evaluation(s, run_id, "final", 200, 4, {"base": {"correct": 0.54}, "tuned": {"correct": 0.57}})
+        queries.add_evaluation(s, run_id, "final", 200, 4, {"base": {"correct": 0.535}, "tuned": {"correct": 0.544}})
     row = next(r for r in run_rows() if r[0] == run_id)
-    assert row[COLUMNS.index("held-out correct")] == "54% → 57%"
+    assert row[COLUMNS.index("held-out correct")] == "53.5% → 54.4%"  # as Compare shows it, not "54% → 54%"
 
 
 def test_completions_follow_the_newest_step_unless_pinned():
@@ -295,14 +300,14 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
         seen["form"] = build_form(access)
         return seen["form"]
 
-    def runs_page(fields, status, config_values):
-        seen["runs"] = (fields, status, config_values)
-        return build_runs(fields, status, config_values)
+    def runs_page(form, config_values, tabs):
+        seen["runs"] = (form, config_values)
+        return build_runs(form, config_values, tabs)
 
     monkeypatch.setattr(new_run, "build", form_page)
     monkeypatch.setattr(runs, "build", runs_page)
     server.build_app()
-    assert seen["runs"] == (seen["form"].fields, seen["form"].status, new_run.config_values)
+    assert seen["runs"] == (seen["form"], new_run.config_values)
 
 
 def test_monitor_without_a_run_clears_every_chart():

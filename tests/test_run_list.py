@@ -46,5 +46,5 @@ def test_search_finds_runs_by_name_or_id_and_the_table_shows_them():
     rows = run_rows("SWEEP")
     assert [r[1] for r in rows] == ["sweep-f", "sweep-d", "sweep-b"] and len(rows[0]) == len(COLUMNS)
     assert [r[0] for r in run_rows(str(ids[2]))] == [ids[2]]
-    assert next(r for r in run_rows() if r[0] == ids[2])[COLUMNS.index("held-out correct")] == "50% → 70%"
+    assert next(r for r in run_rows() if r[0] == ids[2])[COLUMNS.index("held-out correct")] == "50.0% → 70.0%"
     assert [c[1] for c in run_choices()] == sorted(ids, reverse=True)

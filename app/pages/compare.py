@@ -10,37 +10,49 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.errors import user_error
 from app.pages import evaluation
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
-from trainer.job.launch import active_runs
+from trainer.job.launch import LIVE, active_runs
 from trainer.job.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
+WIDTHS = ["6%", "52%", "30%", "12%"]  # the score columns wide enough for "rewards" and a number, the text wraps
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
 def finished_runs(summaries: list[RunSummary] | None = None) -> list[tuple[str, int]]:
-    """Runs that have saved an adapter (completed or stopped), newest first. A run's directory is looked at once per
-    way it ended (cached by id and finish time), not on every tick of every dashboard."""
+    """Runs that have ended and saved an adapter (completed or stopped), newest first. A run's directory is looked at
+    once per way it ended (cached by id and finish time), not on every tick of every dashboard."""
     if summaries is None:
         with get_sessionmaker().begin() as session:
             summaries = run_summaries(session)
-    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries if r.finished_at and _has_adapter(r)]
+    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries if _adapters(r)]
 
 
-def _has_adapter(run: RunSummary) -> bool:
+def ready_run(summaries: list[RunSummary]) -> int | None:
+    """The run the page starts with: the newest ended run with a final adapter, so "Sample both" works at once; None
+    when there is none (never a live run, nor one without a checkpoint)."""
+    return next((r.id for r in summaries if "final" in _adapters(r)), None)
+
+
+def _adapters(run: RunSummary) -> frozenset[str]:
+    """The names of a run's saved adapters; none while it is queued or running (a resumed run's old finish time
+    must not make it look finished)."""
+    if not run.finished_at or run.status in LIVE:
+        return frozenset()
     key = (run.id, run.finished_at)
     if key not in _ADAPTER_SEEN:
         with get_sessionmaker().begin() as session:
             output_dir = queries.get_run(session, run.id).output_dir
-        _ADAPTER_SEEN[key] = bool(output_dir and RunFiles(Path(output_dir)).saved_adapters())
+        _ADAPTER_SEEN[key] = frozenset(RunFiles(Path(output_dir)).saved_adapters() if output_dir else ())
     return _ADAPTER_SEEN[key]
 
 
-_ADAPTER_SEEN: dict[tuple, bool] = {}
+_ADAPTER_SEEN: dict[tuple, frozenset[str]] = {}
 
 
 def run_details(run_id):
@@ -56,7 +68,8 @@ def run_details(run_id):
         problems = []
     examples = [(f"{p.question[:90]} → {p.answer}", i) for i, p in enumerate(problems)]
     names = list(adapters)
-    return gr.update(choices=names, value=names[0] if names else None), gr.update(choices=examples, value=None)
+    chosen = "final" if "final" in names else (names[0] if names else None)
+    return gr.update(choices=names, value=chosen), gr.update(choices=examples, value=None)
 
 
 def pick_example(run_id, index):
@@ -109,12 +122,12 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     from trainer.loading.data import make_prompt
 
     if run_id is None or not adapter:
-        raise gr.Error("pick a run that has a saved adapter, and a checkpoint")
+        raise user_error("pick a run that has a saved adapter, and a checkpoint")
     if not (question or "").strip():
-        raise gr.Error("type a prompt or pick one from the run's data set")
+        raise user_error("type a prompt or pick one from the run's data set")
     busy = gpu_busy()
     if busy:
-        raise gr.Error(busy)
+        raise user_error(busy)
     config, adapters = _run(run_id)
     result = compare(
         config,
@@ -153,7 +166,7 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
     except (RunLookupError, TypeError) as exc:
-        raise gr.Error(str(exc)) from exc
+        raise user_error(str(exc)) from exc
     progress(0.2, desc="merging")
     target = new_export_dir() / f"run-{int(run_id)}-merged"
     merge(config, adapter_dir, target)
@@ -162,19 +175,25 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 
 
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
-    """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message."""
+    """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message in the
+    export box, worded for this page (the command line's "--token" means nothing here)."""
+    import os
+
     from trainer.evaluation.export import merge, push
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
-        raise gr.Error("give a Hub repo id, e.g. you/my-grpo-adapter")
+        return "❌ give a Hub repo id, e.g. you/my-grpo-adapter"
+    token = (token or "").strip() or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if not token:
+        return "❌ paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
     try:
         config, folder = run_adapter(int(run_id), adapter or "final")
         if merged:
             folder = merge(config, folder, new_export_dir() / "merged")
-        return f"Pushed to {push(folder, repo.strip(), (token or '').strip() or None)}"
+        return f"Pushed to {push(folder, repo.strip(), token)}"
     except (RunLookupError, TypeError) as exc:  # ExportError included
-        raise gr.Error(str(exc)) from exc
+        return f"❌ {exc}"
 
 
 def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
@@ -182,7 +201,7 @@ def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, int(run_id))
         if run is None:
-            raise gr.Error(f"no run with id {run_id}")
+            raise user_error(f"no run with id {run_id}")
         config, _ = RunConfig.from_dict(run.config)
         return config, RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
 
@@ -191,9 +210,12 @@ def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
 def build() -> gr.Dropdown:
     """Lay out the Compare page; returns its run picker (refreshed by the server)."""
     with gr.Row():
-        run = gr.Dropdown(choices=finished_runs(), label="Run", elem_id="compare-run", scale=2)
-        adapter = gr.Dropdown(choices=[], label="Checkpoint", elem_id="compare-adapter", scale=1)
-        example = gr.Dropdown(choices=[], label="Prompt from the run's data set", elem_id="compare-example", scale=3)
+        # value=None: Gradio would otherwise select the first choice, and the page sets the ready run on load
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="compare-run", scale=2)
+        adapter = gr.Dropdown(choices=[], value=None, label="Checkpoint", elem_id="compare-adapter", scale=1)
+        example = gr.Dropdown(
+            choices=[], value=None, label="Prompt from the run's data set", elem_id="compare-example", scale=3
+        )
     with gr.Row():
         question = gr.Textbox(label="Prompt", lines=2, elem_id="compare-prompt", scale=4)
         reference = gr.Textbox(label="Reference answer (optional)", elem_id="compare-reference", scale=1)
@@ -207,10 +229,14 @@ def build() -> gr.Dropdown:
     with gr.Row():
         with gr.Column():
             base_summary = gr.Markdown(elem_id="compare-base-summary")
-            base_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-base")
+            base_table = gr.Dataframe(
+                headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-base"
+            )
         with gr.Column():
             tuned_summary = gr.Markdown(elem_id="compare-tuned-summary")
-            tuned_table = gr.Dataframe(headers=COLUMNS, wrap=True, interactive=False, elem_id="compare-tuned")
+            tuned_table = gr.Dataframe(
+                headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
+            )
     evaluation.build(run, adapter)
     with gr.Accordion("Export", open=False):
         with gr.Row():

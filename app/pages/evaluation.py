@@ -10,6 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.charts import heldout_figure
+from app.errors import user_error
 from storage.models import Evaluation, RunStatus
 
 POLL_SECONDS = 2.0
@@ -24,14 +25,14 @@ def start(run_id, adapter, k, samples) -> str:
     from trainer.evaluation.run_lookup import RunLookupError
 
     if run_id is None or not adapter:
-        raise gr.Error("pick a run and a checkpoint")
+        raise user_error("pick a run and a checkpoint")
     busy = gpu_busy()
     if busy:
-        raise gr.Error(busy)
+        raise user_error(busy)
     try:
         evaluation_id = start_evaluation(int(run_id), adapter, int(k or 0), int(samples or 0))
     except (EvaluationError, RunLookupError) as exc:
-        raise gr.Error(str(exc)) from exc
+        raise user_error(str(exc)) from exc
     return f"Evaluation {evaluation_id} started: loading the model…"
 
 

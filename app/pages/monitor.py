@@ -13,9 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.charts import CHARTS, build_all
 from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
-from app.pages.runs import run_choices
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
+from storage.models import RunStatus
 from trainer.job.launch import log_tail
 
 POLL_SECONDS = 2.0
@@ -91,6 +91,18 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
     return rows
 
 
+def completion_detail(evt: gr.SelectData) -> str:
+    """The clicked row of the completions table in full: prompt, completion, reference and scores."""
+    row = evt.row_value or []
+    if len(row) < 9:
+        return ""
+    step, group, mark, prompt, completion, reference, scores, total, advantage = row[:9]
+    return (
+        f"**Step {step}, group {group}** {mark} · total {total} · advantage {advantage} · {scores}\n\n"
+        f"**Prompt**\n```\n{prompt}\n```\n**Completion**\n```\n{completion}\n```\nreference answer: `{reference}`"
+    )
+
+
 def _sample_steps(run_id) -> list[int]:
     if run_id is None:
         return []
@@ -102,20 +114,34 @@ def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False) -> MonitorView:
+def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=False) -> MonitorView:
     """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
 
     The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
     A database that fails (damaged, full, locked) is reported in one sentence in the header, and the charts stay.
     """
     try:
-        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned)
+        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw)
     except SQLAlchemyError as exc:
         keep = gr.update()
         return MonitorView(f"⚠️ {describe_error(exc)}", caches, figures=[keep] * len(CHARTS), table=keep, log=keep)
 
 
-def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned) -> MonitorView:
+def waiting_text(session, run) -> str:
+    """What a queued run waits for: "waiting behind run 4 (running)" and how many queued runs are ahead of it."""
+    live = queries.list_runs(session, [RunStatus.RUNNING, RunStatus.QUEUED])
+    running = sorted(r.id for r in live if r.status == RunStatus.RUNNING)
+    ahead = sorted(r.id for r in live if r.status == RunStatus.QUEUED and r.id < run.id)
+    if not running and not ahead:
+        return "⏳ Queued: it starts within a few seconds, when the dashboard's scheduler next looks."
+    behind = f"run {running[0]} (running)" if running else f"run {ahead[-1]} (queued)"
+    more = len(running) + len(ahead) - 1
+    return (
+        f"⏳ Queued: waiting behind {behind}" + (f" and {more} more" if more > 0 else "") + ". Its charts start then."
+    )
+
+
+def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> MonitorView:
     if run_id is None:
         return MonitorView("Pick a run.", caches)
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
@@ -124,11 +150,16 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned) -> Monito
         runs = {rid: queries.get_run(session, rid) for rid in run_ids}
         steps = queries.sample_steps(session, int(run_id))
         log_lines = queries.log_tail(session, int(run_id), 30)
-    main = runs[int(run_id)]
+        main = runs[int(run_id)]
+        waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
     if main is None:
         return MonitorView(f"Run {run_id} no longer exists.", caches)
+    if waiting and not caches[int(run_id)].series:  # no empty charts with made-up axes: say what it waits for
+        return MonitorView(progress_text(main) + "\n\n" + waiting, caches, table=[], log="")
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
-    header = progress_text(main)
+    header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
+    if waiting:  # a resumed run waits with the steps it logged before
+        header += "\n\n" + waiting
     if main.backend:
         header += f"\n\nModel path: {main.backend}"
     if main.error:
@@ -136,9 +167,9 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned) -> Monito
     first, last = (steps[0], steps[-1]) if steps else (0, 0)
     shown = step if pinned and step in steps else last
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
-    worker_log = log_tail(main, 15)
-    if worker_log:
-        log_text += "\n--- worker output ---\n" + worker_log
+    worker_log = log_tail(main, 40) if raw else ""
+    if worker_log:  # the library output (warnings, TRL's dicts) only on request: grpo-studio's lines say what matters
+        log_text += "\n--- raw worker output ---\n" + worker_log
     return MonitorView(
         header,
         caches,
@@ -157,8 +188,10 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
-        run = gr.Dropdown(choices=run_choices(), label="Run", elem_id="monitor-run", scale=2)
-        overlay = gr.Dropdown(choices=run_choices(), label="Overlay runs", multiselect=True, scale=2)
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2)
+        overlay = gr.Dropdown(
+            choices=[], value=[], label="Overlay runs", elem_id="monitor-overlay", multiselect=True, scale=2
+        )
         smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing")
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
@@ -176,9 +209,16 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         headers=["step", "group", "", "prompt", "completion", "reference", "rewards", "total", "advantage"],
         interactive=False,
         wrap=True,
+        # the short numeric columns keep their width; prompt and completion take the rest and wrap
+        column_widths=["5%", "5%", "6%", "16%", "27%", "8%", "15%", "7%", "11%"],
+        max_height=600,
         elem_id="completions-table",
     )
+    detail = gr.Markdown("<small>Click a row to read its whole completion here.</small>", elem_id="completion-detail")
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
+    raw = gr.Checkbox(
+        label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"
+    )
     timer = gr.Timer(POLL_SECONDS)
 
     def show(*values) -> dict:
@@ -187,16 +227,18 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
         return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
 
-    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned]
+    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw]
     outputs = [header, banner, step, table, log, *plots, caches]  # what show() fills (Gradio matches by key)
     timer.tick(show, inputs, outputs, show_progress="hidden")
-    for control in (run, overlay, smoothing, x_axis):
+    for control in (run, overlay, smoothing, x_axis, raw):
         control.change(show, inputs, outputs, show_progress="hidden")
 
     def pick_step(run_id, value):
         steps = _sample_steps(run_id)
         return completions_table(run_id, value), bool(steps) and value != steps[-1]
 
-    step.release(pick_step, [run, step], [table, pinned])
+    # typing a step into the slider's box counts as much as dragging it
+    gr.on([step.release, step.input], pick_step, [run, step], [table, pinned], trigger_mode="always_last")
+    table.select(completion_detail, None, detail)
     run.change(lambda: False, None, pinned)
     return run, overlay, timer

@@ -14,6 +14,7 @@ from typing import Any
 import gradio as gr
 
 from app.access import Access, custom_reward_problems
+from app.errors import user_error
 from app.form import (
     GROUP_TITLES,
     FieldSpec,
@@ -21,6 +22,7 @@ from app.form import (
     default_config,
     form_mapping,
     grouped_fields,
+    problems_by_field,
     to_widget_value,
 )
 from storage import queries
@@ -73,22 +75,59 @@ def problems_markdown(problems: list[str]) -> str:
 
 def check(access: Access, *values: Any) -> str:
     """Validate without launching; a valid config also shows the reward-mix warnings."""
+    return check_report(access, *values)[0]
+
+
+def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
+    """The validation panel's text and the problems behind it (for :func:`field_marks`)."""
     config, problems = validate(access, *values)
     text = problems_markdown(problems)
     if config is not None and not problems:
         text += "".join(f"\n\n⚠️ {w}" for w in config.warnings())
-    return text
+    return text, problems
 
 
 def launch(access: Access, *values: Any) -> str:
     """Queue a run if the config is valid; otherwise list its problems and start nothing."""
+    return launch_report(access, *values)[0]
+
+
+def launch_report(access: Access, *values: Any) -> tuple[str, list[str]]:
+    """The launch message (or the problems that stopped it) and those problems."""
     config, problems = validate(access, *values)
     if problems or config is None:
-        return problems_markdown(problems)
+        return problems_markdown(problems), problems
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
-    return f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. Follow it under Monitor."
+    return (
+        f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. "
+        f"[Follow it under Monitor](?tab=monitor&run={run_id}).",
+        [],
+    )
+
+
+def field_marks(problems: list[str]) -> list[Any]:
+    """One widget update per form field: a field with a problem shows it in red under its label, every other
+    field its usual help (so fixing one problem clears its mark at the next check)."""
+    found = problems_by_field(problems, NAMES)
+    return [
+        gr.update(info="❌ " + "; ".join(found[s.name]), elem_classes=["field-invalid"])
+        if s.name in found
+        else gr.update(info=s.help, elem_classes=[])
+        for s in SPECS
+    ]
+
+
+def draft_values(draft: dict | None) -> list[Any]:
+    """The form's widget values from the draft kept in the browser (unknown or missing fields left as they are)."""
+    draft = draft or {}
+    return [draft[name] if name in draft else gr.update() for name in NAMES]
+
+
+def save_draft(*values: Any) -> dict:
+    """The form's widget values as the draft the browser keeps (restored on reload and after a server restart)."""
+    return dict(zip(NAMES, values))
 
 
 def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
@@ -105,13 +144,13 @@ def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
 def import_yaml(file: str | None) -> list[Any]:
     """Fill the form from an uploaded YAML/JSON config; unknown keys are listed, bad values raise gr.Error."""
     if not file:
-        raise gr.Error("choose a .yaml or .json config file")
+        raise user_error("choose a .yaml or .json config file")
     try:  # parsed in a child process with limits: a hostile file costs that process, not the dashboard
         config, notes = RunConfig.from_dict(read_mapping_isolated(file), check_files=False)
     except ConfigFileError as exc:
-        raise gr.Error(str(exc).replace(str(file), Path(file).name)) from None
+        raise user_error(str(exc).replace(str(file), Path(file).name)) from None
     except ConfigError as exc:
-        raise gr.Error("; ".join(exc.problems)) from None
+        raise user_error("; ".join(exc.problems)) from None
     message = "Imported." + ("" if not notes else " " + "; ".join(notes))
     return config_values(config) + [message]
 
@@ -119,12 +158,12 @@ def import_yaml(file: str | None) -> list[Any]:
 def upload_dataset(file: str | None) -> tuple[str, str]:
     """Keep an uploaded data file under the data dir and point dataset_name at it."""
     if not file:
-        raise gr.Error("choose a .jsonl, .csv or .parquet file")
+        raise user_error("choose a .jsonl, .csv or .parquet file")
     source = Path(file)
     if source.suffix.lower() not in (".jsonl", ".json", ".csv", ".parquet"):
-        raise gr.Error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
+        raise user_error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
     if source.stat().st_size > MAX_UPLOAD_BYTES:
-        raise gr.Error(f"{source.name}: {source.stat().st_size / 1e9:.1f} GB; uploads are limited to 2 GB")
+        raise user_error(f"{source.name}: {source.stat().st_size / 1e9:.1f} GB; uploads are limited to 2 GB")
     target_dir = data_dir() / "uploads"
     target_dir.mkdir(parents=True, exist_ok=True)
     # a new name for every upload, so that one never replaces a file an earlier run still trains on
@@ -199,10 +238,11 @@ def _local_chat_template(model: str) -> str | None:
 @dataclass(frozen=True)
 class Form:
     """The form's widgets, for pages that fill it (the Runs page's Clone): one per field in :data:`NAMES` order
-    (what :func:`config_values` returns values for), and the status line under the form."""
+    (what :func:`config_values` returns values for), the status line under the form, and the draft the browser keeps."""
 
     fields: list[gr.components.Component]
     status: gr.Markdown
+    draft: gr.BrowserState
 
 
 def _widget(spec: FieldSpec, allow_custom: bool):
@@ -217,9 +257,11 @@ def _widget(spec: FieldSpec, allow_custom: bool):
     if spec.kind == "choice":
         return gr.Dropdown(choices=list(spec.choices), **common)
     if spec.kind == "int":
-        return gr.Number(precision=0, minimum=spec.minimum, maximum=spec.maximum, **common)
+        # no minimum/maximum on the widget: Gradio would refuse one bad value at a time in a toast naming no field;
+        # RunConfig's checks report every out-of-range value at once, beside its field (field_marks)
+        return gr.Number(precision=0, **common)
     if spec.kind == "float":
-        return gr.Number(minimum=spec.minimum, maximum=spec.maximum, **common)
+        return gr.Number(**common)
     if spec.kind == "rewards":
         return gr.Dropdown(choices=sorted(REWARDS), multiselect=True, allow_custom_value=allow_custom, **common)
     if spec.kind == "multiline":
@@ -231,41 +273,62 @@ def build(access: Access) -> Form:
     """Lay out the New run page inside the current gr.Blocks; returns its form widgets."""
     allow = gr.State(access)
     allow_custom = access.allow_custom_rewards
-    with gr.Row():
-        preset = gr.Dropdown(choices=list(presets()), label="Preset", elem_id="preset", scale=3)
-        load_preset = gr.Button("Load preset", elem_id="load-preset", scale=1)
+    # The draft of the form lives in the browser's localStorage, so a reload or a server restart keeps unsaved edits.
+    # A fixed secret, because the random default changes with every server start and would make old drafts
+    # unreadable; the draft holds only what the user typed into this form (no tokens), so the secret guards nothing.
+    draft = gr.BrowserState({}, storage_key="grpo-studio-form-draft", secret="grpo-studio-form-draft")
+    preset = gr.Dropdown(
+        choices=list(presets()), value=None, label="Preset (choosing one fills the form)", elem_id="preset"
+    )
     widgets = []
     sections = grouped_fields(default_config())
     for group, fields in sections:
         with gr.Accordion(GROUP_TITLES[group], open=group != "advanced"):
             if group == "data":
-                with gr.Row():
-                    data_file = gr.File(
-                        label="Upload a data set (.jsonl, .csv, .parquet)",
-                        file_types=[".jsonl", ".json", ".csv", ".parquet"],
-                    )
+                data_file = gr.UploadButton(
+                    "Upload a data set (.jsonl, .csv, .parquet)",
+                    file_types=[".jsonl", ".json", ".csv", ".parquet"],
+                    size="sm",
+                )
             with gr.Row(equal_height=False):
                 for spec in fields:
                     with gr.Column(min_width=260):
                         widgets.append(_widget(spec, allow_custom))
             if group == "data":
-                preview_button = gr.Button("Preview the first three prompts")
+                preview_button = gr.Button("Preview the first three prompts", size="sm")
                 preview_box = gr.Markdown()
     with gr.Row():
         check_button = gr.Button("Validate", elem_id="validate")
         launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
         export_button = gr.Button("Export YAML")
+        imported = gr.UploadButton("Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
     status = gr.Markdown(elem_id="new-run-status")
-    with gr.Row():
-        exported = gr.File(label="Exported config", interactive=False)
-        imported = gr.File(label="Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
+    exported = gr.File(label="Exported config", interactive=False, visible=False)
+    form = Form(widgets, status, draft)
+
+    def marked(report):
+        text, problems = report
+        return [*field_marks(problems), text]
+
+    def exported_file(access_rules, *values):
+        path, text = export_yaml(access_rules, *values)
+        return gr.update(value=path, visible=path is not None), text
 
     dataset_widget = widgets[NAMES.index("dataset_name")]
-    load_preset.click(apply_preset, preset, widgets)
-    check_button.click(check, [allow, *widgets], status)
-    launch_button.click(launch, [allow, *widgets], status)
-    export_button.click(export_yaml, [allow, *widgets], [exported, status])
+    preset.input(apply_preset, preset, widgets)
+    check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status])
+    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, *widgets], [*widgets, status])
+    export_button.click(exported_file, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
     preview_button.click(preview, [allow, *widgets], preview_box)
-    return Form(widgets, status)
+    # every change, typed or filled in (a preset, an import, a clone), updates the draft; a burst saves once
+    gr.on(
+        [widget.change for widget in widgets],
+        save_draft,
+        widgets,
+        draft,
+        trigger_mode="always_last",
+        show_progress="hidden",
+    )
+    return form

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.errors import user_error
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
@@ -30,6 +31,8 @@ COLUMNS = [
     "data set",
     "where",
 ]
+# short numeric columns narrow, so none is pushed off to the right; the names and paths take what is left and wrap
+WIDTHS = ["4%", "14%", "7%", "7%", "7%", "6%", "10%", "7%", "13%", "13%", "12%"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -50,7 +53,8 @@ def table_rows(summaries: list[RunSummary]) -> list[list]:
 def _row(run: RunSummary, positions: dict[str, int]) -> list:
     heldout = ""
     if run.evaluation:
-        heldout = f"{run.evaluation['base']['correct']:.0%} → {run.evaluation['tuned']['correct']:.0%}"
+        # one decimal, as the Compare page shows it: 53.5 % and 54.4 % must not both read "54%"
+        heldout = f"{run.evaluation['base']['correct']:.1%} → {run.evaluation['tuned']['correct']:.1%}"
     return [
         run.id,
         run.name,
@@ -86,10 +90,10 @@ def run_choices(summaries: list[RunSummary] | None = None) -> list[tuple[str, in
 
 def _get(session, run_id) -> Run:
     if run_id in (None, ""):
-        raise gr.Error("pick a run first")
+        raise user_error("pick a run first")
     run = queries.get_run(session, int(run_id))
     if run is None:
-        raise gr.Error(f"no run with id {run_id}")
+        raise user_error(f"no run with id {run_id}")
     return run
 
 
@@ -98,7 +102,7 @@ def stop_run(run_id) -> str:
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
         if run.status not in LIVE:
-            raise gr.Error(f"run {run.id} is {run.status}: nothing to stop")
+            raise user_error(f"run {run.id} is {run.status}: nothing to stop")
         sent = stop_worker(session, run)
     return f"Run {run_id}: " + (
         "stop requested; it ends at the next step boundary." if sent else "stopped before it started."
@@ -110,9 +114,9 @@ def resume_run(run_id) -> str:
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
         if not run.status.resumable:
-            raise gr.Error(f"run {run.id} is {run.status}: only stopped or failed runs resume")
+            raise user_error(f"run {run.id} is {run.status}: only stopped or failed runs resume")
         if is_alive(run):
-            raise gr.Error(f"run {run.id}'s worker is still shutting down; try again in a few seconds")
+            raise user_error(f"run {run.id}'s worker is still shutting down; try again in a few seconds")
         queries.requeue_run(session, run)
         queries.add_log(session, run.id, "resume requested")
     return f"Run {run_id} queued to resume from its latest checkpoint."
@@ -130,11 +134,11 @@ def clone_config(run_id) -> RunConfig:
 def delete_run(run_id, confirmed: bool) -> str:
     """Delete a finished run with its rows and files, after confirmation."""
     if not confirmed:
-        raise gr.Error("tick 'yes, delete it' to confirm: the run's metrics, samples and files are removed")
+        raise user_error("tick 'yes, delete it' to confirm: the run's metrics, samples and files are removed")
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
         if run.status in LIVE:
-            raise gr.Error(f"run {run.id} is {run.status}: stop it before deleting it")
+            raise user_error(f"run {run.id} is {run.status}: stop it before deleting it")
         output_dir = run.output_dir
         queries.delete_run(session, run.id)
     if output_dir:
@@ -148,17 +152,59 @@ def adapter_zip(run_id) -> str:
         run = _get(session, run_id)
         adapters = RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
     if "final" not in adapters:
-        raise gr.Error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
+        raise user_error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
     return str(zip_adapter(adapters["final"], new_export_dir() / f"run-{int(run_id)}-adapter"))
 
 
+def reported(action):
+    """``action`` for a button: its message, or its refusal as a one-line message in the same place (not an error
+    toast plus an "Error" pill over the last message, which is what a raised gr.Error shows)."""
+
+    def run(*args) -> str:
+        try:
+            return action(*args)
+        except gr.Error as exc:
+            return f"❌ {exc.message}"
+
+    return run
+
+
+def download_adapter(run_id) -> tuple[dict, str]:
+    """The adapter zip for the download box and a message; a refusal leaves the box empty and says why."""
+    try:
+        path = adapter_zip(run_id)
+    except gr.Error as exc:
+        return gr.update(value=None, visible=False), f"❌ {exc.message}"
+    return gr.update(value=path, visible=True), f"Adapter of run {int(run_id)} zipped: {Path(path).name}"
+
+
+def clone_into_form(run_id, config_values, fields: int) -> list:
+    """The cloned config's values for the ``fields`` form widgets, then the form's status line, this page's message
+    and the switch to the New run tab (a refusal changes nothing but the message)."""
+    try:
+        config = clone_config(run_id)
+    except gr.Error as exc:
+        return [gr.update()] * (fields + 1) + [f"❌ {exc.message}", gr.update()]
+    told = f"Cloned run {int(run_id)} into the New run form as **{config.name}**: edit it and press Launch."
+    return [*config_values(config), told, told, gr.Tabs(selected="new")]
+
+
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build(form_widgets: list, form_status, config_values) -> tuple[gr.Dataframe, gr.Textbox]:
-    """Lay out the Runs page; returns its table and search box so the server's timer can refresh the table."""
+def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox, gr.Number]:
+    """Lay out the Runs page; returns its table and search box so the server's timer can refresh the table, and the
+    run id box (filled from the URL). ``form`` is the New run page's :class:`~app.pages.new_run.Form`, which Clone
+    fills before switching ``tabs`` to it."""
     search = gr.Textbox(label="Search runs", placeholder="a name, or a run id", elem_id="runs-search")
-    table = gr.Dataframe(headers=COLUMNS, value=run_rows, interactive=False, elem_id="runs-table", wrap=True)
+    table = gr.Dataframe(
+        headers=COLUMNS,
+        value=run_rows,
+        interactive=False,
+        elem_id="runs-table",
+        wrap=True,
+        column_widths=WIDTHS,
+    )
     with gr.Row():
-        run_id = gr.Number(label="Run id", precision=0, elem_id="runs-run-id", scale=1)
+        run_id = gr.Number(label="Run id (or click a row)", precision=0, elem_id="runs-run-id", scale=1)
         stop = gr.Button("Stop", elem_id="runs-stop")
         resume = gr.Button("Resume", elem_id="runs-resume")
         clone = gr.Button("Clone into the form", elem_id="runs-clone")
@@ -167,20 +213,23 @@ def build(form_widgets: list, form_status, config_values) -> tuple[gr.Dataframe,
         confirm = gr.Checkbox(label="yes, delete it", elem_id="runs-confirm")
         delete = gr.Button("Delete run and files", variant="stop", elem_id="runs-delete")
     message = gr.Markdown(elem_id="runs-message")
-    archive = gr.File(label="Adapter", interactive=False)
+    archive = gr.File(label="Adapter", interactive=False, visible=False, elem_id="runs-archive")
 
     def select(evt: gr.SelectData):
         return evt.row_value[0] if evt.row_value else None
 
     table.select(select, None, run_id)
     search.change(run_rows, search, table, show_progress="hidden")
-    stop.click(stop_run, run_id, message).then(run_rows, search, table)
-    resume.click(resume_run, run_id, message).then(run_rows, search, table)
-    delete.click(delete_run, [run_id, confirm], message).then(run_rows, search, table)
-    download.click(adapter_zip, run_id, archive)
-    clone.click(
-        lambda r: config_values(clone_config(r)) + [f"Cloned run {r} into the New run form."],
-        run_id,
-        [*form_widgets, form_status],
+    stop.click(reported(stop_run), run_id, message).then(run_rows, search, table)
+    resume.click(reported(resume_run), run_id, message).then(run_rows, search, table)
+    # the confirmation is cleared after every delete, so the next click can't delete another run at once
+    delete.click(lambda r, c: (reported(delete_run)(r, c), False), [run_id, confirm], [message, confirm]).then(
+        run_rows, search, table
     )
-    return table, search
+    download.click(download_adapter, run_id, [archive, message])
+    clone.click(
+        lambda r: clone_into_form(r, config_values, len(form.fields)),
+        run_id,
+        [*form.fields, form.status, message, tabs],
+    )
+    return table, search, run_id

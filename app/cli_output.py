@@ -1,0 +1,190 @@
+"""What the command line prints, kept apart from its argument parsing: while ``grpo-studio run`` trains in the
+foreground, one line per step with the reward, the KL and an ETA, read from the database the worker writes (the same
+numbers the dashboard shows), and a summary at the end; the evaluation table; the version; which log lines show.
+
+TRL's own output (a ~1.5 KB dict per step, tqdm bars) stays off: the worker runs with show_progress=False.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from app.monitor_state import duration, eta
+from storage import queries
+from storage.db import get_sessionmaker
+from trainer.job.run_files import RunFiles
+
+POLL_SECONDS = 1.0
+
+
+def quiet_logging() -> None:
+    """grpo-studio's own log lines at INFO, everything else (httpx's request lines, Alembic's plugin list, Gradio)
+    only when it warns."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    for ours in ("app", "trainer", "storage", "grpo_studio"):
+        logging.getLogger(ours).setLevel(logging.INFO)
+
+
+def version() -> str:
+    """grpo-studio's version: the installed package's, or pyproject.toml's when run from a checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("grpo-studio")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+
+
+# Library chatter that says nothing about a run: transformers deprecating the gradient_checkpointing names that TRL
+# still calls (harmless until transformers 6; the start of each message), and the load/map progress bars of
+# transformers and datasets.
+HARMLESS_WARNINGS = tuple(
+    f"`{name}` is deprecated"
+    for name in (
+        "gradient_checkpointing",
+        "is_gradient_checkpointing",
+        "gradient_checkpointing_enable",
+        "gradient_checkpointing_disable",
+    )
+)
+
+
+def quiet_libraries() -> None:
+    """Silence the known-harmless warnings and the libraries' progress bars in this process and in every worker it
+    starts (through the environment they inherit: PYTHONWARNINGS is read when a worker's interpreter starts)."""
+    import os
+    import re
+    import warnings
+
+    for message in HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
+    rules = [f"ignore:{message}:FutureWarning" for message in HARMLESS_WARNINGS]
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS", ""), *rules]))
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+def step_line(step: int, total: int, values: dict[str, float], eta_seconds: float | None) -> str:
+    """One progress line, e.g. "step   12/40   reward 0.531   KL 0.00123   ETA 1m20s"."""
+    width = len(str(total))
+    parts = [f"step {step:>{width}}/{total}"]
+    if "reward" in values:
+        parts.append(f"reward {values['reward']:.3f}")
+    if "kl" in values:
+        parts.append(f"KL {values['kl']:.3g}")
+    if eta_seconds is not None and step < total:
+        parts.append(f"ETA {duration(eta_seconds)}")
+    return "   ".join(parts)
+
+
+class ProgressPrinter(threading.Thread):
+    """Polls the run's metrics once a second and prints a line for each step that arrived; :meth:`finish` prints
+    what is left and the summary."""
+
+    def __init__(self, run_id: int, out: TextIO | None = None, interval: float = POLL_SECONDS) -> None:
+        super().__init__(name="grpo-studio-progress", daemon=True)
+        self.run_id, self.out, self.interval = run_id, out or sys.stdout, interval
+        self.last_step = -1
+        self.rewards: list[float] = []
+        self.logged: list[tuple[int, float, float]] = []  # the reward's points: their wall times give the pace
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """Print one line per new step (a step counts once its reward is written)."""
+        with get_sessionmaker().begin() as session:
+            run = queries.get_run(session, self.run_id)
+            fresh = queries.metrics_since(session, self.run_id, self.last_step)
+        if run is None or "reward" not in fresh:
+            return
+        by_step: dict[int, dict[str, float]] = {}
+        for key in ("reward", "kl", "step_time"):
+            for step, value, _ in fresh.get(key, []):
+                by_step.setdefault(step, {})[key] = value
+        self.logged += fresh["reward"]
+        done = max(step for step, _, _ in fresh["reward"])
+        for step in sorted(s for s, values in by_step.items() if "reward" in values and s <= done):
+            self.rewards.append(by_step[step]["reward"])
+            so_far = np.asarray([p for p in self.logged if p[0] <= step])
+            left = eta(run.total_steps - step, 0.0, step, so_far)
+            print(step_line(step, run.total_steps, by_step[step], left), file=self.out, flush=True)
+        self.last_step = done
+
+    def finish(self, status: str) -> None:
+        """Stop polling, print the steps not printed yet, then one summary line per fact."""
+        self.finished.set()
+        if self.is_alive():
+            self.join()
+        self.poll()
+        with get_sessionmaker().begin() as session:
+            run = queries.get_run(session, self.run_id)
+            output_dir = run.output_dir if run else None
+            error = run.error if run else None
+        print(summary(self.run_id, status, self.rewards, output_dir, error), file=self.out, flush=True)
+
+
+def summary(run_id: int, status: str, rewards: list[float], output_dir: str | None, error: str | None) -> str:
+    """The last lines of a foreground run: its status, how the reward moved (mean of the first and last five steps,
+    fewer in a short run),
+    where the adapter is, or the error's last line."""
+    lines = [f"run {run_id} {status}"]
+    window = min(5, len(rewards) // 2)
+    if window:
+        head, tail = np.mean(rewards[:window]), np.mean(rewards[-window:])
+        lines.append(f"  reward {head:.3f} → {tail:.3f} (mean of the first and last {window} of {len(rewards)} steps)")
+    adapter = RunFiles(Path(output_dir)).adapter if output_dir else None
+    if adapter is not None and adapter.is_dir():
+        lines.append(f"  adapter: {adapter}")
+    if error:
+        lines.append(f"  error: {error.strip().splitlines()[-1]}")
+    return "\n".join(lines)
+
+
+def evaluation_lines(results: dict, run_id: int, adapter: str, samples: int) -> list[str]:
+    """``grpo-studio eval``'s table: each held-out measure for base and tuned, side by side."""
+    lines: list[str] = []
+    base, tuned = results["base"], results["tuned"]
+    lines.append(f"run {run_id}, adapter {adapter}, {results['problems']} held-out problems")
+    rows = [("correct (greedy)", "correct"), (f"pass@1 ({samples} samples)", "pass_at_1"), ("format", "format")]
+    for label, key in rows:
+        if base[key] is not None:
+            lines.append(f"  {label:<24} base {base[key]:7.1%}  →  tuned {tuned[key]:7.1%}")
+    lines.append(
+        f"  {'mean length (tokens)':<24} base {base['mean_length']:7.1f}  →  tuned {tuned['mean_length']:7.1f}"
+    )
+    for name in base["rewards"]:
+        b, t = base["rewards"][name], tuned["rewards"][name]
+        if b is not None and t is not None:
+            lines.append(f"  {'reward ' + name:<24} base {b:7.3f}  →  tuned {t:7.3f}")
+    return lines
+
+
+def foreground(run_id: int) -> int:
+    """Train in this process, printing one line per step (ProgressPrinter) and a summary; TRL's own per-step
+    output stays off."""
+    quiet_libraries()
+    from storage.models import RunStatus
+    from trainer.job.worker import run_worker
+
+    printer = ProgressPrinter(run_id)
+    printer.start()
+    try:
+        status = run_worker(run_id, show_progress=False)
+    finally:
+        printer.finished.set()
+    printer.finish(str(status))
+    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)

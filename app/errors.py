@@ -1,0 +1,16 @@
+"""User errors in the dashboard: a refusal the user can act on ("pick a run first"), shown in the page and logged
+as one line on the server, not as a traceback (Gradio prints one for every gr.Error unless told otherwise)."""
+
+from __future__ import annotations
+
+import logging
+
+import gradio as gr
+
+log = logging.getLogger("grpo_studio.ui")
+
+
+def user_error(message: str) -> gr.Error:
+    """The gr.Error to raise for ``message``; the server's log gets one line saying what the user was told."""
+    log.info("user error: %s", message)
+    return gr.Error(message, print_exception=False)

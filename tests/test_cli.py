@@ -1,0 +1,130 @@
+"""The command line as a user reads it: --version, help for every argument, an empty run list that says how to start,
+one progress line per step instead of TRL's dict, and `serve` saying where to open the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from app.cli import _parser, main, version
+from app.cli_output import ProgressPrinter, step_line, summary
+
+from .conftest import ROOT
+from .helpers import free_port, wait_for
+
+
+def _answers(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(url, timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"grpo-studio {version()}" and re.fullmatch(r"\d+\.\d+\.\d+", version())
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_argument_has_help_text():
+    """run_id, --port and the rest: `grpo-studio CMD --help` explains every argument, defaults included."""
+    missing = [
+        f"{name} {action.dest}"
+        for name, parser in _subcommands().items()
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not (action.help or "").strip()
+    ]
+    assert missing == []
+    serve = _subcommands()["serve"].format_help()
+    assert "default 7860" in serve and "default 1" in serve
+
+
+def test_runs_on_an_empty_database_says_how_to_start_one(capsys):
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "No runs yet" in out and "grpo-studio run examples/tiny-offline.yaml" in out
+
+
+def test_step_line_and_summary_read_as_one_line_each():
+    assert step_line(7, 40, {"reward": 0.5312, "kl": 0.00123, "step_time": 2.0}, 80) == (
+        "step  7/40   reward 0.531   KL 0.00123   ETA 1m20s"
+    )
+    assert step_line(40, 40, {"reward": 1.0}, 0) == "step 40/40   reward 1.000"
+    text = summary(3, "failed", [0.1, 0.2, 0.3, 0.5], None, "Traceback ...\nValueError: boom\n")
+    assert text.splitlines() == [
+        "run 3 failed",
+        "  reward 0.150 → 0.400 (mean of the first and last 2 of 4 steps)",
+        "  error: ValueError: boom",
+    ]
+
+
+def test_progress_printer_prints_one_line_per_step_from_the_database(trained_run):
+    """What `grpo-studio run` shows while training, read back from a real run: a line per step with its reward and
+    KL, then the summary with the adapter's place; nothing of TRL's per-step dict."""
+    run_id, config, _ = trained_run
+    out = io.StringIO()
+    printer = ProgressPrinter(run_id, out)
+    printer.finish("completed")
+    lines = out.getvalue().splitlines()
+    steps = [line for line in lines if line.startswith("step ")]
+    assert [int(re.match(r"step (\d+)/6", line).group(1)) for line in steps] == list(range(1, config.max_steps + 1))
+    assert all(re.search(r"reward -?\d+\.\d{3}   KL ", line) for line in steps)
+    # no ETA from the slow first step alone; then one from the pace between steps; none at the end
+    assert "ETA" not in steps[0] and "ETA" in steps[1] and "ETA" not in steps[-1]
+    assert lines[len(steps)] == f"run {run_id} completed" and lines[-1].startswith("  adapter: ")
+    assert "{" not in out.getvalue()  # no dict of TRL's logs
+
+
+def test_serve_says_where_to_open_the_dashboard():
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        first = process.stdout.readline()
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/"), 60, "the dashboard")
+    finally:
+        process.terminate()
+        rest = process.communicate(timeout=30)[0]
+    assert f"open http://127.0.0.1:{port}/ in a browser" in first
+    assert "share=True" not in rest and "HTTP Request" not in rest
+
+
+def test_known_harmless_warnings_are_silenced_in_the_workers_too(monkeypatch):
+    """The worker processes inherit the filter: transformers' gradient_checkpointing deprecation goes, others stay."""
+    import warnings
+
+    from app.cli_output import quiet_libraries
+
+    monkeypatch.setenv("PYTHONWARNINGS", "")
+    for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(name, raising=False)
+    with warnings.catch_warnings():
+        quiet_libraries()
+        env = dict(os.environ)
+    code = (
+        "import warnings\n"
+        "warnings.warn('`gradient_checkpointing_enable` is deprecated and will be removed in v6.', FutureWarning)\n"
+        "warnings.warn('something else changes', FutureWarning)\n"
+    )
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "gradient_checkpointing" not in child.stderr and "something else changes" in child.stderr
+    assert env["HF_DATASETS_DISABLE_PROGRESS_BARS"] == "1"

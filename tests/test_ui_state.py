@@ -1,0 +1,84 @@
+"""The dashboard's state and feedback without a browser: what a queued run says, the ETA, where form problems are
+shown, what the address lands on, and the export box's wording (issue 14)."""
+
+from __future__ import annotations
+
+from app.access import Access
+from app.charts import CHARTS
+from storage import queries
+from storage.db import get_sessionmaker
+
+from .helpers import create_run, tiny_config
+
+
+def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
+    from app.pages.monitor import refresh
+
+    first, second = create_run(tiny_config(name="ahead")), create_run(tiny_config(name="behind"))
+    with get_sessionmaker().begin() as s:
+        queries.mark_running(s, queries.get_run(s, first), 1, "/tmp/x", None)
+    view = refresh(second, [], 0.0, "step", 0, {})
+    assert f"waiting behind run {first} (running)" in view.header and view.figures == [None] * len(CHARTS)
+
+
+def test_eta_goes_by_the_pace_between_logged_steps():
+    import numpy as np
+
+    from app.monitor_state import eta
+
+    # step 1 logged 300 s after the start (loading, warm-up); then 2 s a step, one slow checkpoint step
+    logged = np.array([[1, 0.5, 300.0], [2, 0.5, 302.0], [3, 0.5, 304.0], [4, 0.5, 314.0], [5, 0.5, 316.0]])
+    assert eta(10, 316.0, 5, logged) == 20.0  # median 2 s a step, not 316 s / 5 steps
+    assert eta(10, 316.0, 1, logged[:1]) is None  # one step says nothing about the pace yet
+    assert eta(10, 100.0, 5, None) == 200.0  # without a series: the pace so far
+
+
+def test_push_without_a_token_asks_to_paste_one(monkeypatch):
+    from app.pages.compare import push_to_hub
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    message = push_to_hub(1, "final", "me/adapter", "", False)
+    assert message.startswith("❌ paste a Hugging Face token") and "--token" not in message
+
+
+def test_form_problems_are_placed_beside_the_fields_they_name():
+    from app.form import problems_by_field
+    from app.pages import new_run
+
+    values = new_run.config_values(tiny_config(num_generations=1, beta=-0.5))
+    _, problems = new_run.validate(Access(), *values)
+    found = problems_by_field(problems, new_run.NAMES)
+    assert found["num_generations"][0].startswith("group size 1") and found["beta"][0].startswith("beta -0.5")
+    marks = new_run.field_marks(problems)
+    beta = marks[new_run.NAMES.index("beta")]
+    assert beta["info"].startswith("❌ beta -0.5") and beta["elem_classes"] == ["field-invalid"]
+    assert marks[new_run.NAMES.index("name")]["elem_classes"] == []
+
+
+def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
+    from app.server import landing
+    from storage.summaries import run_summaries
+
+    older, newer = create_run(tiny_config(name="older")), create_run(tiny_config(name="newer"))
+    with get_sessionmaker().begin() as s:
+        summaries = run_summaries(s)
+    assert landing({"tab": "monitor", "run": str(older)}, summaries) == ("monitor", older, None)
+    # an unknown tab or run is ignored: New run, the newest run, and nothing to compare (no run has ended)
+    assert landing({"tab": "nope", "run": "x"}, summaries) == ("new", newer, None)
+    assert landing({}, []) == ("new", None, None)
+
+
+def test_log_tail_shows_our_lines_and_the_raw_output_only_on_request(tmp_path):
+    from app.pages.monitor import refresh
+    from trainer.job.run_files import RunFiles
+
+    run_id = create_run(tiny_config(name="logged"))
+    with get_sessionmaker().begin() as s:
+        queries.mark_running(s, queries.get_run(s, run_id), 1, str(tmp_path), None)
+        queries.add_log(s, run_id, "data: builtin:arithmetic (1257 prompts, 2 per step)")
+    RunFiles(tmp_path).log.write_text("FutureWarning: `gradient_checkpointing` is deprecated\n{'loss': 0.0}\n")
+    ours = refresh(run_id, [], 0.0, "step", 0, {}).log
+    raw = refresh(run_id, [], 0.0, "step", 0, {}, raw=True).log
+    assert "data: builtin:arithmetic" in ours and "FutureWarning" not in ours
+    assert "data: builtin:arithmetic" in raw and "--- raw worker output ---\nFutureWarning" in raw

@@ -113,6 +113,10 @@ class Run(Base):
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
     # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
     backend: Mapped[str | None] = mapped_column(Text)
+    # A fork (trainer/job/fork.py) starts from a checkpoint of another run: which run, and that checkpoint's step.
+    # Not a foreign key: a fork outlives its parent's deletion and still says where its first steps came from.
+    parent_run_id: Mapped[int | None] = mapped_column(Integer)
+    parent_step: Mapped[int | None] = mapped_column(Integer)
 
     metrics: Mapped[list[Metric]] = owned_rows()
     samples: Mapped[list[Sample]] = owned_rows()

@@ -1,6 +1,8 @@
 """The ``grpo-studio`` command line.
 
     grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
+    grpo-studio probe CONFIG.yaml            sample and score a few groups first: would the run learn? (exit 3: no)
+    grpo-studio fork RUN_ID --step N [--set key=value ...]   a new run from a checkpoint of another, settings changed
     grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.job.worker)
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
@@ -20,6 +22,8 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+
+from app.cli_probe_fork import cmd_fork, cmd_probe, foreground, fork_options, probe_options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="override the run name")
     _add_detach(p)
     _unisolated_code_flag(p)
+
+    probe_help = "sample and score a few groups with the base model before training"
+    _command(sub, "probe", cmd_probe, probe_help, probe_options, _unisolated_code_flag)
+    fork_help = "start a new run from a saved checkpoint of another run"
+    _command(sub, "fork", cmd_fork, fork_help, _add_run_id, fork_options, _add_detach, _unisolated_code_flag)
 
     _command(
         sub,
@@ -163,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run {run_id} started in the background (pid {pid}); follow it with: grpo-studio runs")
         return 0
     print(f"run {run_id}: {config.name}")
-    return _foreground(run_id)
+    return foreground(run_id)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -190,7 +199,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"run {args.run_id} resumed in the background (pid {pid})")
         return 0
-    return _foreground(args.run_id)
+    return foreground(args.run_id)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -331,15 +340,6 @@ def _find_run(session, run_id: int):
     if run is None:
         print(f"grpo-studio: no run with id {run_id}", file=sys.stderr)
     return run
-
-
-def _foreground(run_id: int) -> int:
-    from storage.models import RunStatus
-    from trainer.job.worker import run_worker
-
-    status = run_worker(run_id, show_progress=True)
-    print(f"run {run_id} {status}")
-    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 
 if __name__ == "__main__":

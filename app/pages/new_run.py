@@ -30,6 +30,8 @@ from trainer.config_file import ConfigFileError, read_mapping_isolated
 from trainer.loading.backend import BUILTIN_MODEL
 from trainer.loading.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
 from trainer.presets import presets
+from trainer.probe.job import ProbeError, probe_in_child
+from trainer.probe.report import ProbeReport
 from trainer.scoring.rewards import REWARDS
 
 MAX_UPLOAD_BYTES = 2_000_000_000
@@ -82,13 +84,39 @@ def check(access: Access, *values: Any) -> str:
 
 def launch(access: Access, *values: Any) -> str:
     """Queue a run if the config is valid; otherwise list its problems and start nothing."""
+    return launch_probed(access, None, *values)
+
+
+def launch_probed(access: Access, probed: dict | None, *values: Any) -> str:
+    """:func:`launch`, keeping the probe's samples as the run's step 0 when ``probed`` (what :func:`probe` returned)
+    is of this very config, whatever its name."""
     config, problems = validate(access, *values)
     if problems or config is None:
         return problems_markdown(problems)
+    same = probed is not None and {**probed["config"], "name": config.name} == config.to_dict()
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
-    return f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. Follow it under Monitor."
+        if same:
+            queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
+    kept = " The probe's samples are its step 0." if same else ""
+    return (
+        f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. Follow it under "
+        f"Monitor.{kept}"
+    )
+
+
+def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
+    """Run the pre-launch probe of the form's config as a child process (torch stays out of this one): its report,
+    and what :func:`launch_probed` needs to keep its samples."""
+    config, problems = validate(access, *values)
+    if problems or config is None:
+        return problems_markdown(problems), None
+    try:
+        report = probe_in_child(config)
+    except ProbeError as exc:
+        return f"❌ {exc}", None
+    return report.to_text(), {"config": config.to_dict(), "report": report.to_dict()}
 
 
 def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
@@ -253,8 +281,15 @@ def build(access: Access) -> Form:
                 preview_box = gr.Markdown()
     with gr.Row():
         check_button = gr.Button("Validate", elem_id="validate")
+        probe_button = gr.Button("Probe", elem_id="probe")
         launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
         export_button = gr.Button("Export YAML")
+    gr.Markdown(
+        "**Probe** samples a few groups from the base model with these settings and scores them with these rewards, "
+        "before any training: it says whether the run can learn (groups whose answers all score alike teach GRPO "
+        "nothing), how many answers hit the length limit, and how long a step will take. Launch right after, and "
+        "its samples are the run's step 0."
+    )
     status = gr.Markdown(elem_id="new-run-status")
     with gr.Row():
         exported = gr.File(label="Exported config", interactive=False)
@@ -263,7 +298,9 @@ def build(access: Access) -> Form:
     dataset_widget = widgets[NAMES.index("dataset_name")]
     load_preset.click(apply_preset, preset, widgets)
     check_button.click(check, [allow, *widgets], status)
-    launch_button.click(launch, [allow, *widgets], status)
+    probed = gr.State(None)
+    probe_button.click(probe, [allow, *widgets], [status, probed])
+    launch_button.click(launch_probed, [allow, probed, *widgets], status)
     export_button.click(export_yaml, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])

@@ -100,3 +100,25 @@ def test_fork_needs_a_saved_checkpoint(trained_run):
         fork_run(parent_id, 4, {})
     with pytest.raises(ForkError, match="expected key=value"):
         parse_settings(["beta"])
+
+
+def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_run):
+    from app.pages import monitor, runs
+
+    parent_id, _, _ = trained_run
+    assert runs.fork_steps(parent_id)["choices"] == [3, 6]
+    message = runs.fork(parent_id, 6, "max_steps=8\ntemperature=0.7")
+    fork_id = int(message.split()[1])
+    assert message.endswith("Its steps continue from 7, and the Monitor draws it over its parent.")
+    try:
+        view = monitor.refresh(fork_id, [], 0.0, "step", None, {})
+        assert set(view.caches) == {fork_id, parent_id}  # the parent is overlaid without being picked
+        assert f"Forked from run {parent_id} at step 6" in view.header
+        reward = view.figures[0]
+        assert any(trace.name.startswith(f"{parent_id}: ") for trace in reward.data)
+        assert (reward.layout.shapes[0].x0, reward.layout.annotations[0].text) == (6, f"forked from run {parent_id}")
+    finally:
+        with get_sessionmaker().begin() as s:
+            output_dir = queries.get_run(s, fork_id).output_dir
+            queries.delete_run(s, fork_id)  # the session database's other tests see only what they made
+        RunFiles(output_dir).remove()

@@ -15,14 +15,15 @@ Torch-free: the dashboard and the CLI call this directly.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import data_dir, get_sessionmaker
 from trainer.config import ConfigError, RunConfig
-from trainer.job.run_files import CHECKPOINT_PREFIX, RunFiles, checkpoint_step
+from trainer.job.run_files import RunFiles, checkpoint_step
 
 # Settings a fork may not change, and why: the checkpoint's adapter would not fit, or would not compute what it did.
 SHAPE_SETTINGS = {
@@ -83,31 +84,39 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int) ->
 
 def fork_run(run_id: int, step: int, changes: dict[str, Any], name: str | None = None) -> int:
     """Queue a fork of run ``run_id`` from its checkpoint of ``step`` with ``changes`` (setting name → value);
-    returns the new run's id. The parent's row and files are only read."""
+    returns the new run's id. The parent's row and files are only read.
+
+    The checkpoint is copied into a staging directory first and renamed into the fork's directory in the transaction
+    that creates the row: a copy of gigabytes must not hold the database's write lock, and the scheduler must never
+    see the queued fork before its checkpoint is complete (it would train from step 0).
+    """
     with get_sessionmaker().begin() as session:
         parent = queries.get_run(session, int(run_id))
         if parent is None:
             raise ForkError(f"no run with id {run_id}")
-        steps = (
-            {checkpoint_step(p): p for p in RunFiles(Path(parent.output_dir)).complete_checkpoints()}
-            if (parent.output_dir)
-            else {}
-        )
-        if step not in steps:
-            saved = ", ".join(str(s) for s in steps) or "none yet"
-            raise ForkError(f"run {run_id} has no saved checkpoint at step {step} (saved at steps: {saved})")
-        config = forked_config(dict(parent.config), changes, step)
-        config.name = name or changes.get("name") or f"{parent.name}-fork{step}"
-        run = queries.create_fork(session, parent, step, config.name, config.to_dict())
-        files = RunFiles.new(run.id).create()
-        queries.set_output_dir(session, run, str(files.root))
-        try:
-            shutil.copytree(steps[step], files.checkpoints / f"{CHECKPOINT_PREFIX}{step}")
-        except BaseException:
-            files.remove()  # the row goes with the rolled-back transaction
-            raise
-        changed = {k: (parent.config.get(k), v) for k, v in config.to_dict().items() if parent.config.get(k) != v}
-        changed.pop("name", None)
-        described = ", ".join(f"{k} {old!r} → {new!r}" for k, (old, new) in changed.items()) or "no settings"
-        queries.add_log(session, run.id, f"forked from run {parent.id} at step {step}; changed: {described}")
-        return run.id
+        saved = RunFiles(Path(parent.output_dir)).complete_checkpoints() if parent.output_dir else []
+        parent_name, parent_config = parent.name, dict(parent.config)
+    checkpoints = {checkpoint_step(p): p for p in saved}
+    if step not in checkpoints:
+        listed = ", ".join(str(s) for s in checkpoints) or "none yet"
+        raise ForkError(f"run {run_id} has no saved checkpoint at step {step} (saved at steps: {listed})")
+    config = forked_config(parent_config, changes, step)
+    config.name = name or changes.get("name") or f"{parent_name}-fork{step}"
+    staging = RunFiles(data_dir() / "runs" / f".fork-{secrets.token_hex(4)}")
+    try:
+        shutil.copytree(checkpoints[step], staging.checkpoints / checkpoints[step].name)
+        with get_sessionmaker().begin() as session:
+            parent = queries.get_run(session, int(run_id))
+            if parent is None:
+                raise ForkError(f"run {run_id} was deleted while its checkpoint was being copied")
+            run = queries.create_fork(session, parent, step, config.name, config.to_dict())
+            files = RunFiles.new(run.id)
+            staging.root.rename(files.root)
+            queries.set_output_dir(session, run, str(files.root))
+            changed = {k: (parent_config.get(k), v) for k, v in config.to_dict().items() if parent_config.get(k) != v}
+            changed.pop("name", None)
+            described = ", ".join(f"{k} {old!r} → {new!r}" for k, (old, new) in changed.items()) or "no settings"
+            queries.add_log(session, run.id, f"forked from run {run_id} at step {step}; changed: {described}")
+            return run.id
+    finally:
+        staging.remove()  # gone already unless something failed

@@ -98,3 +98,31 @@ def test_probe_job_reports_a_failure_in_plain_words():
 
     with pytest.raises(ProbeError, match="the probe failed"):
         probe_in_child(tiny_config(dataset_name="/nonexistent/data.jsonl"))
+
+
+def test_gpu_memory_is_reported_with_the_training_estimate():
+    """The CUDA-only part of the report, from measured values as a GPU probe hands them over (no GPU needed)."""
+    from trainer.probe.report import Measured, build_report
+
+    config = tiny_config(num_generations=2, max_steps=10)
+    measured = Measured(
+        config=config,
+        prompts=["1+1", "2+2"],
+        answers=["2", "4"],
+        completions=["a", "b", "c", "d"],
+        scores={"correctness": [2.0, 0.0, 0.0, 0.0], "strict_format": [0.5] * 4, "xmlcount": [0.5] * 4},
+        errors={},
+        lengths=[10, 32, 5, 32],
+        truncated=[False, True, False, True],
+        seconds_per_group=2.0,
+        forward_seconds_per_group=0.5,
+        device="cuda",
+        peak_memory_gb=10.0,
+        adapter_gb=0.5,
+    )
+    report = build_report(measured)
+    assert (report.zero_std_share, report.truncated_share, report.training_memory_gb) == (0.5, 0.5, 12.0)
+    # 8 completions per step = 4 prompts: each 2 s of generation + (3 + 1 for beta > 0) x 0.5 s of forward passes
+    assert report.seconds_per_step == 4 * (2.0 + 4 * 0.5) and report.seconds_per_run == 10 * report.seconds_per_step
+    assert report.verdict == "risky"  # half the groups without signal, half the completions cut
+    assert "GPU memory: 10.0 GB peak while probing; training needs about 12.0 GB" in report.to_text()

@@ -23,6 +23,7 @@ from app.form import (
     grouped_fields,
     to_widget_value,
 )
+from app.pages.compare import gpu_busy
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, new_export_dir, slug
 from trainer.config import ConfigError, RunConfig
@@ -112,6 +113,9 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
     config, problems = validate(access, *values)
     if problems or config is None:
         return problems_markdown(problems), None
+    busy = gpu_busy()
+    if busy:
+        return f"❌ {busy}", None
     try:
         report = probe_in_child(config)
     except ProbeError as exc:

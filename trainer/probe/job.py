@@ -27,7 +27,7 @@ def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -
     child's last output lines when it fails or takes longer than ``timeout`` seconds."""
     with tempfile.TemporaryDirectory(prefix="grpo-studio-probe-") as tmp:
         config_file, out = Path(tmp) / "config.json", Path(tmp) / "report.json"
-        config.save(config_file)
+        config.with_absolute_paths(Path.cwd()).save(config_file)  # the child runs in its temp dir
         env = dict(os.environ)
         # the child must find the packages when grpo-studio runs from a source checkout (as trainer.job.launch does)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)

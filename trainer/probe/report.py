@@ -121,8 +121,8 @@ class ProbeReport:
         }[self.verdict]
         lines = [f"Verdict: {head}", ""]
         lines += [f"- {'✖' if r.fatal else '!'} {r.message}: {r.fix}" for r in self.risks]
+        lines += [""] if self.risks else []
         lines += [
-            "",
             f"{self.prompts} prompts × {self.group_size} completions of {self.model} on {self.device}",
             f"- groups with identical rewards (std 0, no signal): {self.zero_std_share:.0%}; prompts with signal: "
             f"{self.signal_share:.0%}; steps with at least one such prompt: {self.step_signal_share:.0%}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_fork_continues_from_the_parents_checkpoint_with_its_own_settings(traine
     parent = run_row(parent_id)
     assert parent.status == "completed", parent.error
     assert checkpoint_steps(parent_id) == [3, 6]  # save_steps 3 of 6
-    parent_files = RunFiles(parent.output_dir)
+    parent_files = RunFiles(Path(parent.output_dir))
     before = _tree_digest(parent_files.root)
     parent_metrics = _series(parent_id, "kl")
 
@@ -56,7 +57,7 @@ def test_fork_continues_from_the_parents_checkpoint_with_its_own_settings(traine
     assert fork.config["lora_r"] == config.lora_r
 
     # step 0 of the fork is the parent's step 3: the same adapter, hence the same logits (and not the base's)
-    start = RunFiles(fork.output_dir).complete_checkpoints()[0]
+    start = RunFiles(Path(fork.output_dir)).complete_checkpoints()[0]
     assert start.name == "checkpoint-3"
     forked, original = _logits(tiny_model_path, start), _logits(tiny_model_path, parent_files.checkpoints / start.name)
     assert forked.equal(original)
@@ -121,4 +122,4 @@ def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_
         with get_sessionmaker().begin() as s:
             output_dir = queries.get_run(s, fork_id).output_dir
             queries.delete_run(s, fork_id)  # the session database's other tests see only what they made
-        RunFiles(output_dir).remove()
+        RunFiles(Path(output_dir)).remove()

@@ -163,6 +163,9 @@ def build_report(m: Measured) -> ProbeReport:
     # A training step generates its groups, then runs the policy forward and backward (about three forward passes)
     # and, with beta > 0, the reference model forward once more.
     step = groups_per_step * (m.seconds_per_group + m.forward_seconds_per_group * (3 + (config.beta > 0)))
+    # Training adds to what sampling held the adapter's gradients and Adam's two moments, each the size of the fp32
+    # adapter weights; the backward pass's activations come on top (the report says so).
+    memory = None if m.peak_memory_gb is None else m.peak_memory_gb + 4 * (m.adapter_gb or 0.0)
     stats = [_reward_stats(n, weights[n], m.scores.get(n, []), m.errors.get(n)) for n in names]
     report = ProbeReport(
         model=config.model_name_or_path,
@@ -180,7 +183,7 @@ def build_report(m: Measured) -> ProbeReport:
         seconds_per_run=step * config.max_steps,
         device=m.device,
         peak_memory_gb=m.peak_memory_gb,
-        training_memory_gb=None if m.peak_memory_gb is None else m.peak_memory_gb + 4 * (m.adapter_gb or 0.0),
+        training_memory_gb=memory,
         risks=[],
         samples=_samples(m, totals, groups, weights),
     )

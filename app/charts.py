@@ -189,8 +189,15 @@ def keep_indices(values: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray
     return np.unique(keep[keep < n])
 
 
-def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> go.Figure:
-    """The figure of one chart for one or more runs (``runs`` maps a run label to its series).
+def build_figure(
+    chart: Chart,
+    runs: Mapping[str, Series],
+    smoothing: float = 0.0,
+    x_axis: str = "step",
+    mark: tuple[int, str] | None = None,
+) -> go.Figure:
+    """The figure of one chart for one or more runs (``runs`` maps a run label to its series); ``mark`` is a step
+    drawn as a dotted vertical line with its label (a fork's starting point), on the step axis only.
 
     Traces are plain dicts and Plotly's validation is skipped: the figure is built from our own well-formed data,
     and validating 10,000-point traces costs ~30 ms each.
@@ -226,12 +233,19 @@ def build_figure(chart: Chart, runs: Mapping[str, Series], smoothing: float = 0.
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
         "showlegend": bool(traces),
     }
+    if mark is not None and x_axis == "step":
+        step, text = mark
+        line = {"type": "line", "x0": step, "x1": step, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot"}}
+        layout["shapes"] = [line]
+        layout["annotations"] = [{"x": step, "yref": "paper", "y": 1, "text": text, "showarrow": False}]
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def build_all(runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step") -> list[go.Figure]:
-    """Every monitor chart, in :data:`CHARTS` order."""
-    return [build_figure(chart, runs, smoothing, x_axis) for chart in CHARTS]
+def build_all(
+    runs: Mapping[str, Series], smoothing: float = 0.0, x_axis: str = "step", mark: tuple[int, str] | None = None
+) -> list[go.Figure]:
+    """Every monitor chart, in :data:`CHARTS` order (``mark``: see :func:`build_figure`)."""
+    return [build_figure(chart, runs, smoothing, x_axis, mark) for chart in CHARTS]
 
 
 def heldout_figure(bars: Sequence[tuple[str, float, float]], problems: int) -> go.Figure:

@@ -1,6 +1,8 @@
 """The ``grpo-studio`` command line.
 
     grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
+    grpo-studio probe CONFIG.yaml            sample and score a few groups first: would the run learn? (exit 3: no)
+    grpo-studio fork RUN_ID --step N [--set key=value ...]   a new run from a checkpoint of another, settings changed
     grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.job.worker)
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
@@ -20,7 +22,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from app.cli_output import foreground, quiet_libraries, quiet_logging, version
+from app.cli_output import foreground, quiet_libraries, quiet_logging, started_text, version
+from app.cli_probe_fork import cmd_fork, cmd_probe, fork_options, probe_options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_detach(p)
     _unisolated_code_flag(p)
 
+    probe_help = "sample and score a few groups with the base model before training"
+    _command(sub, "probe", cmd_probe, probe_help, probe_options, _unisolated_code_flag)
+    fork_help = "start a new run from a saved checkpoint of another run"
+    _command(sub, "fork", cmd_fork, fork_help, _add_run_id, fork_options, _add_detach, _unisolated_code_flag)
+
     _command(
         sub,
         "worker",
@@ -104,7 +112,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
     _command(sub, "runs", cmd_runs, "list runs")
-
     p = _command(sub, "eval", cmd_eval, "score base and tuned on held-out problems", _add_run_id)
     p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
     p.add_argument("--samples", type=int, default=4, help="sampled answers per problem for pass@1 (0: greedy only)")
@@ -167,17 +174,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             pid = start_worker(session, run)
     if args.detach:
-        print(f"run {run_id} started in the background ({_process(pid)}); follow it with: grpo-studio runs")
+        print(f"run {run_id} started in the background ({started_text(pid)}); follow it with: grpo-studio runs")
         return 0
     print(f"run {run_id}: {config.name}")
     return foreground(run_id)
-
-
-def _process(started: int | str | None) -> str:
-    """What start_worker started: a local pid, or a Slurm job id (None: Slurm refused it; the run says why)."""
-    if isinstance(started, int):
-        return f"pid {started}"
-    return f"Slurm job {started}" if started else "Slurm refused the job: see grpo-studio runs"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -202,7 +202,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if args.detach:
             pid = start_worker(session, run)
     if args.detach:
-        print(f"run {args.run_id} resumed in the background ({_process(pid)})")
+        print(f"run {args.run_id} resumed in the background ({started_text(pid)})")
         return 0
     return foreground(args.run_id)
 

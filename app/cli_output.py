@@ -188,3 +188,10 @@ def foreground(run_id: int) -> int:
         printer.finished.set()
     printer.finish(str(status))
     return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
+
+
+def started_text(started: int | str | None) -> str:
+    """What start_worker started: a local pid, or a Slurm job id (None: Slurm refused it; the run says why)."""
+    if isinstance(started, int):
+        return f"pid {started}"
+    return f"Slurm job {started}" if started else "Slurm refused the job: see grpo-studio runs"

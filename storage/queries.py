@@ -16,13 +16,30 @@ from storage.models import CHUNK_STEPS, Evaluation, Metric, MetricChunk, Run, Ru
 # --- runs -----------------------------------------------------------------------------------------------------------
 # The verbs of a run's life cycle. Nothing outside this module assigns a Run's fields, so every status change and what
 # it implies (a cleared error, the timestamps) is written down once:
-#   create_run, requeue_run (resume)  → queued; worker_launched (or slurm_submitted) keeps it queued but gives it a
-#                                       live worker (or a Slurm job)
+#   create_run, create_fork, requeue_run (resume)  → queued; worker_launched (or slurm_submitted) keeps it queued but
+#                                       gives it a live worker (or a Slurm job)
 #   mark_running (the worker itself)  → running; set_backend, set_progress, drop_steps_after while it trains
 #   finish_run                        → completed, failed or stopped
 def create_run(session: Session, name: str, config: dict[str, Any], total_steps: int = 0) -> Run:
     """Queue a run with its config (a JSON-able mapping) and return it with its id assigned."""
     run = Run(name=name, config=config, status=RunStatus.QUEUED, total_steps=total_steps)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def create_fork(session: Session, parent: Run, step: int, name: str, config: dict[str, Any]) -> Run:
+    """Queue a run that starts from ``parent``'s checkpoint of ``step``: it records its parent, and its step counter
+    starts at ``step``, where its worker resumes (the caller copies the checkpoint and sets the output dir)."""
+    run = Run(
+        name=name,
+        config=config,
+        status=RunStatus.QUEUED,
+        total_steps=config.get("max_steps", 0),
+        current_step=step,
+        parent_run_id=parent.id,
+        parent_step=step,
+    )
     session.add(run)
     session.flush()
     return run
@@ -44,6 +61,19 @@ def list_runs(session: Session, statuses: Iterable[RunStatus] | None = None) -> 
 def set_config(session: Session, run: Run, config: dict[str, Any]) -> None:
     """Replace the run's stored config (the launcher stores it with its relative paths made absolute)."""
     run.config = config
+
+
+def fork_point(session: Session, run_id: int) -> tuple[int, int] | None:
+    """(parent run id, step) of a fork whose parent still exists; None for a run that is no fork."""
+    row = session.execute(select(Run.parent_run_id, Run.parent_step).where(Run.id == run_id)).first()
+    if row is None or row.parent_run_id is None or session.get(Run, row.parent_run_id) is None:
+        return None
+    return row.parent_run_id, row.parent_step
+
+
+def set_output_dir(session: Session, run: Run, output_dir: str) -> None:
+    """Record the run's directory before any worker starts (a fork's holds the checkpoint it starts from)."""
+    run.output_dir = output_dir
 
 
 def requeue_run(session: Session, run: Run) -> None:

@@ -48,6 +48,7 @@ def test_a_0_1_database_upgrades_in_place_and_reads_back_whole(tmp_path):
         run = next(r for r in runs if r.name == "tiny-offline")
         assert (run.current_step, run.total_steps, run.output_dir) == (3, 3, "/data/runs/1-abcd1234")
         assert run.config["model_name_or_path"] == "builtin:tiny"
+        assert (run.parent_run_id, run.parent_step) == (None, None)  # 0002: runs from before forks are no forks
         assert [(p.step, p.value) for p in queries.metric_series(s, run.id, "reward")] == [(1, 0.5), (2, 1.0), (3, 1.5)]
         assert all(math.isnan(p.value) for p in queries.metric_series(s, run.id, "loss"))  # NaN kept as NaN
         assert queries.sample_steps(s, run.id) == [1, 2, 3]

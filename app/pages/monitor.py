@@ -145,6 +145,10 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     if run_id is None:
         return MonitorView("Pick a run.", caches)
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
+    with get_sessionmaker().begin() as session:
+        fork = queries.fork_point(session, int(run_id))
+    if fork and fork[0] not in run_ids:  # a fork is drawn over its parent, on the parent's step axis
+        run_ids.append(fork[0])
     caches = poll_runs(caches, run_ids)
     with get_sessionmaker().begin() as session:
         runs = {rid: queries.get_run(session, rid) for rid in run_ids}
@@ -162,6 +166,10 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
         header += "\n\n" + waiting
     if main.backend:
         header += f"\n\nModel path: {main.backend}"
+    if fork:
+        header += (
+            f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
+        )
     if main.error:
         header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
     first, last = (steps[0], steps[-1]) if steps else (0, 0)
@@ -174,7 +182,12 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
         header,
         caches,
         banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length")),
-        figures=build_all(labels, smoothing or 0.0, "time" if x_axis == "wall time" else "step"),
+        figures=build_all(
+            labels,
+            smoothing or 0.0,
+            "time" if x_axis == "wall time" else "step",
+            (fork[1], f"forked from run {fork[0]}") if fork else None,
+        ),
         # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
         step=gr.update(minimum=first, maximum=max(last, first + 1), value=shown),
         table=completions_table(int(run_id), shown),

@@ -3,10 +3,6 @@ validation that lists every problem, and launch (the run is queued; the schedule
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +21,17 @@ from app.form import (
     problems_by_field,
     to_widget_value,
 )
+from app.pages.compare import gpu_busy
+from app.pages.data_files import local_chat_template, upload_dataset
 from storage import queries
-from storage.db import data_dir, get_sessionmaker, new_export_dir, slug
+from storage.db import get_sessionmaker, new_export_dir, slug
 from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
-from trainer.loading.backend import BUILTIN_MODEL
-from trainer.loading.chat_template import MAX_TEMPLATE_CHARS, TemplateRenderError, render_chat_template
+from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 from trainer.presets import presets
+from trainer.probe.job import ProbeError, probe_in_child
+from trainer.probe.report import ProbeReport
 from trainer.scoring.rewards import REWARDS
-
-MAX_UPLOAD_BYTES = 2_000_000_000
 
 SPECS: list[FieldSpec] = [spec for _, fields in grouped_fields() for spec in fields]
 NAMES = [s.name for s in SPECS]
@@ -89,20 +86,30 @@ def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
 
 def launch(access: Access, *values: Any) -> str:
     """Queue a run if the config is valid; otherwise list its problems and start nothing."""
-    return launch_report(access, *values)[0]
+    return launch_report(access, None, *values)[0]
 
 
-def launch_report(access: Access, *values: Any) -> tuple[str, list[str]]:
-    """The launch message (or the problems that stopped it) and those problems."""
+def launch_probed(access: Access, probed: dict | None, *values: Any) -> str:
+    """:func:`launch`, keeping the probe's samples as the run's step 0 (see :func:`launch_report`)."""
+    return launch_report(access, probed, *values)[0]
+
+
+def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[str, list[str]]:
+    """The launch message (or the problems that stopped it) and those problems. The probe's samples become the
+    run's step 0 when ``probed`` (what :func:`probe` returned) is of this very config, whatever its name."""
     config, problems = validate(access, *values)
     if problems or config is None:
         return problems_markdown(problems), problems
+    same = probed is not None and {**probed["config"], "name": config.name} == config.to_dict()
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
+        if same:
+            queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
+    kept = " The probe's samples are its step 0." if same else ""
     return (
         f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. "
-        f"[Follow it under Monitor](?tab=monitor&run={run_id}).",
+        f"[Follow it under Monitor](?tab=monitor&run={run_id}).{kept}",
         [],
     )
 
@@ -130,6 +137,22 @@ def save_draft(*values: Any) -> dict:
     return dict(zip(NAMES, values))
 
 
+def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
+    """Run the pre-launch probe of the form's config as a child process (torch stays out of this one): its report,
+    and what :func:`launch_probed` needs to keep its samples."""
+    config, problems = validate(access, *values)
+    if problems or config is None:
+        return problems_markdown(problems), None
+    busy = gpu_busy()
+    if busy:
+        return f"❌ {busy}", None
+    try:
+        report = probe_in_child(config)
+    except ProbeError as exc:
+        return f"❌ {exc}", None
+    return report.to_text(), {"config": config.to_dict(), "report": report.to_dict()}
+
+
 def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
     """Write the form's config to a YAML file for download (only when it can be read at all). The file name is a
     slug of the run name in a fresh directory under the data dir: the raw name never becomes a path."""
@@ -155,27 +178,6 @@ def import_yaml(file: str | None) -> list[Any]:
     return config_values(config) + [message]
 
 
-def upload_dataset(file: str | None) -> tuple[str, str]:
-    """Keep an uploaded data file under the data dir and point dataset_name at it."""
-    if not file:
-        raise user_error("choose a .jsonl, .csv or .parquet file")
-    source = Path(file)
-    if source.suffix.lower() not in (".jsonl", ".json", ".csv", ".parquet"):
-        raise user_error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
-    if source.stat().st_size > MAX_UPLOAD_BYTES:
-        raise user_error(f"{source.name}: {source.stat().st_size / 1e9:.1f} GB; uploads are limited to 2 GB")
-    target_dir = data_dir() / "uploads"
-    target_dir.mkdir(parents=True, exist_ok=True)
-    # a new name for every upload, so that one never replaces a file an earlier run still trains on
-    handle, name = tempfile.mkstemp(
-        dir=target_dir, prefix=slug(source.stem, "data") + "-", suffix=source.suffix.lower()
-    )
-    os.close(handle)
-    target = Path(name)
-    shutil.copyfile(source, target)
-    return str(target), f"Uploaded to {target}. Set the question/answer columns, then preview."
-
-
 def preview(access: Access, *values: Any) -> str:
     """The first three prompts exactly as the model will see them (chat template applied when the tokenizer is
     available locally), with their reference answers. Reads only the head of a data file; a path the dashboard
@@ -194,7 +196,7 @@ def preview(access: Access, *values: Any) -> str:
         return f"❌ {exc}"
     except Exception as exc:  # the hub unreachable, etc.
         return f"❌ could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}"
-    template = _local_chat_template(config.model_name_or_path)
+    template = local_chat_template(config.model_name_or_path)
     blocks = []
     for problem in rows:
         messages = make_prompt(problem.question, config.system_prompt)
@@ -212,26 +214,6 @@ def preview(access: Access, *values: Any) -> str:
         else "_(no local tokenizer: showing the chat messages; the model's template applies at training)_\n\n"
     )
     return note + "\n\n".join(blocks)
-
-
-def _local_chat_template(model: str) -> str | None:
-    """The model's chat template source, read from its files without loading transformers (it is rendered only by
-    trainer.loading.chat_template, sandboxed)."""
-    if model == BUILTIN_MODEL:
-        from trainer.loading.tiny import CHAT_TEMPLATE
-
-        return CHAT_TEMPLATE
-    path = Path(model).expanduser()
-    try:
-        if (path / "chat_template.jinja").is_file():
-            return (path / "chat_template.jinja").read_text()[: MAX_TEMPLATE_CHARS + 1]
-        config_file = path / "tokenizer_config.json"
-        if config_file.is_file() and config_file.stat().st_size < 20_000_000:
-            source = json.loads(config_file.read_text()).get("chat_template")
-            return source if isinstance(source, str) else None
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
@@ -299,9 +281,16 @@ def build(access: Access) -> Form:
                 preview_box = gr.Markdown()
     with gr.Row():
         check_button = gr.Button("Validate", elem_id="validate")
+        probe_button = gr.Button("Probe", elem_id="probe")
         launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
         export_button = gr.Button("Export YAML")
         imported = gr.UploadButton("Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
+    gr.Markdown(
+        "**Probe** samples a few groups from the base model with these settings and scores them with these rewards, "
+        "before any training: it says whether the run can learn (groups whose answers all score alike teach GRPO "
+        "nothing), how many answers hit the length limit, and how long a step will take. Launch right after, and "
+        "its samples are the run's step 0."
+    )
     status = gr.Markdown(elem_id="new-run-status")
     exported = gr.File(label="Exported config", interactive=False, visible=False)
     form = Form(widgets, status, draft)
@@ -317,7 +306,9 @@ def build(access: Access) -> Form:
     dataset_widget = widgets[NAMES.index("dataset_name")]
     preset.input(apply_preset, preset, widgets)
     check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status])
-    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, *widgets], [*widgets, status])
+    probed = gr.State(None)
+    probe_button.click(probe, [allow, *widgets], [status, probed])
+    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status])
     export_button.click(exported_file, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])

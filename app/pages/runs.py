@@ -14,6 +14,7 @@ from storage.models import Run
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
 from trainer.evaluation.export import zip_adapter
+from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, stop_worker
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import queue_positions, where
@@ -131,6 +132,27 @@ def clone_config(run_id) -> RunConfig:
     return config
 
 
+def fork_steps(run_id):
+    """The Fork control's step choices: the picked run's saved checkpoints, the latest selected."""
+    steps = checkpoint_steps(int(run_id)) if run_id not in (None, "") else []
+    return gr.update(choices=steps, value=steps[-1] if steps else None)
+
+
+def fork(run_id, step, settings: str) -> str:
+    """Queue a fork of the run from its checkpoint at ``step``, with the changed settings (one key=value a line)."""
+    if run_id in (None, "") or step in (None, ""):
+        raise user_error("pick a run and one of its saved checkpoints")
+    try:
+        changes = parse_settings([line for line in (settings or "").splitlines() if line.strip()])
+        new_id = fork_run(int(run_id), int(step), changes)
+    except ForkError as exc:
+        raise user_error(str(exc)) from None
+    return (
+        f"Run {new_id} queued: a fork of run {run_id} from step {step}. Its steps continue from {int(step) + 1}, "
+        "and the Monitor draws it over its parent."
+    )
+
+
 def delete_run(run_id, confirmed: bool) -> str:
     """Delete a finished run with its rows and files, after confirmation."""
     if not confirmed:
@@ -212,6 +234,17 @@ def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox,
     with gr.Row():
         confirm = gr.Checkbox(label="yes, delete it", elem_id="runs-confirm")
         delete = gr.Button("Delete run and files", variant="stop", elem_id="runs-delete")
+    gr.Markdown(
+        "**Fork** starts a new run from a saved checkpoint of the picked run with some settings changed (reward "
+        "weights, beta, learning rate, temperature, max_steps...); settings that change the adapter's shape are "
+        "refused. Its steps continue the parent's, and the Monitor draws both."
+    )
+    with gr.Row():
+        fork_step = gr.Dropdown(label="Fork at step", choices=[], elem_id="runs-fork-step", scale=1)
+        fork_settings = gr.Textbox(
+            label="Changed settings", placeholder="beta=0.01\nmax_steps=300", lines=2, elem_id="runs-fork-set", scale=2
+        )
+        fork_button = gr.Button("Fork", elem_id="runs-fork", scale=1)
     message = gr.Markdown(elem_id="runs-message")
     archive = gr.File(label="Adapter", interactive=False, visible=False, elem_id="runs-archive")
 
@@ -226,6 +259,8 @@ def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox,
     delete.click(lambda r, c: (reported(delete_run)(r, c), False), [run_id, confirm], [message, confirm]).then(
         run_rows, search, table
     )
+    run_id.change(fork_steps, run_id, fork_step)
+    fork_button.click(reported(fork), [run_id, fork_step, fork_settings], message).then(run_rows, search, table)
     download.click(download_adapter, run_id, [archive, message])
     clone.click(
         lambda r: clone_into_form(r, config_values, len(form.fields)),

@@ -170,29 +170,18 @@ def base_weight_bytes(model) -> int:
     return total
 
 
-def sample(
-    model,
-    tokenizer,
-    messages: list[dict],
-    n: int,
-    settings: SamplingSettings,
-    *,
-    adapter: bool,
-) -> list[str]:
-    """``n`` completions for one chat prompt with the adapter on or off, generated as one batch of ``n`` copies of
-    the prompt after seeding with ``seed``: both sides draw the same random numbers in the same order, so base and
-    tuned see the same randomness (completion i of each side uses the same draws)."""
-    import contextlib
-
+def generate_group(model, tokenizer, messages: list[dict], n: int, settings: SamplingSettings):
+    """``n`` completions for one chat prompt, generated as one batch of ``n`` copies of the prompt after seeding
+    with ``settings.seed``: (token ids of prompt + completion, the prompt's length). The pre-launch probe samples its
+    groups with this too."""
     import torch
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     batch = tokenizer([text] * n, return_tensors="pt", add_special_tokens=False).to(model.device)
-    context = contextlib.nullcontext() if adapter else model.disable_adapter()
     kwargs = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
     if settings.greedy:
         kwargs = {"do_sample": False}
-    with context, torch.no_grad():
+    with torch.no_grad():
         torch.manual_seed(settings.seed)
         ids = model.generate(
             **batch,
@@ -201,7 +190,18 @@ def sample(
             eos_token_id=tokenizer.eos_token_id,
             **kwargs,
         )
-    return tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    return ids, batch["input_ids"].shape[1]
+
+
+def sample(model, tokenizer, messages: list[dict], n: int, settings: SamplingSettings, *, adapter: bool) -> list[str]:
+    """``n`` completions for one chat prompt with the adapter on or off (:func:`generate_group`). Both sides draw the
+    same random numbers in the same order, so base and tuned see the same randomness (completion i of each side uses
+    the same draws)."""
+    import contextlib
+
+    with contextlib.nullcontext() if adapter else model.disable_adapter():
+        ids, prompt_length = generate_group(model, tokenizer, messages, n, settings)
+    return tokenizer.batch_decode(ids[:, prompt_length:], skip_special_tokens=True)
 
 
 def score(

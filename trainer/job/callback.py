@@ -87,9 +87,14 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
         trainer: Any = None  # set once the trainer exists; the completions table lives on it
         last_sample_step = -1
 
-        def on_train_begin(self, args, state, control, **kwargs):
+        def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+            from trainer.job.checkpoints import follow_config_after_resume
+
+            changed = follow_config_after_resume(args, state, optimizer, lr_scheduler)
             if writer:
                 writer.progress(state.global_step, state.max_steps)
+                if changed is not None:
+                    writer.log(f"learning rate from the checkpoint replaced by this run's {changed:g}")
 
         def on_step_end(self, args, state, control, **kwargs):
             if writer:
@@ -137,8 +142,8 @@ def sample_rows(trainer: Any, run_id: int, step: int, weights: list[float], grou
                 "run_id": run_id,
                 "step": step,
                 "group_index": i // group_size,
-                "prompt": _text(prompt, last_user=True),
-                "completion": _text(completion),
+                "prompt": message_text(prompt, last_user=True),
+                "completion": message_text(completion),
                 "rewards": scores,
                 "total_reward": sum(w * s for w, s in applied) if applied else None,
                 "advantage": _finite_or_none(advantages[i]) if i < len(advantages) else None,
@@ -174,7 +179,9 @@ def _finite_or_none(value: Any) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
-def _text(item: Any, last_user: bool = False) -> str:
+def message_text(item: Any, last_user: bool = False) -> str:
+    """A prompt or completion as text: as is when it is text, else its messages' contents (``last_user``: only the
+    last user message of a chat prompt, which is what differs between prompts)."""
     if isinstance(item, str):
         return item
     messages = [m for m in item if isinstance(m, dict)]

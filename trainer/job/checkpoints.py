@@ -28,3 +28,24 @@ def prepare_resume(files: RunFiles, run_id: int, log_line: Callable[[str], None]
             queries.drop_steps_after(session, run_id, step)
         log_line(f"resuming from {checkpoint.name}: steps continue from {step}")
     return checkpoint
+
+
+def follow_config_after_resume(args, state, optimizer, lr_scheduler) -> float | None:
+    """After a checkpoint is loaded, make the learning rate and the logging/saving intervals the run's own again;
+    returns the new peak learning rate when it changed, else None.
+
+    The checkpoint's scheduler state carries the peak learning rate it was created with (``base_lrs``) and its
+    trainer state the intervals, and transformers restores both over the run's arguments. For a resumed run they are
+    the same; a fork (trainer/job/fork.py) may have changed them. Called at train begin, when both are loaded.
+    """
+    state.logging_steps, state.save_steps = args.logging_steps, args.save_steps
+    scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate may wrap it
+    lambdas = getattr(scheduler, "lr_lambdas", None)  # transformers' schedules are all LambdaLR
+    if optimizer is None or not lambdas or list(scheduler.base_lrs) == [args.learning_rate] * len(lambdas):
+        return None
+    scheduler.base_lrs = [args.learning_rate] * len(lambdas)
+    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, lambdas)]
+    for group, lr in zip(optimizer.param_groups, lrs):
+        group["initial_lr"], group["lr"] = args.learning_rate, lr
+    scheduler._last_lr = lrs
+    return args.learning_rate

@@ -91,10 +91,14 @@ class RunFiles:
         found = [p for p in self.checkpoints.glob(CHECKPOINT_PREFIX + "*") if p.name.split("-")[-1].isdigit()]
         return sorted(found, key=checkpoint_step)
 
+    def complete_checkpoints(self) -> list[Path]:
+        """The checkpoints that can be resumed (or forked) from, in step order. One a killed worker left without
+        ``trainer_state.json`` is skipped (and removed by :meth:`prune_partial_checkpoints`)."""
+        return [p for p in self.checkpoint_dirs() if (p / "trainer_state.json").is_file()]
+
     def latest_checkpoint(self) -> Path | None:
-        """The newest complete checkpoint, or None. A checkpoint a killed worker left without ``trainer_state.json``
-        can't be resumed from, so it is skipped (and removed by :meth:`prune_partial_checkpoints`)."""
-        complete = [p for p in self.checkpoint_dirs() if (p / "trainer_state.json").is_file()]
+        """The newest complete checkpoint, or None."""
+        complete = self.complete_checkpoints()
         return complete[-1] if complete else None
 
     def prune_partial_checkpoints(self) -> list[str]:

@@ -1,0 +1,122 @@
+"""Forking a run: a new run that starts from a saved checkpoint of another one, with some settings changed ("the
+same run from step 40, with beta 0.01").
+
+A fork is a resume in a new run. Its directory gets a copy of the parent's ``checkpoint-N`` (a copy, not a link, so
+nothing the fork's worker writes can touch the parent), its row records the parent and N, and its worker resumes from
+that checkpoint as any stopped run would (trainer/job/checkpoints.py): the adapter, optimizer, scheduler, RNG and
+data position all continue, so the fork's first logged step is N + 1 on the parent's axis. Settings that TRL reads
+from its arguments every step (beta, temperature, reward weights, max_steps...) take effect from there; the learning
+rate, which the checkpoint's scheduler would otherwise restore, is set back to the fork's by
+:func:`trainer.job.checkpoints.follow_config_after_resume`.
+
+Settings that change what the saved adapter *is* are refused, each with its reason (:data:`SHAPE_SETTINGS`).
+Torch-free: the dashboard and the CLI call this directly.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from storage import queries
+from storage.db import data_dir, get_sessionmaker
+from trainer.config import ConfigError, RunConfig
+from trainer.job.run_files import RunFiles, checkpoint_step
+
+# Settings a fork may not change, and why: the checkpoint's adapter would not fit, or would not compute what it did.
+SHAPE_SETTINGS = {
+    "model_name_or_path": "the checkpoint's adapter was trained on the parent's base model",
+    "lora_r": "the adapter's matrices have the parent's rank",
+    "lora_alpha": "the adapter's output is scaled by alpha / rank, so the fork would not start where the parent was",
+    "lora_target_modules": "the adapter exists only on the parent's modules",
+    "load_in_4bit": "the adapter was trained against the parent's base weights (4-bit and 16-bit differ)",
+    "deepspeed_stage": "the checkpoint's optimizer state is saved in the parent's DeepSpeed layout",
+}
+
+
+class ForkError(ValueError):
+    """A fork that can't be made as asked (no such run or checkpoint, a refused or invalid setting)."""
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """``["beta=0.01", "reward_weights=1,2"]`` as a mapping; values stay text, read as their field's type by
+    :meth:`RunConfig.from_dict` (a list as comma-separated items)."""
+    changes = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ForkError(f"{pair!r}: expected key=value, e.g. beta=0.01")
+        changes[key.strip()] = value.strip()
+    return changes
+
+
+def checkpoint_steps(run_id: int) -> list[int]:
+    """The steps of a run's complete checkpoints (what it can be forked at), ascending; [] for a missing run."""
+    with get_sessionmaker().begin() as session:
+        run = queries.get_run(session, int(run_id))
+        output_dir = run.output_dir if run else None
+    return [checkpoint_step(p) for p in RunFiles(Path(output_dir)).complete_checkpoints()] if output_dir else []
+
+
+def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int) -> RunConfig:
+    """The parent's config with ``changes`` applied, validated; raises :class:`ForkError` naming every refused,
+    unknown or invalid setting."""
+    refused = [f"{key} can't change in a fork: {SHAPE_SETTINGS[key]}" for key in changes if key in SHAPE_SETTINGS]
+    unknown = [f"{key}: no such setting" for key in changes if key not in RunConfig.__dataclass_fields__]
+    if refused or unknown:
+        raise ForkError("; ".join(refused + unknown))
+    try:
+        config, _ = RunConfig.from_dict({**parent, **changes})
+    except ConfigError as exc:
+        raise ForkError("; ".join(exc.problems)) from None
+    problems = config.validate()
+    if config.max_steps <= step:
+        problems.append(
+            f"max_steps {config.max_steps} is not past the fork's step {step}: there would be nothing to train "
+            f"(set max_steps higher, e.g. max_steps={step + config.max_steps})"
+        )
+    if problems:
+        raise ForkError("; ".join(problems))
+    return config
+
+
+def fork_run(run_id: int, step: int, changes: dict[str, Any], name: str | None = None) -> int:
+    """Queue a fork of run ``run_id`` from its checkpoint of ``step`` with ``changes`` (setting name → value);
+    returns the new run's id. The parent's row and files are only read.
+
+    The checkpoint is copied into a staging directory first and renamed into the fork's directory in the transaction
+    that creates the row: a copy of gigabytes must not hold the database's write lock, and the scheduler must never
+    see the queued fork before its checkpoint is complete (it would train from step 0).
+    """
+    with get_sessionmaker().begin() as session:
+        parent = queries.get_run(session, int(run_id))
+        if parent is None:
+            raise ForkError(f"no run with id {run_id}")
+        saved = RunFiles(Path(parent.output_dir)).complete_checkpoints() if parent.output_dir else []
+        parent_name, parent_config = parent.name, dict(parent.config)
+    checkpoints = {checkpoint_step(p): p for p in saved}
+    if step not in checkpoints:
+        listed = ", ".join(str(s) for s in checkpoints) or "none yet"
+        raise ForkError(f"run {run_id} has no saved checkpoint at step {step} (saved at steps: {listed})")
+    config = forked_config(parent_config, changes, step)
+    config.name = name or changes.get("name") or f"{parent_name}-fork{step}"
+    staging = RunFiles(data_dir() / "runs" / f".fork-{secrets.token_hex(4)}")
+    try:
+        shutil.copytree(checkpoints[step], staging.checkpoints / checkpoints[step].name)
+        with get_sessionmaker().begin() as session:
+            parent = queries.get_run(session, int(run_id))
+            if parent is None:
+                raise ForkError(f"run {run_id} was deleted while its checkpoint was being copied")
+            run = queries.create_fork(session, parent, step, config.name, config.to_dict())
+            files = RunFiles.new(run.id)
+            staging.root.rename(files.root)
+            queries.set_output_dir(session, run, str(files.root))
+            changed = {k: (parent_config.get(k), v) for k, v in config.to_dict().items() if parent_config.get(k) != v}
+            changed.pop("name", None)
+            described = ", ".join(f"{k} {old!r} → {new!r}" for k, (old, new) in changed.items()) or "no settings"
+            queries.add_log(session, run.id, f"forked from run {run_id} at step {step}; changed: {described}")
+            return run.id
+    finally:
+        staging.remove()  # gone already unless something failed

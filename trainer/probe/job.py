@@ -1,0 +1,44 @@
+"""The probe as a job: a child process (``python -m trainer.probe``) that loads the model, samples and scores, and
+hands back the report as JSON. The dashboard calls this, so torch is loaded by the child and never by the UI
+process, and a probe that runs out of memory costs the child only. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from trainer.config import RunConfig
+from trainer.probe.report import ProbeReport
+
+WASTED_EXIT = 3  # the exit code of a probe whose verdict is that the run would learn nothing (the CLI's too)
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class ProbeError(RuntimeError):
+    """The probe itself failed (the model would not load, the data set is missing...): the child's last words."""
+
+
+def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -> ProbeReport:
+    """Run the probe of ``config`` in a child process and return its report; raises :class:`ProbeError` with the
+    child's last output lines when it fails or takes longer than ``timeout`` seconds."""
+    with tempfile.TemporaryDirectory(prefix="grpo-studio-probe-") as tmp:
+        config_file, out = Path(tmp) / "config.json", Path(tmp) / "report.json"
+        config.with_absolute_paths(Path.cwd()).save(config_file)  # the child runs in its temp dir
+        env = dict(os.environ)
+        # the child must find the packages when grpo-studio runs from a source checkout (as trainer.job.launch does)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        command = [sys.executable, "-m", "trainer.probe", str(config_file), "--prompts", str(prompts)]
+        try:
+            done = subprocess.run(
+                [*command, "--json", str(out)], capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp
+            )
+        except subprocess.TimeoutExpired:
+            raise ProbeError(f"the probe took longer than {timeout:.0f} s and was stopped") from None
+        if done.returncode not in (0, WASTED_EXIT) or not out.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise ProbeError(f"the probe failed (exit {done.returncode}): {tail}")
+        return ProbeReport.from_dict(json.loads(out.read_text()))

@@ -27,6 +27,16 @@ from storage.db import data_dir
 CHECKPOINT_PREFIX = "checkpoint-"
 
 
+class InRun:
+    """A path under a run's root, named once: a read-only attribute of :class:`RunFiles`."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name, self.__doc__ = name, doc
+
+    def __get__(self, files: RunFiles | None, owner: type | None = None) -> Path:
+        return self if files is None else files.root / self.name  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """Where one run's log, checkpoints and adapter live, under ``root``."""
@@ -44,40 +54,14 @@ class RunFiles:
         """The run's directory as recorded on its row, or a new one when none is recorded yet."""
         return cls(Path(output_dir)) if output_dir else cls.new(run_id)
 
-    @property
-    def log(self) -> Path:
-        """The worker process's output."""
-        return self.root / "worker.log"
-
-    @property
-    def checkpoints(self) -> Path:
-        """TRL's output directory: it saves ``checkpoint-N`` directories here."""
-        return self.root / "checkpoints"
-
-    @property
-    def adapter(self) -> Path:
-        """The final LoRA adapter."""
-        return self.root / "adapter"
-
-    @property
-    def slurm_script(self) -> Path:
-        """The Slurm job script (readable: the same job can be submitted by hand)."""
-        return self.root / "slurm-job.sh"
-
-    @property
-    def shared_marker(self) -> Path:
-        """The dashboard's token for the Slurm job to find."""
-        return self.root / ".shared-marker"
-
-    @property
-    def node_marker(self) -> Path:
-        """The job's answer: it found the token, so the data dir is shared."""
-        return self.root / ".shared-seen"
-
-    @property
-    def vllm_log(self) -> Path:
-        """The output of the run's vLLM server."""
-        return self.root / "vllm-server.log"
+    # The module docstring's tree, one path each; ``RunFiles(root).log`` is ``root / "worker.log"``.
+    log = InRun("worker.log", "The worker process's output.")
+    checkpoints = InRun("checkpoints", "TRL's output directory: it saves ``checkpoint-N`` directories here.")
+    adapter = InRun("adapter", "The final LoRA adapter.")
+    slurm_script = InRun("slurm-job.sh", "The Slurm job script (readable: the same job can be submitted by hand).")
+    shared_marker = InRun(".shared-marker", "The dashboard's token for the Slurm job to find.")
+    node_marker = InRun(".shared-seen", "The job's answer: it found the token, so the data dir is shared.")
+    vllm_log = InRun("vllm-server.log", "The output of the run's vLLM server.")
 
     def create(self) -> RunFiles:
         """Make the root directory (and its parents) if missing; returns self."""

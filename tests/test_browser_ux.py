@@ -136,8 +136,13 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         # 4 reward series: 6 points each for the finished run, then the live run's first 3 steps
         wait_for(lambda: _points(page, "reward") >= 4 * 6 + 4 * 3, 600, "the live run's first steps beside the overlay")
         assert "running" in page.locator("#monitor-progress").inner_text()
-        legend = page.locator("#chart-reward .legend").bounding_box()
-        plot = page.locator("#chart-reward .nsewdrag").first.bounding_box()
+
+        def boxes():  # the chart is redrawn at every tick of a live run: read both boxes of one drawing
+            legend = page.locator("#chart-reward .legend").bounding_box()
+            plot = page.locator("#chart-reward .nsewdrag").first.bounding_box()
+            return (legend, plot) if legend and plot else None
+
+        legend, plot = wait_for(boxes, 30, "the reward chart's legend and plot area")
         assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # under the plot area, not over it
         names = page.locator("#chart-reward .legendtext").all_text_contents()
         assert any(n.endswith("· correctness") for n in names) and not any("rewards/" in n for n in names)

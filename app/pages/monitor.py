@@ -158,18 +158,18 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
         waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
     if main is None:
         return MonitorView(f"Run {run_id} no longer exists.", caches)
-    if waiting and not caches[int(run_id)].series:  # no empty charts with made-up axes: say what it waits for
-        return MonitorView(progress_text(main) + "\n\n" + waiting, caches, table=[], log="")
+    forked = ""
+    if fork:
+        forked = f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
+    if waiting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
+        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, caches, table=[], log="")
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
     header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
-    if waiting:  # a resumed run waits with the steps it logged before
+    if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
         header += "\n\n" + waiting
     if main.backend:
         header += f"\n\nModel path: {main.backend}"
-    if fork:
-        header += (
-            f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
-        )
+    header += forked
     if main.error:
         header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
     first, last = (steps[0], steps[-1]) if steps else (0, 0)

@@ -29,6 +29,7 @@ class Chart:
     meaning: str
     per_reward: bool = False
     unit: str = ""  # the y axis title
+    empty: str = "nothing logged for this chart yet"  # said in place of empty axes
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -46,6 +47,8 @@ CHARTS: tuple[Chart, ...] = (
         ("heldout/correct", "heldout/format"),
         "Share of held-out problems (never trained on) answered right and in the format, scored every eval_steps "
         "steps from the base model on: whether what GRPO learns carries over beyond the training prompts.",
+        unit="share of problems",
+        empty="no held-out evaluation in this run: set eval_steps (the offline demo does) to chart it while training",
     ),
     Chart(
         "reward_std",
@@ -233,6 +236,12 @@ def build_figure(
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
         "showlegend": bool(traces),
     }
+    if not traces:  # words instead of empty axes with made-up ranges
+        layout["xaxis"]["visible"] = False
+        layout["yaxis"]["visible"] = False
+        layout["annotations"] = [
+            {"text": chart.empty, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
+        ]
     if mark is not None and x_axis == "step":
         step, text = mark
         line = {"type": "line", "x0": step, "x1": step, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot"}}

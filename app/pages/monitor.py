@@ -172,7 +172,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     header += forked
     if main.error:
         header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
-    first, last = (steps[0], steps[-1]) if steps else (0, 0)
+    last = steps[-1] if steps else 0
     shown = step if pinned and step in steps else last
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
     worker_log = log_tail(main, 40) if raw else ""
@@ -188,8 +188,10 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
             "time" if x_axis == "wall time" else "step",
             (fork[1], f"forked from run {fork[0]}") if fork else None,
         ),
-        # Gradio's slider needs minimum < maximum; a run with one sampled step still gets a (harmless) extra notch
-        step=gr.update(minimum=first, maximum=max(last, first + 1), value=shown),
+        # From 0 (a probed run's step 0), not the first sampled step: the timer sends the slider's value back as an
+        # input, and a value the page still holds under a raised minimum made Gradio refuse the tick with a toast
+        # ("Value 0 is less than minimum value 1"). Gradio also needs minimum < maximum.
+        step=gr.update(minimum=0, maximum=max(last, 1), value=shown),
         table=completions_table(int(run_id), shown),
         log=log_text,
     )

@@ -51,6 +51,16 @@ LABELS = {
     "lora_alpha": "LoRA alpha",
     "lora_dropout": "LoRA dropout",
     "lora_target_modules": "LoRA target modules",
+    "eval_steps": "Held-out evaluation every N steps",
+    "heldout_fraction": "Held-out share of the data",
+    "executor": "Where the worker runs",
+    "slurm_partition": "Slurm partition",
+    "slurm_nodes": "Slurm nodes",
+    "slurm_gpus_per_node": "GPUs per node",
+    "slurm_time": "Slurm time limit",
+    "slurm_account": "Slurm account",
+    "vllm_mode": "vLLM mode",
+    "vllm_gpus": "GPUs for the vLLM server",
 }
 
 

@@ -265,7 +265,8 @@ def build(access: Access) -> Form:
     widgets = []
     sections = grouped_fields(default_config())
     for group, fields in sections:
-        with gr.Accordion(GROUP_TITLES[group], open=group != "advanced"):
+        # the cluster settings only matter on a cluster: closed, like the advanced ones
+        with gr.Accordion(GROUP_TITLES[group], open=group not in ("advanced", "cluster")):
             if group == "data":
                 data_file = gr.UploadButton(
                     "Upload a data set (.jsonl, .csv, .parquet)",

@@ -115,7 +115,14 @@ def _pick_run(page, run_id: int) -> None:
 
 
 def _points(page, chart: str) -> int:
-    return page.locator(f"#chart-{chart} .scatterlayer .point").count()
+    """How many data points a monitor chart draws, from the plot's own data rather than its marker elements: the
+    chart is redrawn at every tick, and counting markers while a redraw had two copies on the page once read a count
+    the finished chart could not exceed."""
+    script = """(sel) => {
+        const plot = document.querySelector(sel);
+        return (plot && plot._fullData || []).reduce((n, t) => n + (t.y ? t.y.length : 0), 0);
+    }"""
+    return page.evaluate(script, f"#chart-{chart} .js-plotly-plot")
 
 
 def _series(page, chart: str, key: str) -> list[float]:

@@ -19,13 +19,24 @@ The environment variables named ``$...`` in :func:`node_command` are left for th
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 WORKER = ("trainer.job.worker",)
 # Placeholders that each node's shell expands: Slurm's node index, and the first node's name (the job script sets it).
 NODE_RANK = "$SLURM_NODEID"
 MAIN_NODE = "$GRPO_STUDIO_MAIN_NODE"
 MAIN_PORT = 29500  # torch.distributed's usual rendezvous port; the job has its nodes to itself
+
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding trainer/, app/ and storage/
+
+
+def with_package_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the package root first on PYTHONPATH: a process started from it finds the packages even when
+    grpo-studio runs from a source checkout rather than an install."""
+    return env | {"PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)}
 
 
 def _accelerate(processes: int, machines: int) -> list[str]:

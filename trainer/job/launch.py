@@ -23,7 +23,7 @@ from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
 from trainer.job import slurm
-from trainer.job.commands import supervised, worker_command
+from trainer.job.commands import supervised, with_package_path, worker_command
 from trainer.job.run_files import RunFiles
 from trainer.loading.backend import cache_env
 
@@ -58,12 +58,9 @@ def start_worker(session: Session, run: Run) -> int | str | None:
 def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen:
     """Start ``command`` as a detached process of its own session (it outlives the dashboard), its output appended to
     ``log``, in ``cwd``: a run's worker, or an evaluation job."""
-    root = Path(__file__).resolve().parent.parent.parent
     # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES
     # says why).
-    env = cache_env(data_dir()) | dict(os.environ)
-    # The process must find the packages even when grpo-studio runs from a source checkout rather than an install.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    env = with_package_path(cache_env(data_dir()) | dict(os.environ))
     with open(log, "ab") as log_file:
         return subprocess.Popen(
             command,

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run, RunStatus
-from trainer.job.commands import MAIN_NODE, node_command, supervised, worker_command
+from trainer.job.commands import MAIN_NODE, PACKAGE_ROOT, node_command, supervised, worker_command
 from trainer.job.run_files import RunFiles
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def launch_lines(config: RunConfig, run_id: int) -> list[str]:
 
 def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> str:
     """The batch script of the run's job: its options, the environment a worker needs, and the launch line."""
-    root = Path(__file__).resolve().parents[2]
+    root = PACKAGE_ROOT
     lines = [
         "#!/bin/bash",
         f"# grpo-studio run {run_id} ({config.name}): written by the dashboard, submitted with",

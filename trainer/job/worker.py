@@ -36,6 +36,7 @@ from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import prepare_resume
+from trainer.job.commands import with_package_path
 from trainer.job.db_writer import DbWriter
 from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.job.launch import is_alive, process_start_time
@@ -212,9 +213,7 @@ def restart_without_unsloth(
     writer.log(f"Unsloth cannot load this model ({exc}); restarting the worker on TRL's own path", "WARNING")
     writer.close()
     reserve.release()
-    root = str(Path(__file__).resolve().parent.parent.parent)
-    env = {**os.environ, UNSLOTH_REFUSED: str(exc)[:300]}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    env = with_package_path({**os.environ, UNSLOTH_REFUSED: str(exc)[:300]})
     sys.stdout.flush()
     sys.stderr.flush()
     # The same pid, so the run row's pid and start time still name this worker.

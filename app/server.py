@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.access import Access
 from app.pages import compare, monitor, new_run, runs
 from storage.db import data_dir, get_sessionmaker
-from storage.summaries import RunSummary, run_summaries
+from storage.summaries import RunSummary, matching, run_summaries
 from trainer.job.launch import schedule
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
                 return gr.update(), gr.update(), gr.update(), gr.update(), previous
             choices, finished = runs.run_choices(summaries), compare.finished_runs(summaries)
-            text = (query or "").strip()
-            rows = runs.run_rows(text) if text else runs.table_rows(summaries)
+            rows = runs.table_rows(matching(summaries, query))
             if previous == (choices, finished):
                 return rows, gr.update(), gr.update(), gr.update(), previous
             return (

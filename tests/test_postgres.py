@@ -17,6 +17,7 @@ from storage import queries
 from storage.db import get_sessionmaker, make_engine, reset_engine
 from storage.migrate import HEAD, current_revision
 from storage.models import Base, RunStatus
+from storage.summaries import run_summaries
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
@@ -49,6 +50,8 @@ def test_run_life_cycle_metrics_and_incremental_poll(Session):
             queries.set_progress(s, run_id, step)
         with Session.begin() as s:
             assert cache.poll(s) == 2  # only what arrived since the last poll
+            summary = next(r for r in run_summaries(s) if r.id == run_id)  # the run list's kept latest values
+            assert (summary.current_step, summary.last_reward, summary.last_kl) == (step, step / 2, None)
     assert cache.series["reward"][:, 1].tolist() == [0.5, 1.0, 1.5]
     assert all(math.isnan(v) for v in cache.series["loss"][:, 1])
     with Session.begin() as s:

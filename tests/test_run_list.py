@@ -48,3 +48,77 @@ def test_search_finds_runs_by_name_or_id_and_the_table_shows_them():
     assert [r[0] for r in run_rows(str(ids[2]))] == [ids[2]]
     assert next(r for r in run_rows() if r[0] == ids[2])[COLUMNS.index("held-out correct")] == "50.0% → 70.0%"
     assert [c[1] for c in run_choices()] == sorted(ids, reverse=True)
+
+
+def test_the_kept_latest_values_follow_every_change_another_process_writes(database):
+    """run_summaries keeps each run's latest reward, KL and evaluation between ticks and re-reads them only for runs
+    whose row changed: every kind of change a worker, an evaluation job or the Runs page makes (from another
+    connection, as from another process) shows at the next tick."""
+    from sqlalchemy.orm import sessionmaker
+
+    from storage.db import make_engine
+    from storage.models import RunStatus
+
+    ids = _make_runs(3)
+    other = make_engine(database)  # another process's connection to the same database
+    writer = sessionmaker(other, expire_on_commit=False)
+
+    def tick() -> dict:
+        with get_sessionmaker().begin() as s:
+            return {r.id: r for r in run_summaries(s)}
+
+    assert tick()[ids[0]].last_reward == 0.2
+    with writer.begin() as s:  # a worker logs step 3: metrics and step counter in one transaction
+        queries.add_metric_rows(s, queries.metric_rows(ids[0], 3, {"reward": 7.5, "kl": 0.25}, 3.0))
+        queries.set_progress(s, ids[0], 3)
+    summaries = tick()
+    assert (summaries[ids[0]].last_reward, summaries[ids[0]].last_kl, summaries[ids[0]].current_step) == (7.5, 0.25, 3)
+    assert summaries[ids[1]].last_reward == 1.2  # an unchanged run keeps its values
+
+    with writer.begin() as s:  # a resumed run drops the steps after its checkpoint
+        queries.drop_steps_after(s, ids[0], 1)
+    assert tick()[ids[0]].last_reward == 0.1
+
+    with writer.begin() as s:  # an evaluation job finishes for a run whose row did not change
+        evaluation = queries.add_evaluation(s, ids[1], "final", 10, 0, status=RunStatus.RUNNING)
+    assert tick()[ids[1]].evaluation is None  # a running job's results are not shown
+    with writer.begin() as s:
+        results = {"base": {"correct": 0.25}, "tuned": {"correct": 0.75}}
+        queries.finish_evaluation(s, s.merge(evaluation), RunStatus.COMPLETED, results)
+    assert tick()[ids[1]].evaluation == results
+
+    with writer.begin() as s:  # the launcher rewrites the config; a run is deleted; a new one queued
+        run = queries.get_run(s, ids[2])
+        queries.set_config(s, run, {**run.config, "model_name_or_path": "/abs/model"})
+        queries.delete_run(s, ids[1])
+        new = queries.create_run(s, "later", {"model_name_or_path": "builtin:tiny"}, 5).id
+    summaries = tick()
+    assert list(summaries) == [new, ids[2], ids[0]]
+    assert summaries[ids[2]].model == "/abs/model" and summaries[new].last_reward is None
+    other.dispose()
+
+
+def test_search_matches_names_in_any_case_and_ids_exactly():
+    ids = _make_runs(4)
+    with get_sessionmaker().begin() as s:
+        assert [r.name for r in run_summaries(s, search=" Sweep ")] == ["sweep-d", "sweep-b"]
+        assert [r.id for r in run_summaries(s, search=str(ids[0]))] == [ids[0]]
+        assert [r.name for r in run_summaries(s, search="%")] == []  # no SQL wildcards
+        assert len(run_summaries(s, search="")) == 4 and len(run_summaries(s, limit=2)) == 2
+
+
+def test_an_unchanged_run_list_costs_two_small_statements():
+    """With nothing changed since the last tick, a tick reads the runs table and the finished evaluations' count, not
+    each run's latest metrics (what made a tick cost 60 ms at 1,000 runs: bench/runs_list.py)."""
+    from sqlalchemy import event
+
+    _make_runs(5)
+    statements = []
+    engine = get_sessionmaker().kw["bind"]
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    with get_sessionmaker().begin() as s:
+        first = run_summaries(s)
+        assert any("metrics" in sql for sql in statements)
+        statements.clear()
+        assert run_summaries(s) == first
+    assert len(statements) == 2 and not any("metrics" in sql for sql in statements)

@@ -22,6 +22,8 @@ from .conftest import ROOT
 from .helpers import tiny_config
 
 QWEN = dict(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_vllm=True)
+EVERYTHING = Capabilities(cuda=True, bf16=True, unsloth=True, vllm=True)
+QWEN_ON_TRL, QWEN_PLAIN = {**QWEN, "backend": "trl"}, {**QWEN, "backend": "plain"}  # a path chosen in the config
 
 
 @pytest.mark.parametrize(
@@ -30,21 +32,11 @@ QWEN = dict(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_vllm=True)
         (Capabilities(cuda=False, bf16=False, unsloth=True, vllm=True), QWEN, "plain", "no GPU"),
         (Capabilities(cuda=True, bf16=True, unsloth=False, vllm=True), QWEN, "trl_vllm", "unsloth not installed"),
         (Capabilities(cuda=True, bf16=True, unsloth=False, vllm=False), QWEN, "plain", "unsloth not installed"),
-        (
-            Capabilities(cuda=True, bf16=True, unsloth=True, vllm=True),
-            {**QWEN, "backend": "trl"},
-            "trl_vllm",
-            "TRL path chosen in the config",
-        ),
-        (Capabilities(cuda=True, bf16=True, unsloth=True, vllm=True), QWEN, "unsloth", "GPU with unsloth"),
+        (EVERYTHING, QWEN_ON_TRL, "trl_vllm", "TRL path chosen in the config"),
+        (EVERYTHING, QWEN, "unsloth", "GPU with unsloth"),
         (Capabilities(cuda=True, bf16=True, unsloth=True, vllm=False), QWEN, "unsloth", "vllm not installed"),
-        (
-            Capabilities(cuda=True, bf16=True, unsloth=True, vllm=True),
-            {**QWEN, "backend": "plain"},
-            "plain",
-            "plain path chosen in the config",
-        ),
-        (Capabilities(cuda=True, bf16=True, unsloth=True, vllm=True), {}, "plain", "not supported by Unsloth"),
+        (EVERYTHING, QWEN_PLAIN, "plain", "plain path chosen in the config"),
+        (EVERYTHING, {}, "plain", "not supported by Unsloth"),
     ],
 )
 def test_path_selection(caps, config, name, reason):

@@ -27,7 +27,19 @@ from typing import Any
 
 from trainer import config_checks as checks
 from trainer import config_review as review
-from trainer.config_fields import EXECUTORS, GROUPS, SYSTEM_PROMPT, setting  # noqa: F401 - GROUPS and SYSTEM_PROMPT re-exported
+from trainer.config_fields import (  # noqa: F401 - re-exported
+    EXECUTORS,
+    GROUPS,
+    SYSTEM_PROMPT,
+    advanced,
+    cluster,
+    data,
+    generation,
+    grpo,
+    lora,
+    model,
+    rewards,
+)
 from trainer.config_file import ConfigFileError, read_mapping, write_mapping
 
 
@@ -36,218 +48,166 @@ class RunConfig:
     """Every setting of a GRPO run (see the module docstring for naming and defaults)."""
 
     # --- model ---
-    name: str = setting("grpo-run", "A name for the run, shown in the dashboard and the run list.", "model")
-    model_name_or_path: str = setting(
+    name: str = model("grpo-run", "A name for the run, shown in the dashboard and the run list.")
+    model_name_or_path: str = model(
         # Unsloth's ungated copy of meta-llama/Llama-3.2-3B-Instruct (the same weights): the meta-llama repo needs
         # an HF_TOKEN of an account that accepted Meta's license, which compare, eval and the plain path would ask for.
         "unsloth/Llama-3.2-3B-Instruct",
         "Model to fine-tune: a Hugging Face hub id, a local directory, or builtin:tiny (offline demo model).",
-        "model",
     )
     # --- data ---
-    dataset_name: str = setting(
+    dataset_name: str = data(
         "gsm8k",
         "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic or builtin:code (offline), a hub id, or a local .jsonl/.csv/.parquet file.",
-        "data",
     )
-    dataset_split: str = setting("train", "Split of the data set to train on.", "data", advanced=True)
-    question_column: str = setting("question", "Column of a local file that holds the question.", "data")
-    answer_column: str = setting("answer", "Column of a local file that holds the reference answer.", "data")
-    max_train_samples: int = setting(
-        0, "Use at most this many training examples (0: all).", "data", min=0, max=100_000_000, advanced=True
+    dataset_split: str = data("train", "Split of the data set to train on.", advanced=True)
+    question_column: str = data("question", "Column of a local file that holds the question.")
+    answer_column: str = data("answer", "Column of a local file that holds the reference answer.")
+    max_train_samples: int = data(
+        0, "Use at most this many training examples (0: all).", min=0, max=100_000_000, advanced=True
     )
-    heldout_fraction: float = setting(
+    heldout_fraction: float = data(
         0.0,
         "Share of the training rows kept out of training for held-out evaluation (for a data set without a test "
         "split; 0: none). Which rows is fixed by each question's text, not by the seed.",
-        "data",
         min=0.0,
         max=0.5,
         advanced=True,
     )
-    system_prompt: str = setting(SYSTEM_PROMPT, "System prompt put before every question.", "data")
+    system_prompt: str = data(SYSTEM_PROMPT, "System prompt put before every question.")
     # --- rewards ---
-    reward_funcs: list[str] = setting(
+    reward_funcs: list[str] = rewards(
         ["xmlcount", "soft_format", "strict_format", "int", "correctness"],
         "Reward functions by name (see the rewards list), or path/to/file.py:function for your own.",
-        "rewards",
     )
-    reward_weights: list[float] = setting(
-        [], "One weight per reward function, in the same order (empty: all 1.0).", "rewards"
-    )
-    length_penalty_max_tokens: int = setting(
+    reward_weights: list[float] = rewards([], "One weight per reward function, in the same order (empty: all 1.0).")
+    length_penalty_max_tokens: int = rewards(
         200,
         "Token budget of the length_penalty reward: each completion token past it costs 0.002 (at most 1.0 in all).",
-        "rewards",
         min=1,
         max=1_000_000,
         advanced=True,
     )
     # --- grpo ---
-    num_generations: int = setting(
+    num_generations: int = grpo(
         8,
         "Group size G: completions sampled per prompt; advantages compare answers within a group.",
-        "grpo",
         min=2,
         max=256,
-        trl=True,
     )
-    beta: float = setting(
+    beta: float = grpo(
         0.04,
         "KL weight: how strongly the policy is held near the base model (typical 0.01-0.04; 0 disables).",
-        "grpo",
         min=0.0,
         max=10.0,
-        trl=True,
     )
-    epsilon: float = setting(
-        0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", "grpo", min=0.0, max=1.0, trl=True
-    )
-    loss_type: str = setting(
+    epsilon: float = grpo(0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", min=0.0, max=1.0)
+    loss_type: str = grpo(
         "grpo",
         "How token losses are aggregated: grpo (per-sequence mean, as in the paper), dapo, dr_grpo or bnpo.",
-        "grpo",
         choices=("grpo", "dapo", "dr_grpo", "bnpo"),
-        trl=True,
     )
-    scale_rewards: str = setting(
+    scale_rewards: str = grpo(
         "group",
         "Divide advantages by the group's reward std (group), the batch's (batch), or not at all (none).",
-        "grpo",
         choices=("group", "batch", "none"),
         advanced=True,
-        trl=True,
     )
-    learning_rate: float = setting(5e-6, "Peak learning rate of the LoRA adapter.", "grpo", min=1e-9, max=1.0, trl=True)
-    max_steps: int = setting(250, "Number of optimizer steps to train.", "grpo", min=1, max=1_000_000, trl=True)
-    per_device_train_batch_size: int = setting(
+    learning_rate: float = grpo(5e-6, "Peak learning rate of the LoRA adapter.", min=1e-9, max=1.0)
+    max_steps: int = grpo(250, "Number of optimizer steps to train.", min=1, max=1_000_000)
+    per_device_train_batch_size: int = grpo(
         8,
         "Completions per device per step (prompts per step = this x accumulation / group size).",
-        "grpo",
         min=1,
         max=4096,
-        trl=True,
     )
-    gradient_accumulation_steps: int = setting(
-        1, "Micro-batches accumulated before each optimizer step.", "grpo", min=1, max=1024, trl=True
-    )
-    warmup_ratio: float = setting(
-        0.1, "Share of steps spent warming the learning rate up.", "grpo", min=0.0, max=1.0, trl=True
-    )
-    lr_scheduler_type: str = setting(
+    gradient_accumulation_steps: int = grpo(1, "Micro-batches accumulated before each optimizer step.", min=1, max=1024)
+    warmup_ratio: float = grpo(0.1, "Share of steps spent warming the learning rate up.", min=0.0, max=1.0)
+    lr_scheduler_type: str = grpo(
         "cosine",
         "Learning-rate schedule after warm-up.",
-        "grpo",
         choices=("cosine", "linear", "constant"),
         advanced=True,
-        trl=True,
     )
-    max_grad_norm: float = setting(0.1, "Gradient norm clip.", "grpo", min=0.0, max=1e6, trl=True)
+    max_grad_norm: float = grpo(0.1, "Gradient norm clip.", min=0.0, max=1e6)
     # numpy's seed must fit in 32 bits
-    seed: int = setting(
-        42, "Random seed for data order, sampling and initialisation.", "advanced", min=0, max=2**32 - 1, trl=True
+    seed: int = advanced(42, "Random seed for data order, sampling and initialisation.", min=0, max=2**32 - 1, trl=True)
+    logging_steps: int = advanced(1, "Log metrics every N steps.", min=1, max=1_000_000, trl=True)
+    save_steps: int = advanced(
+        50, "Save a checkpoint (adapter + optimizer) every N steps.", min=1, max=1_000_000, trl=True
     )
-    logging_steps: int = setting(1, "Log metrics every N steps.", "advanced", min=1, max=1_000_000, trl=True)
-    save_steps: int = setting(
-        50, "Save a checkpoint (adapter + optimizer) every N steps.", "advanced", min=1, max=1_000_000, trl=True
-    )
-    eval_steps: int = setting(
+    eval_steps: int = advanced(
         0,
         "Score held-out problems every N steps while training (greedy correctness, format rate, mean length, each "
         "reward), stored per step from step 0 (the base); 0: off.",
-        "advanced",
         min=0,
         max=1_000_000,
     )
-    keep_samples_every: int = setting(
-        1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", "advanced", min=1
+    keep_samples_every: int = advanced(
+        1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1
     )
     # --- generation ---
-    max_prompt_length: int = setting(
-        256, "Prompts longer than this many tokens are cut from the left.", "generation", min=1, max=131072, trl=True
+    max_prompt_length: int = generation(
+        256, "Prompts longer than this many tokens are cut from the left.", min=1, max=131072
     )
-    max_completion_length: int = setting(
-        200, "Completions are cut after this many tokens.", "generation", min=1, max=131072, trl=True
-    )
-    temperature: float = setting(
-        1.0, "Sampling temperature of the group completions.", "generation", min=0.01, max=10.0, trl=True
-    )
-    top_p: float = setting(
-        1.0,
-        "Nucleus sampling: keep the smallest token set with this much probability.",
-        "generation",
-        min=0.01,
-        max=1.0,
-        trl=True,
+    max_completion_length: int = generation(200, "Completions are cut after this many tokens.", min=1, max=131072)
+    temperature: float = generation(1.0, "Sampling temperature of the group completions.", min=0.01, max=10.0)
+    top_p: float = generation(
+        1.0, "Nucleus sampling: keep the smallest token set with this much probability.", min=0.01, max=1.0
     )
     # --- lora ---
-    lora_r: int = setting(32, "LoRA rank.", "lora", min=1, max=1024)
-    lora_alpha: int = setting(64, "LoRA alpha (scale = alpha / rank).", "lora", min=1, max=4096)
-    lora_dropout: float = setting(0.0, "Dropout on the LoRA branch.", "lora", min=0.0, max=0.9)
-    lora_target_modules: list[str] = setting(
+    lora_r: int = lora(32, "LoRA rank.", min=1, max=1024)
+    lora_alpha: int = lora(64, "LoRA alpha (scale = alpha / rank).", min=1, max=4096)
+    lora_dropout: float = lora(0.0, "Dropout on the LoRA branch.", min=0.0, max=0.9)
+    lora_target_modules: list[str] = lora(
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         "Module names that get a LoRA adapter.",
-        "lora",
     )
     # --- loading ---
-    backend: str = setting(
+    backend: str = advanced(
         "auto",
         "Model path: auto (Unsloth + vLLM when a GPU and the gpu extra are there; TRL + vLLM with vLLM but no Unsloth; "
         "else plain), or force plain, unsloth or trl (TRL's own vLLM colocate mode, no Unsloth).",
-        "advanced",
         choices=("auto", "plain", "unsloth", "trl"),
     )
-    load_in_4bit: bool = setting(True, "Load the base model in 4 bits (GPU only; saves memory).", "advanced")
-    use_vllm: bool = setting(True, "Generate groups with vLLM (GPU fast path only).", "advanced")
-    vllm_gpu_memory_utilization: float = setting(
-        0.6, "Share of GPU memory vLLM may take.", "advanced", min=0.05, max=0.95, trl=True
+    load_in_4bit: bool = advanced(True, "Load the base model in 4 bits (GPU only; saves memory).")
+    use_vllm: bool = advanced(True, "Generate groups with vLLM (GPU fast path only).")
+    vllm_gpu_memory_utilization: float = advanced(
+        0.6, "Share of GPU memory vLLM may take.", min=0.05, max=0.95, trl=True
     )
-    num_processes: int = setting(
+    num_processes: int = advanced(
         1,
         "Training processes (one per GPU; per node on Slurm); more than 1 launches the worker with accelerate.",
-        "advanced",
         min=1,
         max=64,
     )
-    deepspeed_stage: int = setting(
+    deepspeed_stage: int = advanced(
         0,
         "DeepSpeed ZeRO stage for multi-process runs (0: off; 1-3 shard optimizer, gradients, weights).",
-        "advanced",
         min=0,
         max=3,
     )
-    max_seq_length: int = setting(
-        1024,
-        "Longest prompt + completion the model is loaded for.",
-        "advanced",
-        min=16,
-        max=262_144,
-        trl="vllm_max_model_length",
+    max_seq_length: int = advanced(
+        1024, "Longest prompt + completion the model is loaded for.", min=16, max=262_144, trl="vllm_max_model_length"
     )
-    gradient_checkpointing: bool = setting(
-        True, "Trade compute for memory by recomputing activations.", "advanced", trl=True
-    )
+    gradient_checkpointing: bool = advanced(True, "Trade compute for memory by recomputing activations.", trl=True)
 
     # --- cluster: where the worker runs (trainer.job.slurm) and where vLLM generates (trainer.job.vllm_server) ---
-    executor: str = setting(
-        "local",
-        "Where the worker runs: local, or slurm (an sbatch job; needs PostgreSQL).",
-        "cluster",
-        choices=EXECUTORS,
+    executor: str = cluster(
+        "local", "Where the worker runs: local, or slurm (an sbatch job; needs PostgreSQL).", choices=EXECUTORS
     )
-    slurm_partition: str = setting("", "Slurm partition (empty: the cluster's default).", "cluster")
-    slurm_nodes: int = setting(1, "Slurm nodes; above 1, accelerate trains across them.", "cluster", min=1, max=1024)
-    slurm_gpus_per_node: int = setting(0, "GPUs per node (--gpus-per-node; 0: ask for none).", "cluster", min=0, max=64)
-    slurm_time: str = setting("", "Time limit, e.g. 04:00:00 (empty: the partition's).", "cluster")
-    slurm_account: str = setting("", "Slurm account to charge (empty: your default).", "cluster")
-    slurm_extra: list[str] = setting([], "Extra #SBATCH options, e.g. --qos=high.", "cluster", advanced=True)
-    vllm_mode: str = setting(
+    slurm_partition: str = cluster("", "Slurm partition (empty: the cluster's default).")
+    slurm_nodes: int = cluster(1, "Slurm nodes; above 1, accelerate trains across them.", min=1, max=1024)
+    slurm_gpus_per_node: int = cluster(0, "GPUs per node (--gpus-per-node; 0: ask for none).", min=0, max=64)
+    slurm_time: str = cluster("", "Time limit, e.g. 04:00:00 (empty: the partition's).")
+    slurm_account: str = cluster("", "Slurm account to charge (empty: your default).")
+    slurm_extra: list[str] = cluster([], "Extra #SBATCH options, e.g. --qos=high.", advanced=True)
+    vllm_mode: str = cluster(
         "colocate",
         "colocate: vLLM on the training GPUs; server: trl vllm-serve on vllm_gpus.",
-        "cluster",
         choices=("colocate", "server"),
     )
-    vllm_gpus: str = setting("", "Server mode: positions of the GPUs for vLLM, e.g. 0 or 0,1.", "cluster")
+    vllm_gpus: str = cluster("", "Server mode: positions of the GPUs for vLLM, e.g. 0 or 0,1.")
 
     # ---------------------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

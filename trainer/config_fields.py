@@ -29,3 +29,19 @@ def setting(
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def _section(group: str, trl: bool = False):
+    """``setting`` for the fields of one section of the form, so a field's declaration doesn't repeat its group (nor,
+    in the sections that are TRL's own GRPOConfig settings, that TRL takes it)."""
+
+    def declare(default: Any, help: str, **options: Any) -> Any:
+        return setting(default, help, group, **{"trl": trl, **options})
+
+    declare.__name__ = declare.__qualname__ = group
+    return declare
+
+
+model, data, rewards, grpo, lora, generation, advanced, cluster = (
+    _section(group, trl=group in ("grpo", "generation")) for group in GROUPS
+)

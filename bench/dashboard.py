@@ -6,8 +6,9 @@
 2. building every monitor chart for a stored run of 10,000 steps x 40 metric keys: the first full read from SQLite,
    and the figure building on its own (target <= 150 ms);
 3. an incremental poll that finds one new step (target <= 20 ms);
-4. the Runs table and pickers with 1,000 runs x 1,000 steps x 40 keys and 5 dashboards polling, the old per-run reads
-   beside the one aggregate statement (target <= 50 ms a tick; bench/runs_list.py, whose flags it takes).
+4. the Runs table and pickers with 1,000 runs x 1,000 steps x 40 keys and 5 dashboards polling: the old per-run reads,
+   one aggregate statement, and the run list as it is (latest values kept between ticks), also while a run logs
+   steps (target <= 50 ms a tick; bench/runs_list.py, whose flags it takes).
 
 Everything runs against a throw-away data dir, so nothing of yours is touched.
 """
@@ -139,7 +140,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # 4. the run list with a thousand runs, the 0.1 way and the one-statement way side by side (bench/runs_list.py)
+    # 4. the run list with a thousand runs, the old ways and the current one side by side (bench/runs_list.py)
     import runs_list
 
     runs_list.main(sys.argv[1:])

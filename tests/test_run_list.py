@@ -1,4 +1,5 @@
-"""The run list (storage/summaries.py): one statement gives what the per-run reads gave, and search finds any run."""
+"""The run list (storage/summaries.py): it gives what the per-run reads gave, follows every change while keeping
+the latest values between ticks, and search finds any run."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """A bare TRL GRPOTrainer script: the baseline of bench/overhead.py.
 
 Same model, data, rewards and settings as a grpo-studio run of the same config, with none of grpo-studio's
-per-step work (no database callback, no sample table). Prints TRL's ``train_runtime``, the step count and the sum of
-TRL's per-step ``step_time`` (the training step proper) as JSON.
+per-step work (no database callback, no sample table), and without printing each step's log dict (the worker doesn't
+either). Prints TRL's ``train_runtime``, the step count and the sum of TRL's per-step ``step_time`` (the training
+step proper) as JSON.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def main(config_path: str, output_dir: str) -> None:
         processing_class=tokenizer,
         peft_config=args.lora,
     )
+    # the worker drops the printer (the database holds the logs): so does the baseline, which then does strictly less
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     result = trainer.train()
     step_time = sum(entry.get("step_time", 0.0) for entry in trainer.state.log_history)
     print(

@@ -58,6 +58,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--eval-steps",
+        type=int,
+        default=0,
+        help="held-out evaluation every N steps on the worker's side (what it costs)",
+    )
     opts = parser.parse_args()
 
     from trainer.config import RunConfig
@@ -67,9 +73,9 @@ def main() -> None:
     config, _ = RunConfig.load(ROOT / "examples" / "tiny-offline.yaml")
     config.max_steps = opts.steps
     config.save_steps = opts.steps * 10  # no checkpoint inside the measured loop on either side
-    # nor held-out evaluation: the demo's eval_steps (100 greedy answers every 10 steps) is work the user asked for,
-    # which the bare script does not do; counted here, it would be charged to the worker's watching
-    config.eval_steps = 0
+    # nor held-out evaluation (unless --eval-steps): the demo's eval_steps (100 greedy answers every 10 steps) is work
+    # the user asked for, which the bare script does not do; counted, it would be charged to the worker's watching
+    config.eval_steps = opts.eval_steps
     load_before = os.getloadavg()
     bare: list[Side] = []
     studio: list[Side] = []
@@ -108,6 +114,7 @@ def main() -> None:
         f"garbage collector per process (whole run, loading included), median: bare "
         f"{statistics.median(x.gc_seconds for x in bare):.2f} s, grpo-studio "
         f"{statistics.median(x.gc_seconds for x in studio):.2f} s\n"
+        f"held-out evaluation on the worker's side: {f'every {opts.eval_steps} steps' if opts.eval_steps else 'none'}\n"
         f"load average (1/5/15 min) before {_load(load_before)}, after {_load(os.getloadavg())} on {os.cpu_count()} CPUs"
     )
 

@@ -4,14 +4,14 @@ Reading it run by run (the run, then its last reward, last KL and latest evaluat
 dashboard tick 0.5 s at 200 runs. One statement with correlated subqueries (each latest value a single seek on the
 ``(run_id, key, step)`` index, the model and data set names read out of the config JSON by the database) cost 8 ms at
 1,000 runs, most of it the 2,000 seeks and building rows in Python, and five dashboards polling at once cost a tick
-60 ms (bench/runs_list.py).
+60-90 ms (bench/runs_list.py; 13 ms as below).
 
 So the run list is read in two parts. The runs table's own columns are read every tick: one table, no joins. The
 rest, each run's latest reward and KL and its latest finished evaluation, is kept from the previous tick (per
-database, for every dashboard of this process) and read again only for the runs whose row changed: the worker
-writes a step's metrics and its step counter in one transaction (trainer/job/db_writer.py), and dropping steps on
-resume sets the counter back, so a run whose row is unchanged has the same latest metrics. A finished evaluation
-(rare) re-reads every run's.
+database, for every dashboard of this process) and read again only for the runs that are running (their metrics
+arrive every step, and not always in the transaction that moves their step counter: TRL's step end comes before its
+log) and for the runs whose row changed (a run that is not running gets new metrics only by being resumed, which
+changes its status; deleted and new runs change the list). A finished evaluation (rare) re-reads every run's.
 """
 
 from __future__ import annotations
@@ -125,7 +125,13 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
         rows = [tuple(row) for row in connection.execute(select(*_RUN_COLUMNS).order_by(Run.id.desc()))]
         evaluations = tuple(connection.execute(_FINISHED_EVALUATIONS).one())
         previous = kept.summaries if kept.evaluations == evaluations else {}
-        changed = [row for row in rows if row[0] not in previous or previous[row[0]][0] != row]
+        changed = [
+            row
+            for row in rows
+            if row[2] == RunStatus.RUNNING  # row[2]: the status (_RUN_COLUMNS)
+            or row[0] not in previous
+            or previous[row[0]][0] != row
+        ]
         if changed:
             latest = _read_latest(connection, None if len(changed) == len(rows) else [row[0] for row in changed])
             previous = dict(previous)  # the kept dict may be in another thread's hands: never changed in place

@@ -76,6 +76,14 @@ def test_the_kept_latest_values_follow_every_change_another_process_writes(datab
     assert (summaries[ids[0]].last_reward, summaries[ids[0]].last_kl, summaries[ids[0]].current_step) == (7.5, 0.25, 3)
     assert summaries[ids[1]].last_reward == 1.2  # an unchanged run keeps its values
 
+    with writer.begin() as s:  # a running worker: TRL's step end (the counter) comes before its log (the metrics)
+        queries.mark_running(s, queries.get_run(s, ids[0]), 1, "/tmp/run")
+        queries.set_progress(s, ids[0], 4)
+    assert tick()[ids[0]].last_reward == 7.5
+    with writer.begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(ids[0], 4, {"reward": 8.5}, 4.0))
+    assert tick()[ids[0]].last_reward == 8.5  # the row did not change, the run is running
+
     with writer.begin() as s:  # a resumed run drops the steps after its checkpoint
         queries.drop_steps_after(s, ids[0], 1)
     assert tick()[ids[0]].last_reward == 0.1

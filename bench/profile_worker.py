@@ -42,6 +42,7 @@ def main() -> None:
         tiny_model_dir()
         config, _ = RunConfig.load(ROOT / "examples" / "tiny-offline.yaml")
         config.max_steps, config.save_steps = opts.steps, opts.steps * 10
+        config.eval_steps = 0  # as in bench/overhead.py: the step's own cost, without held-out evaluation
         with get_sessionmaker().begin() as s:
             run_id = queries.create_run(s, "profile", config.to_dict(), config.max_steps).id
         writers: list = []

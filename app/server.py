@@ -113,28 +113,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         demo.load(new_run.draft_values, form.draft, form.fields)
         ticker = gr.Timer(3.0)
 
-        shown = gr.State(None)  # the picker choices this browser has, so an unchanged list isn't sent again
-
-        def refresh_lists(query, previous):
-            """One tick: the Runs table (filtered by the search box) and the pickers, from one run-list query.
-            Pickers are updated only when the runs changed, so a list doesn't reset while someone types in it."""
-            try:
-                with get_sessionmaker().begin() as session:
-                    summaries = run_summaries(session)
-            except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
-                return gr.update(), gr.update(), gr.update(), gr.update(), previous
-            choices, finished = runs.run_choices(summaries), compare.finished_runs(summaries)
-            rows = runs.table_rows(matching(summaries, query))
-            if previous == (choices, finished):
-                return rows, gr.update(), gr.update(), gr.update(), previous
-            return (
-                rows,
-                gr.update(choices=choices),
-                gr.update(choices=choices),
-                gr.update(choices=finished),
-                (choices, finished),
-            )
-
+        shown = gr.State(None)  # what this browser was last sent (see refresh_lists)
         ticker.tick(
             refresh_lists,
             [search, shown],
@@ -142,6 +121,26 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             show_progress="hidden",
         )
     return demo
+
+
+def refresh_lists(query: str | None, previous: tuple | None) -> tuple:
+    """One dashboard tick: the Runs table (filtered by the search box) and the run pickers, from one run-list read.
+    ``previous`` is what this browser was sent last ((picker choices, table rows), kept in its gr.State). What has not
+    changed is not sent again: a picker that is replaced resets while someone types in it, and a table of a thousand
+    runs is about 100 KB of JSON to send and redraw every 3 s. Returns the table, three pickers and the new state."""
+    try:
+        with get_sessionmaker().begin() as session:
+            summaries = run_summaries(session)
+    except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
+        return gr.update(), gr.update(), gr.update(), gr.update(), previous
+    lists = runs.run_choices(summaries), compare.finished_runs(summaries)
+    rows = runs.table_rows(matching(summaries, query))
+    sent_lists, sent_rows = previous or (None, None)
+    table = gr.update() if rows == sent_rows else rows
+    if lists == sent_lists:
+        return table, gr.update(), gr.update(), gr.update(), (lists, rows)
+    choices, finished = lists
+    return table, gr.update(choices=choices), gr.update(choices=choices), gr.update(choices=finished), (lists, rows)
 
 
 class Scheduler(threading.Thread):

@@ -131,3 +131,34 @@ def test_an_unchanged_run_list_costs_two_small_statements():
         statements.clear()
         assert run_summaries(s) == first
     assert len(statements) == 2 and not any("metrics" in sql for sql in statements)
+
+
+def test_a_dashboard_tick_sends_only_what_changed():
+    """The Runs tab's tick (app.server.refresh_lists) re-sends the table and the pickers only when they changed: a
+    replaced picker resets while someone types in it, and a thousand-run table is ~100 KB of JSON a browser every 3 s."""
+    import gradio as gr
+
+    from app.server import refresh_lists
+
+    ids = _make_runs(3)
+    unchanged = gr.update()
+    table, runs_picker, overlay, compare_picker, state = refresh_lists("", None)  # a browser's first tick
+    assert [row[0] for row in table] == sorted(ids, reverse=True)
+    assert [c[1] for c in runs_picker["choices"]] == [c[1] for c in overlay["choices"]] == sorted(ids, reverse=True)
+    assert compare_picker["choices"] == []  # nothing has ended with an adapter
+
+    again = refresh_lists("", state)
+    assert again[:4] == (unchanged,) * 4 and again[4] == state
+
+    with get_sessionmaker().begin() as s:  # a worker logs a step: the table changes, the pickers' labels don't
+        queries.add_metric_rows(s, queries.metric_rows(ids[0], 3, {"reward": 9.25}, 3.0))
+        queries.set_progress(s, ids[0], 3)
+    table, runs_picker, overlay, compare_picker, state = refresh_lists("", state)
+    assert table[-1][COLUMNS.index("step")] == "3/10" and (runs_picker, overlay, compare_picker) == (unchanged,) * 3
+
+    table, *pickers, state = refresh_lists("sweep", state)  # the search box filters the same read
+    assert [row[1] for row in table] == ["sweep-b"] and pickers == [unchanged] * 3
+    with get_sessionmaker().begin() as s:  # a run deleted: both change
+        queries.delete_run(s, ids[1])
+    table, runs_picker, *_ = refresh_lists("sweep", state)
+    assert table == [] and [c[1] for c in runs_picker["choices"]] == [ids[2], ids[0]]

@@ -235,6 +235,9 @@ def build_figure(
         # under the x axis title, outside the plot area, however many runs are overlaid
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
         "showlegend": bool(traces),
+        # What the chart shows (x axis and runs): app/keep_zoom.js keeps a user's zoom across the redraws of one
+        # such view, and lets it go when another run or x axis is picked.
+        "uirevision": f"{x_axis}|{'|'.join(runs)}",
     }
     if not traces:  # words instead of empty axes with made-up ranges
         layout["xaxis"]["visible"] = False

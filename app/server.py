@@ -111,6 +111,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
         )
         demo.load(new_run.draft_values, form.draft, form.fields)
+        demo.load(None, None, None, js=monitor.KEEP_ZOOM)
         ticker = gr.Timer(3.0)
 
         shown = gr.State(None)  # what this browser was last sent (see refresh_lists)

@@ -48,6 +48,15 @@ TEXT_LINES = """e => {
 }"""
 
 
+def _x_range(page, chart: str) -> list[float] | None:
+    """The x range the user zoomed a monitor chart to, or None while it autoranges."""
+    script = """(sel) => {
+        const axis = document.querySelector(sel)?._fullLayout?.xaxis;
+        return axis && !axis.autorange ? axis.range.map(Number) : null;
+    }"""
+    return page.evaluate(script, f"#chart-{chart} .js-plotly-plot")
+
+
 def _goto(page, query: str) -> None:
     """Open the dashboard at ``?query``; once more if Chromium aborts it (a page still busy replacing its address)."""
     from playwright.sync_api import Error
@@ -144,6 +153,15 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
 
         legend, plot = wait_for(boxes, 30, "the reward chart's legend and plot area")
         assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # under the plot area, not over it
+        # a zoom survives the redraws of a live run: drag a box over the plot, then let new steps arrive
+        page.mouse.move(plot["x"] + plot["width"] * 0.1, plot["y"] + plot["height"] * 0.2)
+        page.mouse.down()
+        page.mouse.move(plot["x"] + plot["width"] * 0.4, plot["y"] + plot["height"] * 0.8, steps=8)
+        page.mouse.up()
+        zoomed = wait_for(lambda: _x_range(page, "reward"), 10, "the zoomed x range")
+        before = _points(page, "reward")
+        wait_for(lambda: _points(page, "reward") >= before + 8, 600, "two more steps of the live run")
+        assert _x_range(page, "reward") == zoomed
         names = page.locator("#chart-reward .legendtext").all_text_contents()
         assert any(n.endswith("· correctness") for n in names) and not any("rewards/" in n for n in names)
         page.screenshot(path=str(SCREENSHOTS / "monitor-overlay.png"), full_page=True)

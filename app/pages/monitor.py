@@ -5,6 +5,7 @@ by step, and the log tail. A gr.Timer polls; each poll reads only the metric ste
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -19,6 +20,8 @@ from storage.models import RunStatus
 from trainer.job.launch import log_tail
 
 POLL_SECONDS = 2.0
+# installed on page load (app.server): keeps a chart's zoom across the redraws of each poll
+KEEP_ZOOM = (Path(__file__).resolve().parent.parent / "keep_zoom.js").read_text(encoding="utf-8")
 
 
 @dataclass

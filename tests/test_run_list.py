@@ -162,3 +162,82 @@ def test_a_dashboard_tick_sends_only_what_changed():
         queries.delete_run(s, ids[1])
     table, runs_picker, *_ = refresh_lists("sweep", state)
     assert table == [] and [c[1] for c in runs_picker["choices"]] == [ids[2], ids[0]]
+
+
+def test_the_kept_list_ends_equal_to_a_fresh_read_after_random_concurrent_changes(database):
+    """Another process changes runs at random (steps, metrics after their counter, resumes, evaluations, deletes, new
+    runs, configs) while a dashboard ticks as fast as it can: once the changes stop, the next tick equals a read
+    that keeps nothing; and a tick after each change equals it at once."""
+    import random
+    import threading
+
+    from sqlalchemy.orm import sessionmaker
+
+    from storage import summaries
+    from storage.db import make_engine
+    from storage.models import RunStatus
+
+    ids = _make_runs(6)
+    other = make_engine(database)
+    writer = sessionmaker(other, expire_on_commit=False)
+    done = threading.Event()
+
+    def change(rng: random.Random) -> None:
+        with writer.begin() as s:
+            live = [r.id for r in queries.list_runs(s)]
+            if not live:
+                ids.append(queries.create_run(s, "new", {"model_name_or_path": "m"}, 10).id)
+                return
+            run = queries.get_run(s, rng.choice(live))
+            kind = rng.randrange(7)
+            step = run.current_step + 1
+            if kind == 0:  # a step: counter and metrics together
+                queries.add_metric_rows(s, queries.metric_rows(run.id, step, {"reward": rng.random()}, 1.0))
+                queries.set_progress(s, run.id, step)
+            elif kind == 1:  # metrics after the counter (a running worker)
+                if run.status != RunStatus.RUNNING:
+                    queries.mark_running(s, run, 1, "/tmp/run")
+                queries.add_metric_rows(s, queries.metric_rows(run.id, run.current_step, {"kl": rng.random()}, 1.0))
+            elif kind == 2:
+                queries.drop_steps_after(s, run.id, max(0, run.current_step - 2))
+            elif kind == 3:
+                results = {"base": {"correct": rng.random()}, "tuned": {"correct": rng.random()}}
+                queries.add_evaluation(s, run.id, "final", 10, 0, results)
+            elif kind == 4 and run.status == RunStatus.RUNNING:
+                queries.finish_run(s, run, RunStatus.COMPLETED)
+            elif kind == 5:
+                queries.set_config(s, run, {**run.config, "dataset_name": f"d{rng.randrange(100)}"})
+            elif rng.random() < 0.3:
+                queries.delete_run(s, run.id)
+            else:
+                ids.append(queries.create_run(s, "new", {"model_name_or_path": "m"}, 10).id)
+
+    def dashboard() -> None:
+        while not done.is_set():
+            with get_sessionmaker().begin() as s:
+                run_summaries(s)
+
+    reader = threading.Thread(target=dashboard)
+    reader.start()
+    rng = random.Random(7)
+    try:
+        for _ in range(400):
+            change(rng)
+    finally:
+        done.set()
+        reader.join()
+
+    def fresh() -> list:  # through the other engine, forgetting what it kept
+        summaries._kept.pop(other, None)
+        with writer.begin() as s:
+            return run_summaries(s)
+
+    def tick() -> list:
+        with get_sessionmaker().begin() as s:
+            return run_summaries(s)
+
+    assert tick() == fresh() and len(fresh()) > 3
+    for _ in range(150):
+        change(rng)
+        assert tick() == fresh()
+    other.dispose()

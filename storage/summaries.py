@@ -4,7 +4,7 @@ Reading it run by run (the run, then its last reward, last KL and latest evaluat
 dashboard tick 0.5 s at 200 runs. One statement with correlated subqueries (each latest value a single seek on the
 ``(run_id, key, step)`` index, the model and data set names read out of the config JSON by the database) cost 8 ms at
 1,000 runs, most of it the 2,000 seeks and building rows in Python, and five dashboards polling at once cost a tick
-60-90 ms (bench/runs_list.py; 13 ms as below).
+60-90 ms (bench/runs_list.py; 12-19 ms read as below).
 
 So the run list is read in two parts. The runs table's own columns are read every tick: one table, no joins. The
 rest, each run's latest reward and KL and its latest finished evaluation, is kept from the previous tick (per
@@ -92,7 +92,7 @@ class _Latest:
     """What one database's run list keeps between ticks."""
 
     lock: threading.Lock
-    evaluations: tuple | None = None  # (count, newest id) of finished evaluations when ``values`` was read
+    evaluations: tuple | None = None  # (count, newest id) of finished evaluations when ``summaries`` were read
     summaries: dict[int, tuple] = field(default_factory=dict)  # run id -> (its run row, its RunSummary)
 
 

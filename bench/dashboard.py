@@ -7,8 +7,8 @@
    and the figure building on its own (target <= 150 ms);
 3. an incremental poll that finds one new step (target <= 20 ms);
 4. the Runs table and pickers with 1,000 runs x 1,000 steps x 40 keys and 5 dashboards polling: the old per-run reads,
-   one aggregate statement, and the run list as it is (latest values kept between ticks), also while a run logs
-   steps (target <= 50 ms a tick; bench/runs_list.py, whose flags it takes).
+   every run's latest values read each tick, and the run list as it is (latest values kept between ticks), also
+   while a run logs steps (target <= 50 ms a tick; bench/runs_list.py, whose flags it takes).
 
 Everything runs against a throw-away data dir, so nothing of yours is touched.
 """

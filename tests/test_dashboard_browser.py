@@ -147,10 +147,18 @@ def test_dashboard_process_has_not_imported_torch(page, server):
 
 
 def test_dashboard_journey(page, server):
-    # 1. the tiny offline preset (choosing it fills the form), launched
+    # 1. the tiny offline preset (choosing it fills the form), launched. Without a GPU the form already starts as
+    # that preset, so first make it differ: waiting for a value the form held all along returned at once, and the
+    # preset's fill then landed after the edit below (CI trained 100 steps, not 40).
+    _set(page, "max_steps", 7)
+    _set(page, "model_name_or_path", "not-the-preset")
     page.locator("#preset input").click()
     page.locator('[role=option][aria-label^="Tiny offline demo"]').click()
-    wait_for(lambda: _box(page, "model_name_or_path").input_value() == "builtin:tiny", 10, "the preset")
+    filled = lambda: (  # noqa: E731
+        _box(page, "model_name_or_path").input_value() == "builtin:tiny"
+        and _box(page, "max_steps").input_value() == "100"
+    )
+    wait_for(filled, 10, "the preset to fill the form")
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")
 

@@ -70,6 +70,25 @@ def _goto(page, query: str) -> None:
     page.wait_for_selector("#launch")
 
 
+def _stored_draft(page) -> str | None:
+    """The form draft as the browser stores it (encrypted with a fresh salt at each save, so any save changes it)."""
+    return page.evaluate("() => localStorage.getItem('grpo-studio-form-draft')")
+
+
+def _settled_draft(page, quiet: float = 1.5) -> str | None:
+    """The stored draft once no save has changed it for ``quiet`` seconds (a page load's restore saves it again)."""
+    seen = {"value": _stored_draft(page), "since": time.monotonic()}
+
+    def settled():
+        value = _stored_draft(page)
+        if value != seen["value"]:
+            seen.update(value=value, since=time.monotonic())
+        return time.monotonic() - seen["since"] >= quiet
+
+    wait_for(settled, 60, "the form draft to settle")
+    return seen["value"]
+
+
 def _selected_tab(page) -> str:
     return page.locator("[role=tab][aria-selected=true]").first.inner_text().strip()
 
@@ -194,8 +213,12 @@ def test_reload_keeps_tab_run_and_form_draft(page, trained_run):
     wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 20, "the run")
     page.get_by_role("tab", name="New run").click()
     wait_for(lambda: "tab=new" in _query(page), 10, "the address to follow the tab")
+    before = _settled_draft(page)
     _set(page, "name", "draft-kept")
-    time.sleep(1.0)  # the draft is written to localStorage by the input event's round trip
+    # the draft reaches localStorage after a round trip through the server's queue: wait for it to be written (a
+    # fixed 1 s sleep was a speed assumption on a machine that may be loaded), then for any later save to land
+    wait_for(lambda: _stored_draft(page) != before, 60, "the draft to be saved")
+    _settled_draft(page)
     page.reload()
     page.wait_for_selector("#launch")
     assert _selected_tab(page) == "New run"

@@ -1,18 +1,25 @@
 """Overhead of grpo-studio's worker over a bare GRPOTrainer script, measured side by side in one invocation.
 
-    python bench/overhead.py [--steps 40] [--rounds 5]
+    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential] [--eval-steps N]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened, no checkpoint and no held-out
-evaluation inside the measured steps) in a fresh process each, one process at a time, alternating which side goes
-first so that machine noise hits both alike. Time per step is TRL's own
-``train_runtime`` / steps on each side: the training loop with whatever runs inside it (for grpo-studio, the
-metric/sample callback and its database writer), excluding process start and model loading, which are the same
-code on both sides.
+evaluation inside the measured steps) in a fresh process each, seeded alike, so they sample the same completions and
+do the same work step for step (checked and printed). Each side's time is its training loop, timed by the same code
+in both processes (bench/train_clock.py): every step with whatever runs inside it (for grpo-studio, the metric/sample
+callback and its database writer), not process start, model load or trainer construction, which are the same code
+on both sides.
 
-The verdict is the median of the per-round ratios (grpo-studio / bare, each round's two runs back to back), target
-<= 1.03; every ratio is printed with the spread, because on a shared 2-core machine one round can be off by 20 %. Beside
-it: the database writer thread's own CPU time per step (it runs while TRL computes), each process's time in the garbage
-collector, and the load average before and after.
+A round runs the two sides **paired** (the default): at the same time, each process pinned to its own CPU, starting
+their training loops together at a barrier, twice, the CPUs swapped the second time (the round's figures are the
+means of its two halves). The writer thread then shares the training
+thread's one CPU instead of using the idle second core a real machine has, which is the harsher test for grpo-studio,
+and whatever else slows the machine slows both sides at once. ``--sequential`` is the first version's method: one
+process at a time, alternating which side goes first. On this shared 2-core machine its per-round ratios spread from
+0.95 to 1.20 in one invocation (the noise of running 20 s apart).
+
+The verdict is the median of the per-round ratios (grpo-studio / bare), target <= 1.03; every ratio is printed with the
+spread. Beside it: the database writer thread's own CPU time per step, the time outside TRL's training step, each
+process's time in the garbage collector, and the load average before and after.
 
 The studio side uses a throw-away database; the built-in model comes from the usual cache ($GRPO_STUDIO_HOME).
 """
@@ -27,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,22 +42,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gc_timer  # noqa: E402
+import train_clock  # noqa: E402
 
-# The worker's own entry point, with the GC timer of bench/gc_timer.py installed first.
+# The worker's own entry point, under the clock of bench/train_clock.py.
 STUDIO_MAIN = (
-    "import sys, runpy; sys.path.insert(0, 'bench'); import gc_timer; gc_timer.install(); "
+    "import sys, runpy; sys.path.insert(0, 'bench'); import train_clock; train_clock.install(); "
     "sys.argv = ['worker', sys.argv[1]]; runpy.run_module('trainer.job.worker', run_name='__main__')"
 )
 
 
 @dataclass
 class Side:
-    """One process's figures: seconds per step, of which outside TRL's training step; GC seconds; writer CPU s."""
+    """One process's figures: training-loop seconds per step, of which outside TRL's training step; GC seconds;
+    writer CPU seconds; each step's mean completion length (the same on both sides when they did the same work)."""
 
     per_step: float
     outside: float
     gc_seconds: float
     writer_cpu: float = 0.0
+    lengths: tuple[float, ...] = ()
 
 
 def main() -> None:
@@ -58,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sequential", action="store_true", help="one process at a time (the first version's method)")
     parser.add_argument(
         "--eval-steps",
         type=int,
@@ -76,6 +87,10 @@ def main() -> None:
     # nor held-out evaluation (unless --eval-steps): the demo's eval_steps (100 greedy answers every 10 steps) is work
     # the user asked for, which the bare script does not do; counted, it would be charged to the worker's watching
     config.eval_steps = opts.eval_steps
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    paired = not opts.sequential and len(cpus) >= 2
+    mode = f"paired on CPUs {cpus[0]} and {cpus[1]}" if paired else "sequential, alternating order"
+    print(f"{opts.rounds} rounds of {opts.steps} steps, {mode}", flush=True)
     load_before = os.getloadavg()
     bare: list[Side] = []
     studio: list[Side] = []
@@ -84,30 +99,52 @@ def main() -> None:
         config.save(config_path)
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.db", "PYTHONPATH": str(ROOT)}
         for round_ in range(opts.rounds):
-            # alternate which side goes first, so a machine that slows down (or speeds up) within a round
-            # doesn't always favour the same side
-            for side in ("studio", "bare") if round_ % 2 else ("bare", "studio"):
-                if side == "bare":
-                    bare.append(_bare(config_path, Path(tmp) / f"bare{round_}", env))
-                else:
-                    studio.append(_studio(config, env))
+            bare_dir = Path(tmp) / f"bare{round_}"
+            if paired:
+                # a round is two pairs with the CPUs swapped, so neither side keeps the CPU the machine's other work
+                # (or its interrupts) prefers, whatever the number of rounds
+                halves = []
+                for half, (b_cpu, s_cpu) in enumerate(((cpus[0], cpus[1]), (cpus[1], cpus[0]))):
+                    barrier = {"BENCH_BARRIER": str(Path(tmp) / f"barrier{round_}-{half}")}
+                    finish_bare = _start_bare(config_path, bare_dir, {**env, **barrier}, b_cpu)
+                    finish_studio = _start_studio(config, {**env, **barrier}, s_cpu)
+                    halves.append((finish_bare(), finish_studio()))
+                bare.append(_both(h[0] for h in halves))
+                studio.append(_both(h[1] for h in halves))
+            else:
+                # alternate which side goes first, so a machine that slows down (or speeds up) within a round
+                # doesn't always favour the same side
+                for side in ("studio", "bare") if round_ % 2 else ("bare", "studio"):
+                    if side == "bare":
+                        bare.append(_start_bare(config_path, bare_dir, env)())
+                    else:
+                        studio.append(_start_studio(config, env)())
             print(
                 f"round {round_ + 1}: bare {bare[-1].per_step * 1000:.1f} ms/step, grpo-studio "
                 f"{studio[-1].per_step * 1000:.1f} ms/step, ratio {studio[-1].per_step / bare[-1].per_step:.3f}",
                 flush=True,
             )
+    _report(opts, bare, studio, load_before)
+
+
+def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load_before: tuple) -> None:
     ratios = [s.per_step / b.per_step for s, b in zip(studio, bare)]
     verdict = statistics.median(ratios)
     b_step = statistics.median(x.per_step for x in bare)
     s_step = statistics.median(x.per_step for x in studio)
     writer = statistics.median(x.writer_cpu for x in studio) / opts.steps
     outside = statistics.median(x.outside for x in studio) - statistics.median(x.outside for x in bare)
+    same = sum(
+        all(abs(a - b) < 1e-6 for a, b in zip(s.lengths, b_side.lengths)) and len(s.lengths) == len(b_side.lengths)
+        for s, b_side in zip(studio, bare)
+    )
     print(
         f"per-round ratios grpo-studio / bare, in round order: {', '.join(f'{r:.3f}' for r in ratios)}\n"
         f"median per-round ratio {verdict:.3f} (target <= 1.03: {'met' if verdict <= 1.03 else 'NOT met'}); spread "
         f"{min(ratios):.3f} .. {max(ratios):.3f}\n"
         f"median ms/step over {opts.rounds} rounds of {opts.steps} steps: bare GRPOTrainer {b_step * 1000:.1f}, "
         f"grpo-studio worker {s_step * 1000:.1f}\n"
+        f"same completions sampled on both sides (every step's mean length equal): {same} of {len(ratios)} rounds\n"
         f"database writer thread CPU: {writer * 1000:.2f} ms per step ({writer / b_step:.2%} of a bare step)\n"
         f"time outside TRL's training step (optimizer, callbacks, logging): grpo-studio adds {outside * 1000:.1f} ms "
         f"= {outside / b_step:.1%} of a step\n"
@@ -119,28 +156,53 @@ def main() -> None:
     )
 
 
+def _both(halves) -> Side:
+    """A paired round's figures for one side: the mean of its two halves (one on each CPU)."""
+    a, b = halves
+    same = a.lengths if a.lengths == b.lengths else ()  # both halves sampled alike, or the check below fails
+    return Side(*(statistics.fmean(pair) for pair in zip(astuple(a)[:4], astuple(b)[:4])), same)
+
+
 def _load(avg: tuple[float, float, float]) -> str:
     return "/".join(f"{x:.1f}" for x in avg)
 
 
-def _bare(config_path: Path, output_dir: Path, env: dict) -> Side:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bare_grpo.py"), str(config_path), str(output_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    steps = result["steps"]
-    return Side(
-        result["train_runtime"] / steps,
-        (result["train_runtime"] - result["step_time"]) / steps,
-        gc_timer.parse(out.stderr)["seconds"],
+def _popen(command: list[str], env: dict, cpu: int | None) -> subprocess.Popen:
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    return subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=pin
     )
 
 
-def _studio(config, env: dict) -> Side:
+def _finished(process: subprocess.Popen, what: str) -> tuple[str, str]:
+    out, err = process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"{what} exited with {process.returncode}:\n{err[-3000:]}")
+    return out, err
+
+
+def _start_bare(config_path: Path, output_dir: Path, env: dict, cpu: int | None = None):
+    """Start the bare script; returns a function that waits for it and returns its figures."""
+    process = _popen(
+        [sys.executable, str(ROOT / "bench" / "bare_grpo.py"), str(config_path), str(output_dir)], env, cpu
+    )
+
+    def finish() -> Side:
+        out, err = _finished(process, "the bare script")
+        result = json.loads(out.strip().splitlines()[-1])
+        steps, seconds = result["steps"], train_clock.parse(err)
+        return Side(
+            seconds / steps,
+            (seconds - result["step_time"]) / steps,
+            gc_timer.parse(err)["seconds"],
+            lengths=tuple(result["mean_lengths"]),
+        )
+
+    return finish
+
+
+def _start_studio(config, env: dict, cpu: int | None = None):
+    """Queue a run and start the worker on it; returns a function that waits for it and returns its figures."""
     from sqlalchemy.orm import sessionmaker
 
     from storage import queries
@@ -150,20 +212,24 @@ def _studio(config, env: dict) -> Side:
     engine = make_engine(env["DATABASE_URL"])
     with sessionmaker(engine).begin() as s:
         run_id = queries.create_run(s, "bench", config.to_dict(), config.max_steps).id
-    out = subprocess.run(
-        [sys.executable, "-c", STUDIO_MAIN, str(run_id)], env=env, cwd=ROOT, check=True, capture_output=True, text=True
-    )
-    with sessionmaker(engine).begin() as s:
-        run = queries.get_run(s, run_id)
-        assert run.status is RunStatus.COMPLETED, run.error
-        runtime = queries.last_metric(s, run_id, "train_runtime")
-        step_time = sum(p.value for p in queries.metric_series(s, run_id, "step_time"))
-        steps = run.current_step
-    engine.dispose()
-    writer = re.findall(r"database writer: ([\d.]+) s of CPU time", out.stderr)
-    return Side(
-        runtime / steps, (runtime - step_time) / steps, gc_timer.parse(out.stderr)["seconds"], float(writer[-1])
-    )
+    process = _popen([sys.executable, "-c", STUDIO_MAIN, str(run_id)], env, cpu)
+
+    def finish() -> Side:
+        _, err = _finished(process, "the worker")
+        with sessionmaker(engine).begin() as s:
+            run = queries.get_run(s, run_id)
+            assert run.status is RunStatus.COMPLETED, run.error
+            step_time = sum(p.value for p in queries.metric_series(s, run_id, "step_time"))
+            lengths = tuple(p.value for p in queries.metric_series(s, run_id, "completions/mean_length"))
+            steps = run.current_step
+        engine.dispose()
+        seconds = train_clock.parse(err)
+        writer = re.findall(r"database writer: ([\d.]+) s of CPU time", err)
+        return Side(
+            seconds / steps, (seconds - step_time) / steps, gc_timer.parse(err)["seconds"], float(writer[-1]), lengths
+        )
+
+    return finish
 
 
 if __name__ == "__main__":

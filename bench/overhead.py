@@ -1,6 +1,6 @@
 """Overhead of grpo-studio's worker over a bare GRPOTrainer script, measured side by side in one invocation.
 
-    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential] [--eval-steps N]
+    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened, no checkpoint and no held-out
 evaluation inside the measured steps) in a fresh process each, seeded alike, so they sample the same completions and
@@ -11,9 +11,11 @@ on both sides.
 
 A round runs the two sides **paired** (the default): at the same time, each process pinned to its own CPU, starting
 their training loops together at a barrier, twice, the CPUs swapped the second time (the round's figures are the
-means of its two halves). The writer thread then shares the training
-thread's one CPU instead of using the idle second core a real machine has, which is the harsher test for grpo-studio,
-and whatever else slows the machine slows both sides at once. ``--sequential`` is the first version's method: one
+means of its two halves). Whatever else slows the machine slows both sides at once. The writer thread then shares the
+training thread's one CPU instead of using the idle second core a real machine has: the harsher test for
+grpo-studio, except for one cost pinning can't show, hand-overs of the GIL between a writer and a training thread
+running on two cores at once. ``--unpinned`` pairs the sides without pinning them to price that (the writer may then
+run on the other CPU, and its CPU time comes out of either side). ``--sequential`` is the first version's method: one
 process at a time, alternating which side goes first. On this shared 2-core machine its per-round ratios spread from
 0.95 to 1.20 in one invocation (the noise of running 20 s apart).
 
@@ -70,6 +72,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sequential", action="store_true", help="one process at a time (the first version's method)")
     parser.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="paired but not pinned: the writer thread may run on the other CPU beside the training thread",
+    )
+    parser.add_argument(
         "--eval-steps",
         type=int,
         default=0,
@@ -90,6 +97,8 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     paired = not opts.sequential and len(cpus) >= 2
     mode = f"paired on CPUs {cpus[0]} and {cpus[1]}" if paired else "sequential, alternating order"
+    if paired and opts.unpinned:
+        mode, cpus = "paired, not pinned", [None, None]
     print(f"{opts.rounds} rounds of {opts.steps} steps, {mode}", flush=True)
     load_before = os.getloadavg()
     bare: list[Side] = []
@@ -104,7 +113,8 @@ def main() -> None:
                 # a round is two pairs with the CPUs swapped, so neither side keeps the CPU the machine's other work
                 # (or its interrupts) prefers, whatever the number of rounds
                 halves = []
-                for half, (b_cpu, s_cpu) in enumerate(((cpus[0], cpus[1]), (cpus[1], cpus[0]))):
+                swaps = ((cpus[0], cpus[1]), (cpus[1], cpus[0])) if cpus[0] is not None else ((None, None),)
+                for half, (b_cpu, s_cpu) in enumerate(swaps):
                     barrier = {"BENCH_BARRIER": str(Path(tmp) / f"barrier{round_}-{half}")}
                     finish_bare = _start_bare(config_path, bare_dir, {**env, **barrier}, b_cpu)
                     finish_studio = _start_studio(config, {**env, **barrier}, s_cpu)
@@ -157,7 +167,10 @@ def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load
 
 
 def _both(halves) -> Side:
-    """A paired round's figures for one side: the mean of its two halves (one on each CPU)."""
+    """A paired round's figures for one side: the mean of its two halves (one on each CPU), or its one run."""
+    halves = list(halves)
+    if len(halves) == 1:
+        return halves[0]
     a, b = halves
     same = a.lengths if a.lengths == b.lengths else ()  # both halves sampled alike, or the check below fails
     return Side(*(statistics.fmean(pair) for pair in zip(astuple(a)[:4], astuple(b)[:4])), same)

@@ -145,7 +145,7 @@ def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load
     writer = statistics.median(x.writer_cpu for x in studio) / opts.steps
     outside = statistics.median(x.outside for x in studio) - statistics.median(x.outside for x in bare)
     same = sum(
-        all(abs(a - b) < 1e-6 for a, b in zip(s.lengths, b_side.lengths)) and len(s.lengths) == len(b_side.lengths)
+        all(abs(a - b) < 1e-6 for a, b in zip(s.lengths, b_side.lengths)) and len(s.lengths) == len(b_side.lengths) > 0
         for s, b_side in zip(studio, bare)
     )
     print(

@@ -71,7 +71,7 @@ def _goto(page, query: str) -> None:
 
 
 def _stored_draft(page) -> str | None:
-    """The form draft as the browser stores it (encrypted with a fresh salt at each save, so any save changes it)."""
+    """The form draft as the browser stores it (encrypted with a fresh random IV at each save: any save changes it)."""
     return page.evaluate("() => localStorage.getItem('grpo-studio-form-draft')")
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from trainer.presets import tiny_demo
+
 from .conftest import ROOT
 from .helpers import free_port, run_row, wait_for
 
@@ -154,10 +156,12 @@ def test_dashboard_journey(page, server):
     _set(page, "model_name_or_path", "not-the-preset")
     page.locator("#preset input").click()
     page.locator('[role=option][aria-label^="Tiny offline demo"]').click()
-    filled = lambda: (  # noqa: E731
-        _box(page, "model_name_or_path").input_value() == "builtin:tiny"
-        and _box(page, "max_steps").input_value() == "100"
-    )
+    preset = tiny_demo()
+
+    def filled():
+        model, steps = _box(page, "model_name_or_path").input_value(), _box(page, "max_steps").input_value()
+        return model == preset.model_name_or_path and steps == str(preset.max_steps)
+
     wait_for(filled, 10, "the preset to fill the form")
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")

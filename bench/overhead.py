@@ -95,10 +95,14 @@ def main() -> None:
     # the user asked for, which the bare script does not do; counted, it would be charged to the worker's watching
     config.eval_steps = opts.eval_steps
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    paired = not opts.sequential and len(cpus) >= 2
-    mode = f"paired on CPUs {cpus[0]} and {cpus[1]}" if paired else "sequential, alternating order"
-    if paired and opts.unpinned:
-        mode, cpus = "paired, not pinned", [None, None]
+    # the CPUs of each half of a paired round (swapped the second time, so neither side keeps the CPU the machine's
+    # other work or its interrupts prefer, whatever the number of rounds); None: sequential
+    if opts.sequential or len(cpus) < 2:
+        halves_cpus, mode = None, "sequential, alternating order"
+    elif opts.unpinned:
+        halves_cpus, mode = [(None, None)], "paired, not pinned"
+    else:
+        halves_cpus, mode = [(cpus[0], cpus[1]), (cpus[1], cpus[0])], f"paired on CPUs {cpus[0]} and {cpus[1]}"
     print(f"{opts.rounds} rounds of {opts.steps} steps, {mode}", flush=True)
     load_before = os.getloadavg()
     bare: list[Side] = []
@@ -109,18 +113,15 @@ def main() -> None:
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.db", "PYTHONPATH": str(ROOT)}
         for round_ in range(opts.rounds):
             bare_dir = Path(tmp) / f"bare{round_}"
-            if paired:
-                # a round is two pairs with the CPUs swapped, so neither side keeps the CPU the machine's other work
-                # (or its interrupts) prefers, whatever the number of rounds
+            if halves_cpus:
                 halves = []
-                swaps = ((cpus[0], cpus[1]), (cpus[1], cpus[0])) if cpus[0] is not None else ((None, None),)
-                for half, (b_cpu, s_cpu) in enumerate(swaps):
+                for half, (b_cpu, s_cpu) in enumerate(halves_cpus):
                     barrier = {"BENCH_BARRIER": str(Path(tmp) / f"barrier{round_}-{half}")}
                     finish_bare = _start_bare(config_path, bare_dir, {**env, **barrier}, b_cpu)
                     finish_studio = _start_studio(config, {**env, **barrier}, s_cpu)
                     halves.append((finish_bare(), finish_studio()))
-                bare.append(_both(h[0] for h in halves))
-                studio.append(_both(h[1] for h in halves))
+                bare.append(_both([h[0] for h in halves]))
+                studio.append(_both([h[1] for h in halves]))
             else:
                 # alternate which side goes first, so a machine that slows down (or speeds up) within a round
                 # doesn't always favour the same side
@@ -166,9 +167,8 @@ def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load
     )
 
 
-def _both(halves) -> Side:
+def _both(halves: list[Side]) -> Side:
     """A paired round's figures for one side: the mean of its two halves (one on each CPU), or its one run."""
-    halves = list(halves)
     if len(halves) == 1:
         return halves[0]
     a, b = halves

@@ -2,9 +2,12 @@
 
 The dashboard's users are not the machine's owner (see SECURITY.md): a form field holding a path must not become a
 way to read the server's files (a data set's Preview shows its rows; a model directory's chat template is rendered).
-So in the dashboard, a local model directory or data file is accepted only under the data dir (where uploads go) or
-a directory the operator allowed with ``--allow-path``; paths are resolved (``..``, ``~``, symbolic links) before the
-check. Hub ids and built-in names are not paths. The command line is not restricted: its user owns the machine.
+So in the dashboard a model or data set is exactly one of: a built-in name, a hub id (trainer.loading.names says why
+a single word is no data set: ``text`` or ``csv`` would read the working directory), or the full path of something
+under the data dir (where uploads go) or a directory the operator allowed with ``--allow-path``. Paths are resolved
+(``..``, ``~``, symbolic links) before the check; relative paths are refused, so nothing is resolved against the
+server's working directory; the database's files and the run directories are never accepted (another reader of the
+SQLite files drops the dashboard's locks on them). The command line is not restricted: its user owns the machine.
 
 A refused path gets the same message whether or not it exists, so the form is no oracle for the server's files.
 """
@@ -16,8 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.db import data_dir
+from trainer.loading.backend import BUILTIN_MODEL
+from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_files
+from trainer.safe_text import text_problem
 
 PATH_FIELDS = ("model_name_or_path", "dataset_name")
+ACCEPTED = {
+    "dataset_name": "builtin:arithmetic or builtin:code, a hub data set as owner/name (e.g. openai/gsm8k), or the full "
+    "path of a .jsonl, .json, .csv or .parquet file",
+    "model_name_or_path": f"{BUILTIN_MODEL}, a hub model id (name or owner/name), or the full path of a model directory",
+}
 
 
 @dataclass(frozen=True)
@@ -32,31 +43,39 @@ class Access:
         return [Path(os.path.realpath(data_dir())), *(Path(os.path.realpath(d)) for d in self.allowed_dirs)]
 
     def path_problems(self, settings: dict) -> list[str]:
-        """One problem per path field of a config mapping that points outside the allowed directories."""
-        problems = []
-        for name in PATH_FIELDS:
-            value = str(settings.get(name) or "")
-            if is_local_path(value) and not self.allows(value):
-                where = ", ".join(str(r) for r in self.roots())
-                problems.append(
-                    f"{name}: local paths are limited to {where} in the dashboard; upload the file, or ask the "
-                    "operator to start the server with --allow-path DIR"
-                )
-        return problems
+        """One problem per model or data-set field of a config mapping that the dashboard won't read."""
+        return [p for name in PATH_FIELDS if (p := self.value_problem(name, str(settings.get(name) or "")))]
+
+    def value_problem(self, field: str, value: str) -> str | None:
+        """Why the dashboard won't read ``value`` for ``field``, or None. A value is exactly one of: a built-in name,
+        a hub id, or the full path of something under the data dir or an ``--allow-path`` directory that is neither
+        the database nor a run's directory. Anything else is refused naming the accepted forms, before anything
+        opens it; nothing is resolved against the server's working directory."""
+        if unsafe := text_problem(field, value):
+            return unsafe  # a NUL or control character never reaches the file system
+        if not value or value.startswith("builtin:") or (field == "dataset_name" and value in GSM8K_NAMES):
+            return None  # an unknown built-in name is the config check's to report
+        if not looks_like_path(value):
+            refusal = hub_id_problem(value, field, owner_required=field == "dataset_name")
+            return None if refusal is None else f"{refusal}; expected {ACCEPTED[field]}"
+        if not value.startswith(("/", "~")):
+            return f"{field} {value!r}: the dashboard reads local files only by their full path; expected {ACCEPTED[field]}"
+        if not self.allows(value):
+            where = ", ".join(str(r) for r in self.roots())
+            return (
+                f"{field}: local paths are limited to {where} in the dashboard, outside the database and the run "
+                "directories; upload the file, or ask the operator to start the server with --allow-path DIR"
+            )
+        return None
 
     def allows(self, value: str) -> bool:
-        """Whether a local path resolves to somewhere under one of the roots."""
+        """Whether a local path resolves to somewhere under one of the roots, and is not one of the database's files
+        or inside a run's directory (checkpoints, logs, job scripts: the dashboard's, not its users')."""
         target = Path(os.path.realpath(Path(value).expanduser()))
+        runs = Path(os.path.realpath(data_dir() / "runs"))
+        if target in protected_files() or target == runs or target.is_relative_to(runs):
+            return False
         return any(target == root or target.is_relative_to(root) for root in self.roots())
-
-
-def is_local_path(value: str) -> bool:
-    """Whether a model/data set value names the server's file system rather than the hub or a built-in."""
-    if value.startswith("builtin:") or not value:
-        return False
-    path = Path(value).expanduser()
-    looks_like_path = value.startswith((".", "/", "~")) or value.count("/") > 1 or "\\" in value
-    return looks_like_path or path.suffix.lower() in (".jsonl", ".json", ".csv", ".parquet") or path.exists()
 
 
 def custom_reward_problems(access: Access, reward_funcs: list[str]) -> list[str]:

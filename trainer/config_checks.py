@@ -17,6 +17,7 @@ import re
 import typing
 from typing import Any
 
+from trainer.safe_text import text_problem
 from trainer.scoring.rewards import REWARDS, load_custom_reward
 from trainer.scoring.sandbox import code_tests_refusal
 
@@ -24,6 +25,8 @@ from trainer.scoring.sandbox import code_tests_refusal
 MAX_TEXT_CHARS = 1_000
 MAX_PROMPT_CHARS = 20_000
 MAX_LIST_ITEMS = 64
+# The one text setting that may span lines; every other one reaches a job script, a command line or a terminal.
+MULTILINE_FIELDS = ("system_prompt",)
 # A custom reward: "path/to/file.py:function" or "package.module:function".
 CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
 
@@ -118,15 +121,18 @@ def check_range(f: dataclasses.Field, value: Any) -> list[str]:
         limit = MAX_PROMPT_CHARS if f.name == "system_prompt" else MAX_TEXT_CHARS
         if len(value) > limit:
             return [f"{f.name} is {len(value):,} characters long: at most {limit:,}"]
-        return []
+        unsafe = text_problem(f.name, value, multiline=f.name in MULTILINE_FIELDS)
+        return [unsafe] if unsafe else []
     if isinstance(value, list):
         if len(value) > MAX_LIST_ITEMS:
             return [f"{f.name} has {len(value)} items: at most {MAX_LIST_ITEMS}"]
-        return [p for i, item in enumerate(value) for p in check_number(f"{f.name}[{i}]", item, None, None)] + [
-            f"{f.name}[{i}] is {len(item):,} characters long: at most {MAX_TEXT_CHARS:,}"
-            for i, item in enumerate(value)
-            if isinstance(item, str) and len(item) > MAX_TEXT_CHARS
-        ]
+        found = [p for i, item in enumerate(value) for p in check_number(f"{f.name}[{i}]", item, None, None)]
+        for i, item in enumerate(value):
+            if isinstance(item, str) and len(item) > MAX_TEXT_CHARS:
+                found.append(f"{f.name}[{i}] is {len(item):,} characters long: at most {MAX_TEXT_CHARS:,}")
+            elif isinstance(item, str) and (unsafe := text_problem(f"{f.name}[{i}]", item)):
+                found.append(unsafe)
+        return found
     return check_number(f.name, value, meta.get("min"), meta.get("max"))
 
 

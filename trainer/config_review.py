@@ -16,6 +16,7 @@ from trainer import config_checks as checks
 from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
 from trainer.loading.data import check_dataset, load_problems
+from trainer.safe_text import text_problem
 from trainer.scoring.rewards import reward_mix_warnings
 
 if TYPE_CHECKING:
@@ -35,9 +36,11 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
             found.extend(checks.check_range(f, getattr(config, f.name)))
     if not config.name.strip():
         found.append("name is empty: give the run a name")
-    if check_files:
-        found.extend(check_model(config.model_name_or_path))
-        found.extend(check_dataset(config.dataset_name, config.question_column, config.answer_column))
+    if check_files:  # a name with a NUL or control character is reported above and never reaches the file system
+        if not text_problem("model", config.model_name_or_path):
+            found.extend(check_model(config.model_name_or_path))
+        if not text_problem("dataset", config.dataset_name):
+            found.extend(check_dataset(config.dataset_name, config.question_column, config.answer_column))
     found.extend(checks.check_rewards(config.reward_funcs, config.reward_weights, import_custom=check_rewards))
     batch = (config.per_device_train_batch_size, config.gradient_accumulation_steps, config.num_processes)
     found.extend(checks.check_batch(*batch, group=config.num_generations))
@@ -54,7 +57,7 @@ def warnings(config: RunConfig) -> list[str]:
     of the data set; a data set that can't be read yet gives no warning here (the worker reports it)."""
     local = config.dataset_name.startswith("builtin:") or Path(config.dataset_name).is_file()
     try:
-        rows = load_problems(config)[:64] if local else []
+        rows = load_problems(config, limit=64)[:64] if local else []
     except Exception:
         rows = []
     return reward_mix_warnings(

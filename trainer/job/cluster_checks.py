@@ -13,12 +13,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from storage.db import data_dir, database_url
+from trainer.config_checks import shorten
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
 
 # Slurm's --time formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
 SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+# Slurm partition and account names are plain identifiers; a partition setting may list several, comma-separated.
+SLURM_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
+SLURM_NAMES = re.compile(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$")
+# The sbatch options slurm_extra may add: resources, placement, QoS and notices. Not the ones that choose files
+# (--output, --error, --input, --chdir), the environment or identity (--export, --get-user-env, --uid, --gid), or run
+# commands and scripts (--wrap, --bb, --bbf, --container): a dashboard user must not make the operator's job write
+# or run something of their choosing. grpo-studio sets the job's name, log, directory and signal itself.
+SLURM_EXTRA_OPTIONS = frozenset(
+    """qos constraint cluster-constraint mem mem-per-cpu mem-per-gpu cpus-per-task cpus-per-gpu gres gpus gpus-per-task
+    gpu-bind gpu-freq exclusive oversubscribe reservation nodelist exclude mail-type mail-user requeue no-requeue
+    comment hint switches distribution time-min nice priority begin deadline dependency licenses tmp core-spec
+    thread-spec cores-per-socket sockets-per-node threads-per-core ntasks-per-core ntasks-per-socket mincpus
+    network power prefer spread-job use-min-nodes wckey mcs-label extra acctg-freq kill-on-invalid-dep""".split()
+)
+SLURM_SHORT_OPTIONS = {"-q": "qos", "-C": "constraint", "-c": "cpus-per-task", "-w": "nodelist", "-x": "exclude"}
 
 
 # Filesystem types (/proc/mounts) that several machines mount at once.
@@ -74,14 +90,37 @@ def cluster_problems(config: RunConfig) -> list[str]:
             )
         if config.slurm_time and not SLURM_TIME.match(config.slurm_time.strip()):
             found.append(f"slurm_time {config.slurm_time!r} is not a Slurm time limit: use e.g. 90, 04:00:00 or 2-00")
-        for option in config.slurm_extra:
-            if not option.strip().startswith("-") or "\n" in option:
-                found.append(f"slurm_extra {option!r}: each entry is one sbatch option such as --qos=high")
+        if config.slurm_partition and not SLURM_NAMES.match(config.slurm_partition):
+            found.append(
+                f"slurm_partition {shorten(config.slurm_partition)}: expected a partition name (letters, digits, "
+                "_ . + -), or several separated by commas"
+            )
+        if config.slurm_account and not SLURM_NAME.match(config.slurm_account):
+            found.append(f"slurm_account {shorten(config.slurm_account)}: expected an account name (letters, digits, _ . + -)")
+        found.extend(p for p in map(extra_option_problem, config.slurm_extra) if p)
     elif config.slurm_nodes > 1:
         found.append(f"slurm_nodes is {config.slurm_nodes} but executor is local: more nodes need executor slurm")
     if config.vllm_mode == "server":
         found.extend(_server_mode_problems(config))
     return found
+
+
+def extra_option_problem(option: str) -> str | None:
+    """Why one slurm_extra entry can't be an #SBATCH line, or None: it must be one option from
+    :data:`SLURM_EXTRA_OPTIONS` (``--qos=high``, ``--exclusive``, ``-C a100``)."""
+    text = option.strip()
+    if not text.startswith("-") or "\n" in text:
+        return f"slurm_extra {shorten(option)}: each entry is one sbatch option such as --qos=high"
+    key = text.split("=", 1)[0].split(None, 1)[0]
+    name = SLURM_SHORT_OPTIONS.get(key, key[2:] if key.startswith("--") else None)
+    if name not in SLURM_EXTRA_OPTIONS:
+        return (
+            f"slurm_extra {shorten(option)}: {shorten(key)} is not an option grpo-studio passes to sbatch; it accepts "
+            "resource, placement and scheduling options (--qos, --constraint, --mem, --cpus-per-task, --gres, "
+            "--exclusive, --reservation, --nodelist, --exclude, --mail-type, ...), not ones that choose files, the "
+            "environment or commands (grpo-studio sets the job's name, log and directory itself)"
+        )
+    return None
 
 
 def _server_mode_problems(config: RunConfig) -> list[str]:

@@ -22,6 +22,7 @@ does not find it on its node (:func:`shared_dir_problem`), or confirms it with a
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -33,10 +34,11 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from storage import queries
-from storage.db import data_dir
+from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
 from trainer.job.commands import MAIN_NODE, PACKAGE_ROOT, node_command, supervised, worker_command
 from trainer.job.run_files import RunFiles
+from trainer.safe_text import printable
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -95,25 +97,39 @@ def slurm(*args: str) -> str:
 
 # --- the job script --------------------------------------------------------------------------------------------------
 def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]:
-    """The job's ``#SBATCH`` options, from the run's cluster settings."""
+    """The job's ``#SBATCH`` options, from the run's cluster settings, each value quoted for sbatch's own reading of
+    these lines (:func:`sbatch_value`)."""
     options = [
-        f"--job-name=grpo-{run_id}-{config.name[:40]}".replace(" ", "-"),
-        f"--output={files.log}",
+        f"--job-name=grpo-{run_id}-{slug(config.name, 'run')[:40]}",
+        f"--output={sbatch_value(str(files.log))}",
         "--open-mode=append",  # a resumed run's job adds to the same log
-        f"--chdir={files.root}",
+        f"--chdir={sbatch_value(str(files.root))}",
         f"--nodes={config.slurm_nodes}",
         "--ntasks-per-node=1",  # one launcher per node; accelerate starts the processes
         f"--signal=B:TERM@{STOP_BEFORE_LIMIT_S}",
     ]
     if config.slurm_partition:
-        options.append(f"--partition={config.slurm_partition}")
+        options.append(f"--partition={sbatch_value(config.slurm_partition)}")
     if config.slurm_gpus_per_node:
         options.append(f"--gpus-per-node={config.slurm_gpus_per_node}")
     if config.slurm_time:
-        options.append(f"--time={config.slurm_time}")
+        options.append(f"--time={sbatch_value(config.slurm_time.strip())}")
     if config.slurm_account:
-        options.append(f"--account={config.slurm_account}")
-    return options + [option.strip() for option in config.slurm_extra]
+        options.append(f"--account={sbatch_value(config.slurm_account)}")
+    for option in config.slurm_extra:
+        key, sep, value = option.strip().partition("=")
+        options.append(key + sep + sbatch_value(value) if sep else option.strip())
+    return options
+
+
+def sbatch_value(value: str) -> str:
+    """``value`` as sbatch reads it from an ``#SBATCH`` line: as it is when it holds only characters sbatch gives no
+    meaning to, else in double quotes with ``"`` and ``\\`` escaped (sbatch, not a shell, reads these lines: it
+    splits them at spaces, takes ``#`` as a comment and honours double quotes and backslashes; it expands no ``$``).
+    Validation already refuses line breaks and control characters; this keeps a value that passes it one value."""
+    if re.fullmatch(r"[\w@%+=:,./-]+", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def launch_lines(config: RunConfig, run_id: int) -> list[str]:
@@ -138,7 +154,7 @@ def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> 
     root = PACKAGE_ROOT
     lines = [
         "#!/bin/bash",
-        f"# grpo-studio run {run_id} ({config.name}): written by the dashboard, submitted with",
+        f"# grpo-studio run {run_id} ({printable(config.name, one_line=True)}): written by the dashboard, submitted with",
         "#   sbatch --parsable --export=ALL <this file>",
         "# The job reads DATABASE_URL (PostgreSQL) from the environment it was submitted from: to submit it by hand,",
         "# export the dashboard's DATABASE_URL first.",

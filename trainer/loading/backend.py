@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer.job.trl_args import lora_kwargs
-from trainer.loading.data import HUB_ID, looks_like_path
+from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
 from trainer.loading.hub import hub_access
 
 if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
@@ -203,14 +203,16 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
 def check_model(model: str) -> list[str]:
     """What is wrong with ``model_name_or_path`` before anything loads it (RunConfig.validate calls this): an unknown
     built-in model, a local directory that isn't there, or a name that is no hub id."""
-    if model == BUILTIN_MODEL or Path(model).expanduser().is_dir():
+    if model == BUILTIN_MODEL:
         return []
     if model.startswith("builtin:"):
         return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
-    if looks_like_path(model):
-        return [f"model {model!r}: no such directory"]
-    if not HUB_ID.match(model):
-        return [f"model {model!r}: expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
+    if looks_like_path(model) or Path(model).expanduser().is_dir():
+        if problem := protected_file_problem(model, "model"):
+            return [problem]
+        return [] if Path(model).expanduser().is_dir() else [f"model {model!r}: no such directory"]
+    if problem := hub_id_problem(model, "model", owner_required=False):
+        return [f"{problem}; expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
     return []
 
 

@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trainer.loading.datafiles import SUFFIXES, DataFileError, read_rows, summarize
+from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
 BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
-GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
-# A hub id is "name" or "owner/name"; anything with more slashes, or that exists on disk, is a local path.
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 # The arithmetic task: a + b and a - b (a >= b) with operands up to this value. Small enough for a tiny model to learn
 # in minutes on a CPU, large enough (two-digit carries) that it doesn't learn it perfectly in a short warm-up.
@@ -146,9 +143,12 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
 
         rows = load_dataset("openai/gsm8k", "main", split=split)
         return [Problem(r["question"], gsm8k_reference(r["answer"])) for r in rows]
-    path = Path(name).expanduser()
-    if path.suffix.lower() in SUFFIXES:
-        return _file_problems(path, config.question_column, config.answer_column, limit)
+    if looks_like_path(name):
+        if problem := protected_file_problem(name, "dataset"):
+            raise DataError(problem)
+        return _file_problems(Path(name).expanduser(), config.question_column, config.answer_column, limit)
+    if problem := hub_id_problem(name, "dataset", owner_required=True):
+        raise DataError(problem)  # never a packaged builder's name, never a folder of the working directory
     from datasets import load_dataset
 
     rows = load_dataset(name, split=split)
@@ -189,13 +189,16 @@ def build_dataset(config: DataSettings, split: str | None = None) -> Dataset:
 
 def check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
     """What is wrong with ``dataset_name`` before anything loads it: an unknown built-in set, a missing or unreadable
-    local file (only its head is read: the columns, the first rows, the encoding), or a name that is neither."""
+    local file (only its head is read: the columns, the first rows, the encoding), the database's own files, or a
+    name that is none of a built-in set, a hub id ``owner/name`` and a data file (trainer.loading.names says why)."""
     if name in BUILTIN_DATASETS or name in GSM8K_NAMES:
         return []
     if name.startswith("builtin:"):
         return [f"dataset {name!r}: built-in data sets are {', '.join(BUILTIN_DATASETS)}"]
-    path = Path(name).expanduser()
-    if path.suffix.lower() in SUFFIXES or looks_like_path(name):
+    if looks_like_path(name):
+        path = Path(name).expanduser()
+        if problem := protected_file_problem(name, "dataset"):
+            return [problem]
         if not path.is_file():
             return [f"dataset {name!r}: no such file"]
         if path.suffix.lower() not in SUFFIXES:
@@ -205,14 +208,12 @@ def check_dataset(name: str, question_column: str = "question", answer_column: s
         except DataFileError as exc:
             return [str(exc)]
         return []
-    if not HUB_ID.match(name):
-        return [f"dataset {name!r}: expected gsm8k, {', '.join(BUILTIN_DATASETS)}, a hub id or a local data file"]
+    if problem := hub_id_problem(name, "dataset", owner_required=True):
+        return [
+            f"{problem}; expected {', '.join(BUILTIN_DATASETS)}, a hub data set owner/name or the path of a "
+            f"{', '.join(SUFFIXES)} file"
+        ]
     return []
-
-
-def looks_like_path(text: str) -> bool:
-    """Whether a model or data set name is meant as a local path rather than a hub id."""
-    return text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
 
 
 def _file_problems(path: Path, question_column: str, answer_column: str, limit: int | None) -> list[Problem]:

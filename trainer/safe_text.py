@@ -1,0 +1,60 @@
+"""Text that crosses a boundary: what a config's text may hold, and text made safe to show in a terminal.
+
+A run's name, its Slurm partition or a reward name ends up in places that give characters a meaning: a line of the
+Slurm job script (a newline starts a shell command), a command line, a file name, the operator's terminal (ESC starts
+an escape sequence: ``ESC ] 52`` writes the clipboard, ``\\r`` overwrites the line just printed). So a text setting
+is refused when it holds
+
+- a control character: C0 (U+0000-U+001F, NUL included), DEL (U+007F) or C1 (U+0080-U+009F, which some terminals
+  read as ESC sequences); a multi-line setting (the system prompt) may hold newlines and tabs;
+- a lone surrogate (U+D800-U+DFFF), which JSON's ``\\ud800`` escapes can carry and which no UTF-8 file, database or
+  terminal can store.
+
+Validation stops new values; :func:`printable` is the second line, for what the command line prints from the database
+or a log (rows written by an older version or another tool, errors, log lines).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# C0 (less tab and newline, which multi-line text may keep), DEL, C1, and the surrogate range.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def text_problem(name: str, value: str, multiline: bool = False) -> str | None:
+    """What is wrong with the text ``value`` of the setting ``name``, or None: the first unsafe character, by its
+    code point and position, and what the setting accepts."""
+    for index, char in enumerate(value):
+        code = ord(char)
+        if multiline and char in "\t\n":
+            continue
+        if char in "\t\n":
+            return f"{name} holds a line break or tab at character {index + 1}: expected one line of text"
+        if 0xD800 <= code <= 0xDFFF:
+            return f"{name} holds a lone surrogate (U+{code:04X}) at character {index + 1}: expected Unicode text"
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            what = "a NUL byte" if code == 0 else f"the control character U+{code:04X} ({_char_name(char)})"
+            return f"{name} holds {what} at character {index + 1}: expected printable text"
+    return None
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """``text`` with every control character and lone surrogate shown as an escape (``\\x1b``, ``\\ud800``), so
+    printing it can't move the cursor, rewrite the line or talk to the terminal; with ``one_line`` newlines and tabs
+    too (a name or an error shown in a table row)."""
+    pattern = _CONTROL if not one_line else _ANY_CONTROL
+    return pattern.sub(lambda m: _escape(m.group()), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _char_name(char: str) -> str:
+    return {"\x1b": "ESC", "\r": "carriage return", "\x7f": "DEL", "\x07": "BEL", "\x08": "backspace"}.get(
+        char, unicodedata.name(char, "C1 control" if ord(char) >= 0x80 else "C0 control")
+    )

@@ -96,7 +96,9 @@ def cluster_problems(config: RunConfig) -> list[str]:
                 "_ . + -), or several separated by commas"
             )
         if config.slurm_account and not SLURM_NAME.match(config.slurm_account):
-            found.append(f"slurm_account {shorten(config.slurm_account)}: expected an account name (letters, digits, _ . + -)")
+            found.append(
+                f"slurm_account {shorten(config.slurm_account)}: expected an account name (letters, digits, _ . + -)"
+            )
         found.extend(p for p in map(extra_option_problem, config.slurm_extra) if p)
     elif config.slurm_nodes > 1:
         found.append(f"slurm_nodes is {config.slurm_nodes} but executor is local: more nodes need executor slurm")

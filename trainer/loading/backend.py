@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer.job.trl_args import lora_kwargs
-from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
 from trainer.loading.hub import hub_access
+from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
 
 if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
     from trainer.config import RunConfig

@@ -24,10 +24,18 @@ from collections.abc import Sequence
 
 from app.cli_output import foreground, quiet_libraries, quiet_logging, started_text, version
 from app.cli_probe_fork import cmd_fork, cmd_probe, fork_options, probe_options
+from app.terminal import guarded_terminal
+from trainer.safe_text import printable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``grpo-studio`` console script; returns the exit code."""
+    """Entry point of the ``grpo-studio`` console script; returns the exit code. Everything it prints goes through
+    app.terminal (names, errors and log lines from the database reach the operator's terminal)."""
+    with guarded_terminal():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if getattr(args, "allow_unisolated_code", False):
@@ -158,14 +166,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainer.config import ConfigError, load_and_validate
 
     try:
-        config, notes = load_and_validate(args.config)
+        config, notes = load_and_validate(args.config, name=args.name)
     except (ConfigError, OSError) as exc:
         print(f"grpo-studio: {args.config}: {exc}", file=sys.stderr)
         return 2
     for note in notes + config.warnings():
         print(f"note: {note}", file=sys.stderr)
-    if args.name:
-        config.name = args.name
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
@@ -239,7 +245,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
     for run_id, name, status, step, reward in rows:
         shown = "-" if reward is None else f"{reward:.3f}"
-        print(f"{run_id:>4}  {name[:28]:<28} {status:<10} {step:>11}  {shown}")
+        print(f"{run_id:>4}  {printable(name, one_line=True)[:28]:<28} {status:<10} {step:>11}  {shown}")
     return 0
 
 

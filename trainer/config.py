@@ -272,9 +272,12 @@ class ConfigError(ValueError):
         super().__init__("invalid run config:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-def load_and_validate(path: str | Path) -> tuple[RunConfig, list[str]]:
-    """Load a config file and validate it; raises :class:`ConfigError` with every problem, returns notes."""
+def load_and_validate(path: str | Path, name: str | None = None) -> tuple[RunConfig, list[str]]:
+    """Load a config file (its run named ``name`` when given: the CLI's ``--name``, validated like the file's own)
+    and validate it; raises :class:`ConfigError` with every problem, returns notes."""
     config, notes = RunConfig.load(path)
+    if name:
+        config = dataclasses.replace(config, name=name)
     problems = config.validate()
     if problems:
         raise ConfigError(problems)

@@ -94,6 +94,16 @@ def _parse_json(text: str, path: Path) -> Any:
         raise ConfigFileError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise ConfigFileError(f"{path}: nested too deeply") from None
+    except ValueError as exc:  # a number of over 4,300 digits (Python's int conversion limit)
+        raise ConfigFileError(f"{path}: {_value_error(exc)}") from None
+
+
+def _value_error(exc: ValueError) -> str:
+    """A ValueError from a parser in the user's words: the only one a parser raises on valid syntax is Python's
+    limit on the digits of an integer."""
+    if "digits" in str(exc):
+        return "holds a number with more than 4,300 digits; a setting's value is a few digits long"
+    return f"holds a value that can't be read ({str(exc)[:120]})"
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -117,6 +127,8 @@ def _parse_yaml(text: str, path: Path) -> Any:
         raise ConfigFileError(f"{path}: not valid YAML ({str(exc)[:200]})") from None
     except RecursionError:
         raise ConfigFileError(f"{path}: nested too deeply") from None
+    except ValueError as exc:  # a number of over 4,300 digits, or a date PyYAML can't build
+        raise ConfigFileError(f"{path}: {_value_error(exc)}") from None
 
 
 def _measure(root: Any, where: str) -> None:

@@ -100,8 +100,10 @@ def fork_run(run_id: int, step: int, changes: dict[str, Any], name: str | None =
     if step not in checkpoints:
         listed = ", ".join(str(s) for s in checkpoints) or "none yet"
         raise ForkError(f"run {run_id} has no saved checkpoint at step {step} (saved at steps: {listed})")
+    changes = {**changes, "name": name} if name else changes  # validated with the rest of the config
     config = forked_config(parent_config, changes, step)
-    config.name = name or changes.get("name") or f"{parent_name}-fork{step}"
+    if not changes.get("name"):
+        config.name = f"{parent_name}-fork{step}"
     staging = RunFiles(data_dir() / "runs" / f".fork-{secrets.token_hex(4)}")
     try:
         shutil.copytree(checkpoints[step], staging.checkpoints / checkpoints[step].name)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainer.loading.datafiles import SUFFIXES, DataFileError, read_rows, summarize
+from trainer.loading.datafiles import SUFFIXES, DataFileError, check_value, read_rows, summarize
 from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 
 if TYPE_CHECKING:
@@ -217,13 +217,17 @@ def check_dataset(name: str, question_column: str = "question", answer_column: s
 
 
 def _file_problems(path: Path, question_column: str, answer_column: str, limit: int | None) -> list[Problem]:
-    """A local file's problems; the head is checked first (columns, empty values) so a wrong mapping fails fast."""
+    """A local file's problems; the head is checked first (columns, empty values) so a wrong mapping fails fast, and
+    every row after it the same way (an empty or nested question on row 50,000 is named, not trained on as "")."""
     try:
         summarize(path, question_column, answer_column)
-        return [
-            Problem(str(r.get(question_column) or ""), str(r.get(answer_column) or "").strip())
-            for r in read_rows(path, limit)
-        ]
+        problems = []
+        for number, row in enumerate(read_rows(path, limit), 1):
+            question, answer = row.get(question_column), row.get(answer_column)
+            check_value(path, number, question_column, question)
+            check_value(path, number, answer_column, answer)
+            problems.append(Problem(str(question), str(answer).strip()))
+        return problems
     except DataFileError as exc:
         raise DataError(str(exc)) from None
 

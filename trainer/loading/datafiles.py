@@ -19,7 +19,12 @@ from pathlib import Path
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 HEAD_ROWS = 1_000
-MAX_JSON_ARRAY_BYTES = 200_000_000  # a JSON array is parsed whole; larger data sets belong in JSONL or Parquet
+# A JSON array is parsed whole (its head can't be read alone), so it costs memory by the size of the file: kept small;
+# larger data sets belong in JSONL or Parquet, which are read row by row.
+MAX_JSON_ARRAY_BYTES = 50_000_000
+# One line of a JSONL or CSV file is one example (a GSM8K one is ~1 KB); reading stops at this many bytes of a line, so
+# a 300 MB file of one line is refused in one sentence instead of being read into memory whole.
+MAX_LINE_BYTES = 1_000_000
 
 
 class DataFileError(ValueError):
@@ -69,9 +74,18 @@ def summarize(path: Path, question_column: str, answer_column: str) -> FileSumma
         )
     for index, row in enumerate(head):
         for column in (question_column, answer_column):
-            if row.get(column) in (None, ""):
-                raise DataFileError(f"{path}: row {index + 1} has an empty {column!r}; every row needs a value")
+            check_value(path, index + 1, column, row.get(column))
     return FileSummary(columns, head, _count_rows(path, len(head)))
+
+
+def check_value(path: Path, row: int, column: str, value: object) -> None:
+    """Refuse an empty question or answer, or one that is a list or a mapping (a nested JSON value, a Parquet list or
+    struct column): a question is text, an answer text or a number."""
+    if value in (None, ""):
+        raise DataFileError(f"{path}: row {row} has an empty {column!r}; every row needs a value")
+    if not isinstance(value, (str, int, float)):
+        kind = {list: "a list", dict: "a mapping (struct)", tuple: "a list"}.get(type(value), type(value).__name__)
+        raise DataFileError(f"{path}: row {row}: {column!r} is {kind}; expected text (or a number for an answer)")
 
 
 # --- formats --------------------------------------------------------------------------------------------------------
@@ -87,7 +101,12 @@ def _check_text(path: Path) -> None:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of a UTF-8 file, with the line named when a byte isn't UTF-8 (a latin-1 file, say)."""
     with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise DataFileError(
+                    f"{path}: line {number} is longer than {MAX_LINE_BYTES // 1_000_000} MB; expected one example "
+                    "per line (a question and its answer)"
+                )
             try:
                 yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
@@ -109,15 +128,36 @@ def _json_rows(path: Path, limit: int | None) -> Iterator[dict]:
             continue
         try:
             row = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        except (ValueError, RecursionError) as exc:
+            detail = _json_problem(exc)
             raise DataFileError(
                 f"{path}: line {number} is not valid JSON ({detail}); expected one object per line"
             ) from None
         if not isinstance(row, dict):
             raise DataFileError(f"{path}: line {number} is a JSON {type(row).__name__}; expected one object per line")
+        _check_strings(row, path, f"line {number}")
         count += 1
         yield row
+
+
+def _json_problem(exc: Exception) -> str:
+    """What the JSON parser found, in words: a syntax error, nesting, or Python's 4,300-digit limit on integers."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)[:120]
+
+
+def _check_strings(row: dict, path: Path, where: str) -> None:
+    """Refuse a row whose text holds a lone surrogate (JSON's ``\\ud800`` escapes can carry one; no UTF-8 file,
+    tokenizer or database can store it)."""
+    for column, value in row.items():
+        if isinstance(value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise DataFileError(
+                f"{path}: {where}: {str(column)[:40]!r} holds a lone surrogate (a \\ud800-\\udfff escape "
+                "without its pair); expected Unicode text"
+            )
 
 
 def _json_array(path: Path) -> Iterator[dict]:
@@ -127,11 +167,12 @@ def _json_array(path: Path) -> Iterator[dict]:
         rows = json.loads("".join(text for _, text in _lines(path)))
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: line {exc.lineno} is not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise DataFileError(f"{path}: nested too deeply") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataFileError(f"{path}: not valid JSON ({_json_problem(exc)})") from None
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataFileError(f"{path}: item {index + 1} of the array is not an object with named columns")
+        _check_strings(row, path, f"item {index + 1} of the array")
         yield row
 
 

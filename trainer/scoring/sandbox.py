@@ -54,7 +54,7 @@ from trainer.scoring.isolation import (  # noqa: F401 - Limits, Verdict, Sandbox
     unisolated_allowed,
 )
 from trainer.scoring.judge import CandidateError, Unsupported, judge, plan
-from trainer.scoring.sandbox_server import WireError, decode, encode, frame
+from trainer.scoring.sandbox_server import Budget, WireError, decode, encode, frame
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class _Sandbox:
         reply = self.receive(deadline)
         if "value" in reply:
             try:
-                return decode(reply["value"])
+                return decode(reply["value"], budget=Budget(deadline))
             except (WireError, RecursionError) as exc:
                 raise CandidateError(f"{name}() answered something that isn't plain data: {exc}") from None
         raise CandidateError(f"{name}() failed: {str(reply.get('error', 'malformed answer'))[:200]}")

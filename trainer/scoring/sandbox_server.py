@@ -20,10 +20,10 @@ import json
 import os
 import struct
 import sys
+import time
 
 _HEADER = struct.Struct(">I")
 _SCALARS = (bool, int, float, str)
-_TAGS = {"tuple": tuple, "set": set, "frozenset": frozenset}
 
 
 class WireError(ValueError):
@@ -52,26 +52,56 @@ def encode(value, depth: int = 0):
     raise WireError(f"{kind.__name__} is not plain data (None, bool, int, float, str, list, tuple, set, dict)")
 
 
-def decode(data, depth: int = 0):
-    """The value a JSON document built by :func:`encode` stands for; raises WireError on anything else."""
+# At most this many values (scalars and containers) in one decoded answer. A unit test's answer is a few values; the
+# bound keeps what the worker does with an answer small whatever the code sends, e.g. a set of ints that all hash
+# alike (n * (2**61 - 1)), which costs a quadratic number of comparisons to build or to pass to set().
+MAX_VALUES = 4_000
+
+
+class Budget:
+    """What decoding one answer may spend: a number of values and a deadline (``time.monotonic()``), checked as it
+    goes, so the job's time limit covers decoding too."""
+
+    def __init__(self, deadline: float | None = None, values: int = MAX_VALUES) -> None:
+        self.deadline, self.left = deadline, values
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise WireError(f"an answer of more than {MAX_VALUES:,} values")
+        if self.deadline is not None and self.left % 64 == 0 and time.monotonic() > self.deadline:
+            raise WireError("the answer took too long to decode")
+
+
+def decode(data, depth: int = 0, budget: Budget | None = None):
+    """The value a JSON document built by :func:`encode` stands for; raises WireError on anything else, or when it
+    spends more than ``budget`` (a fresh one per answer when not given). Sets and dict keys are added one at a
+    time under the budget, never handed to ``set()`` whole."""
+    budget = budget or Budget()
+    budget.spend()
     if _is_scalar(data, depth):
         return data
     kind = type(data)
     if kind is list:
-        return [decode(v, depth + 1) for v in data]
+        return [decode(v, depth + 1, budget) for v in data]
     if kind is dict and len(data) == 1:
         ((tag, items),) = data.items()
         if type(items) is list:
-            if tag in _TAGS:
-                try:
-                    return _TAGS[tag](decode(v, depth + 1) for v in items)
-                except TypeError as exc:  # an unhashable set member
-                    raise WireError(str(exc)) from None
-            if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
-                try:
-                    return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
-                except TypeError as exc:
-                    raise WireError(str(exc)) from None
+            try:
+                if tag == "tuple":
+                    return tuple(decode(v, depth + 1, budget) for v in items)
+                if tag in ("set", "frozenset"):
+                    members = set()
+                    for v in items:
+                        members.add(decode(v, depth + 1, budget))
+                    return members if tag == "set" else frozenset(members)
+                if tag == "dict" and all(type(p) is list and len(p) == 2 for p in items):
+                    mapping = {}
+                    for k, v in items:
+                        mapping[decode(k, depth + 1, budget)] = decode(v, depth + 1, budget)
+                    return mapping
+            except TypeError as exc:  # an unhashable set member or key
+                raise WireError(str(exc)) from None
     raise WireError(f"not a value in the wire format: {str(data)[:80]}")
 
 

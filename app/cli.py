@@ -148,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
         help="let dashboard users use local models and data files under DIR (repeatable; the data dir is always allowed)",
     )
     p.add_argument(
+        "--max-upload-size",
+        default="1GB",
+        metavar="SIZE",
+        help="largest data set upload, refused while it arrives (default 1GB; e.g. 500MB, 5GB)",
+    )
+    p.add_argument(
         "--max-concurrent-runs",
         type=int,
         default=1,
@@ -296,13 +302,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
     from app.access import Access
-    from app.server import parse_auth, serve
+    from app.server import parse_auth, parse_size, serve
 
     auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
     try:
         parse_auth(auth or None)
     except ValueError as exc:
         print(f"grpo-studio: {source}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        max_upload = parse_size(args.max_upload_size)
+    except ValueError as exc:
+        print(f"grpo-studio: --max-upload-size: {exc}", file=sys.stderr)
         return 2
     missing = [d for d in args.allow_path if not os.path.isdir(d)]
     if missing:
@@ -313,7 +324,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
     print("keep training)", flush=True)
-    serve(args.host, args.port, auth or None, access, args.max_concurrent_runs)
+    serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
     return 0
 
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping
 
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.middleware import Middleware
 
 from app.access import Access
+from app.guard import LoginGuard
 from app.pages import compare, monitor, new_run, runs
+from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.job.launch import schedule
@@ -78,7 +82,9 @@ def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> tuple[str,
 def build_app(access: Access | None = None) -> gr.Blocks:
     """The whole dashboard as a gr.Blocks (not launched), under the operator's ``access`` rules."""
     access = access or Access()
-    with gr.Blocks(title="grpo-studio") as demo:
+    # Gradio keeps each upload in its cache; the New run page copies a data set under the data dir at once, so a
+    # cached upload older than an hour is no longer needed by anyone (checked every hour).
+    with gr.Blocks(title="grpo-studio", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
         with gr.Tabs() as tabs:
             with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
@@ -174,15 +180,25 @@ def parse_auth(value: str | None) -> tuple[str, str] | None:
     return user, password
 
 
+def parse_size(text: str) -> int:
+    """ "1GB", "500 MB", "2g", "1000000" → bytes; raises ValueError with what is expected."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a size: expected e.g. 500MB, 1GB or a number of bytes")
+    return int(float(match.group(1)) * 1000 ** " kmgt".index(match.group(2) or " "))
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 7860,
     auth: str | None = None,
     access: Access | None = None,
     max_concurrent: int = 1,
+    max_upload_bytes: int = MAX_UPLOAD_BYTES,
 ) -> None:
     """Start the scheduler and the dashboard; blocks until interrupted. ``auth`` must already be checked with
-    :func:`parse_auth` (the command line does that, for the flag and the environment variable alike)."""
+    :func:`parse_auth` (the command line does that, for the flag and the environment variable alike). Uploads over
+    ``max_upload_bytes`` are refused while they arrive (Gradio's ``max_file_size``: 413 before the file is kept)."""
     credentials = parse_auth(auth)
     if host not in LOOPBACK and credentials is None:
         banner = "!" * 100
@@ -196,8 +212,12 @@ def serve(
     scheduler = Scheduler(max_concurrent)
     scheduler.start()
     demo = build_app(access)
+    prune_uploads()
     started = time.perf_counter()
     demo.queue(default_concurrency_limit=8).launch(
+        max_file_size=max_upload_bytes,
+        # failed logins throttled, and no API description on the login page (app/guard.py)
+        app_kwargs={"middleware": [Middleware(LoginGuard)]},
         server_name=host,
         server_port=port,
         auth=credentials,

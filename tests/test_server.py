@@ -91,3 +91,63 @@ def test_auth_from_the_environment_and_a_malformed_value():
         timeout=60,
     )
     assert bad.returncode == 2 and "user:password" in bad.stderr
+
+
+def _read(opener, url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    try:
+        response = opener.open(urllib.request.Request(url, data=data, headers=headers or {}), timeout=30)
+        return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+def _multipart(name: str, content: bytes) -> tuple[bytes, dict]:
+    boundary = "grpo-studio-test-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+def test_logins_are_throttled_the_login_page_hides_the_api_and_uploads_are_capped(tmp_path):
+    """Issue 22 items 7 and 8, against the real server: a 2 MB upload over --max-upload-size 1MB is refused while it
+    arrives and not kept; after 5 wrong passwords the client's logins get 429, the right one included; the login page
+    carries no API description, the page after login does."""
+    cache = tmp_path / "gradio-cache"
+    process, port = _serve("--auth", "ann:secret", "--max-upload-size", "1MB", env={"GRADIO_TEMP_DIR": str(cache)})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _status(base + "/") == 200, 60, "the dashboard")
+        anonymous = urllib.request.build_opener()
+        status, page, _ = _read(anonymous, base + "/")
+        assert status == 200 and b'window.gradio_api_info = {"named_endpoints": {}, "unnamed_endpoints": {}};' in page
+        jar = CookieJar()
+        ann = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        right = urllib.parse.urlencode({"username": "ann", "password": "secret"}).encode()
+        assert _read(ann, base + "/login", right)[0] == 200
+        status, page, _ = _read(ann, base + "/")
+        empty = b'window.gradio_api_info = {"named_endpoints": {}, "unnamed_endpoints": {}};'
+        assert status == 200 and b"window.gradio_api_info = " in page and empty not in page  # the API, after login
+
+        body, headers = _multipart("big.jsonl", b"x" * 2_000_000)
+        status, _, _ = _read(ann, base + "/gradio_api/upload", body, headers)
+        assert status == 413
+        kept = [p for p in cache.rglob("*") if p.is_file() and p.stat().st_size >= 1_000_000]
+        assert kept == []
+        small, headers = _multipart("small.jsonl", b'{"question": "q", "answer": "1"}\n')
+        assert _read(ann, base + "/gradio_api/upload", small, headers)[0] == 200
+
+        wrong = urllib.parse.urlencode({"username": "ann", "password": "nope"}).encode()
+        codes = [_read(anonymous, base + "/login", wrong)[0] for _ in range(6)]
+        assert codes == [400] * 5 + [429]
+        status, detail, response_headers = _read(anonymous, base + "/login", right)
+        assert status == 429 and b"Too many failed logins" in detail and int(response_headers["retry-after"]) > 0
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0]
+    assert output.count("failed logins from 127.0.0.1") == 1  # logged once per lock-out

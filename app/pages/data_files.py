@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from app.errors import user_error
@@ -14,7 +15,9 @@ from storage.db import data_dir, slug
 from trainer.loading.backend import BUILTIN_MODEL
 from trainer.loading.chat_template import MAX_TEMPLATE_CHARS
 
-MAX_UPLOAD_BYTES = 2_000_000_000
+MAX_UPLOAD_BYTES = 1_000_000_000  # serve --max-upload-size's default
+# An upload that no run names after this long was tried and left (a preview, a wrong file): removed at start-up.
+UNUSED_UPLOAD_DAYS = 7
 
 
 def upload_dataset(file: str | None) -> tuple[str, str]:
@@ -24,8 +27,7 @@ def upload_dataset(file: str | None) -> tuple[str, str]:
     source = Path(file)
     if source.suffix.lower() not in (".jsonl", ".json", ".csv", ".parquet"):
         raise user_error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
-    if source.stat().st_size > MAX_UPLOAD_BYTES:
-        raise user_error(f"{source.name}: {source.stat().st_size / 1e9:.1f} GB; uploads are limited to 2 GB")
+    # its size was checked while it arrived (serve --max-upload-size, Gradio's max_file_size)
     target_dir = data_dir() / "uploads"
     target_dir.mkdir(parents=True, exist_ok=True)
     # a new name for every upload, so that one never replaces a file an earlier run still trains on
@@ -35,7 +37,36 @@ def upload_dataset(file: str | None) -> tuple[str, str]:
     os.close(handle)
     target = Path(name)
     shutil.copyfile(source, target)
+    _forget_cached(source)
     return str(target), f"Uploaded to {target}. Set the question/answer columns, then preview."
+
+
+def _forget_cached(source: Path) -> None:
+    """Remove Gradio's cached copy of an upload once it is kept under the data dir (it would otherwise stay in the
+    server's temp folder until the cache is next cleaned)."""
+    cache = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+    if source.resolve().is_relative_to(cache):
+        source.unlink(missing_ok=True)
+
+
+def prune_uploads(max_age_days: float = UNUSED_UPLOAD_DAYS) -> list[Path]:
+    """Delete uploads older than ``max_age_days`` that no run's config names (a run's data set is never removed
+    while the run exists); returns what was deleted. Called when the dashboard starts."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    folder = data_dir() / "uploads"
+    if not folder.is_dir():
+        return []
+    with get_sessionmaker().begin() as session:
+        named = {str((r.config or {}).get("dataset_name", "")) for r in queries.list_runs(session)}
+    cutoff = time.time() - max_age_days * 86400
+    removed = []
+    for path in folder.iterdir():
+        if path.is_file() and str(path) not in named and path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def local_chat_template(model: str) -> str | None:

@@ -1,0 +1,149 @@
+"""What stands in front of Gradio's own routes: failed logins slowed down, and the login page kept to a login page.
+
+Gradio 6.31 checks a password on ``POST /login`` as often as it is asked (routes.py:495-537): 300 wrong passwords
+took 12 s here, so a password can be guessed at that rate. And its ``GET /`` embeds the app's whole API description
+(``window.gradio_api_info``, every endpoint and its parameters: templates/frontend/index.html:76, routes.py:746-757)
+in the page it serves visitors who are not logged in. :class:`LoginGuard` is an ASGI middleware, given to Gradio's
+FastAPI app through ``launch(app_kwargs={"middleware": ...})``, that
+
+- counts failed logins per client address: after ``MAX_FAILURES`` within ``WINDOW_S`` the client's logins are
+  answered 429 (with ``Retry-After``) for ``COOLDOWN_S``, logged once per lock-out; the right password works again
+  after it, and a success clears the count;
+- serves the login page with an empty API description to a visitor without a valid session cookie.
+
+The client address is the connection's (behind a reverse proxy, every client shares the proxy's: put the limit on
+the proxy as well).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections import defaultdict, deque
+from http.cookies import SimpleCookie
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURES = 5
+WINDOW_S = 60.0
+COOLDOWN_S = 30.0
+EMPTY_API = json.dumps({"named_endpoints": {}, "unnamed_endpoints": {}})
+_API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
+
+
+class LoginGuard:
+    """ASGI middleware: failed-login throttling and an API-free login page (see the module docstring)."""
+
+    def __init__(
+        self, app, max_failures: int = MAX_FAILURES, window_s: float = WINDOW_S, cooldown_s: float = COOLDOWN_S
+    ):
+        self.app = app
+        self.max_failures, self.window_s, self.cooldown_s = max_failures, window_s, cooldown_s
+        self.failures: dict[str, deque[float]] = defaultdict(deque)
+        self.locked_until: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path, method = scope.get("path", ""), scope.get("method", "")
+        gradio = scope.get("app")
+        if getattr(gradio, "auth", None) is None:
+            return await self.app(scope, receive, send)
+        if method == "POST" and path.rstrip("/") == "/login":
+            return await self._login(scope, receive, send)
+        if method in ("GET", "HEAD") and path == "/" and not _logged_in(scope, gradio):
+            return await self._login_page(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    async def _login(self, scope, receive, send):
+        client = (scope.get("client") or ("unknown",))[0]
+        now = time.monotonic()
+        with self.lock:
+            wait = self.locked_until.get(client, 0.0) - now
+        if wait > 0:
+            return await _refuse(send, wait)
+        status = {}
+
+        async def watch(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        self._count(client, status.get("code"), time.monotonic())
+
+    def _count(self, client: str, code: int | None, now: float) -> None:
+        with self.lock:
+            if code == 200:
+                self.failures.pop(client, None)
+                return
+            if code not in (400, 401):
+                return
+            failures = self.failures[client]
+            failures.append(now)
+            while failures and failures[0] < now - self.window_s:
+                failures.popleft()
+            if len(failures) >= self.max_failures:
+                self.locked_until[client] = now + self.cooldown_s
+                failures.clear()
+                log.warning(
+                    "%d failed logins from %s within %.0f s: its logins are refused for %.0f s",
+                    self.max_failures,
+                    client,
+                    self.window_s,
+                    self.cooldown_s,
+                )
+
+    async def _login_page(self, scope, receive, send):
+        start, body = {}, []
+
+        async def hold(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                body.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    page = _API_INFO.sub(f"window.gradio_api_info = {EMPTY_API};</script>".encode(), b"".join(body))
+                    headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                    headers.append((b"content-length", str(len(page)).encode()))
+                    await send({**start, "headers": headers})
+                    await send({"type": "http.response.body", "body": page if scope["method"] == "GET" else b""})
+            else:
+                await send(message)
+
+        await self.app(scope, receive, hold)
+
+
+def _logged_in(scope, gradio) -> bool:
+    """Whether the request carries one of Gradio's session cookies for a live session (routes.py get_current_user)."""
+    cookies = SimpleCookie()
+    for key, value in scope.get("headers", []):
+        if key == b"cookie":
+            try:
+                cookies.load(value.decode("latin-1"))
+            except Exception:  # a malformed cookie header: not logged in
+                return False
+    cookie_id = getattr(gradio, "cookie_id", "")
+    tokens = getattr(gradio, "tokens", {})
+    names = (f"access-token-{cookie_id}", f"access-token-unsecure-{cookie_id}")
+    return any(name in cookies and cookies[name].value in tokens for name in names)
+
+
+async def _refuse(send, wait: float) -> None:
+    body = json.dumps({"detail": f"Too many failed logins: try again in {wait:.0f} s."}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 429,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(max(1, round(wait))).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -373,3 +373,21 @@ def test_a_bad_cluster_field_is_named_when_the_database_is_unreachable(tmp_path)
     done = _cli("run", str(path), env={"DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:9/none"})
     assert done.returncode == 2 and "slurm_partition" in done.stderr, done.stderr
     assert "database" not in done.stderr.lower().split("slurm_partition")[0]
+
+
+# --- 7. uploads nobody uses don't pile up ------------------------------------------------------------------------------
+def test_old_uploads_no_run_names_are_pruned_and_used_ones_kept():
+    from app.pages.data_files import prune_uploads
+
+    folder = data_dir() / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    used, unused, fresh = (folder / f"{n}.jsonl" for n in ("used", "unused", "fresh"))
+    for path in (used, unused, fresh):
+        path.write_text('{"question": "q", "answer": "1"}\n')
+    week_ago = time.time() - 8 * 86400
+    for path in (used, unused):
+        os.utime(path, (week_ago, week_ago))
+    with get_sessionmaker().begin() as session:
+        queries.create_run(session, "trains on it", tiny_config(dataset_name=str(used)).to_dict(), 5)
+    assert unused in prune_uploads()
+    assert used.exists() and fresh.exists() and not unused.exists()

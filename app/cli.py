@@ -74,7 +74,7 @@ def _add_detach(p: argparse.ArgumentParser) -> None:
 
 
 def _add_adapter(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint)')
+    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint; default final)')
 
 
 def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentParser:
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(sub, "run", cmd_run, "create a run from a YAML/JSON config and train it")
-    p.add_argument("config", help="a YAML or JSON file with RunConfig fields")
+    p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
     p.add_argument("--name", help="override the run name")
     _add_detach(p)
     _unisolated_code_flag(p)
@@ -120,9 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
     _command(sub, "runs", cmd_runs, "list runs")
+    _command(sub, "presets", cmd_presets, "list the ready-made configs (run one with: grpo-studio run NAME)")
     p = _command(sub, "eval", cmd_eval, "score base and tuned on held-out problems", _add_run_id)
     p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
-    p.add_argument("--samples", type=int, default=4, help="sampled answers per problem for pass@1 (0: greedy only)")
+    p.add_argument(
+        "--samples", type=int, default=4, help="sampled answers per problem for pass@1 (default 4; 0: greedy only)"
+    )
     _add_adapter(p)
 
     p = _command(sub, "export", cmd_export, "zip, merge or push a run's adapter", _add_run_id, _add_adapter)
@@ -132,7 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="Hugging Face token (default: $HF_TOKEN)")
 
     p = _command(sub, "serve", cmd_serve, "start the dashboard")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in the container)")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in the container)"
+    )
     p.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
     p.add_argument(
@@ -170,9 +175,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.config import ConfigError, load_and_validate
+    from trainer.presets import resolve_preset
 
     try:
-        config, notes = load_and_validate(args.config, name=args.name)
+        config, notes = load_and_validate(resolve_preset(args.config), name=args.name)
     except (ConfigError, OSError) as exc:
         print(f"grpo-studio: {args.config}: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +239,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_presets(args: argparse.Namespace) -> int:
+    """Print the presets: name (what ``run`` takes), title, model and data set."""
+    from trainer.presets import load_preset, preset_files, preset_title
+
+    for path in preset_files():
+        config = load_preset(path)
+        print(f"{path.stem:<20} {preset_title(path)}")
+        print(f"{'':<20} model {config.model_name_or_path}, data {config.dataset_name}, {config.max_steps} steps")
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
     from storage import queries
@@ -246,7 +263,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             for r in queries.list_runs(session)
         ]
     if not rows:
-        print("No runs yet. Start one with: grpo-studio run examples/tiny-offline.yaml (or grpo-studio serve)")
+        print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
         return 0
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
     for run_id, name, status, step, reward in rows:

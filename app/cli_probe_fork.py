@@ -11,7 +11,7 @@ from app.cli_output import foreground, started_text
 
 def probe_options(p: argparse.ArgumentParser) -> None:
     """The probe's arguments: the config file and how many prompts to sample a group for."""
-    p.add_argument("config", help="a YAML or JSON file with RunConfig fields")
+    p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
     p.add_argument("--prompts", type=int, default=8, help="prompts to sample a group for (default 8)")
 
 
@@ -27,9 +27,10 @@ def fork_options(p: argparse.ArgumentParser) -> None:
 def cmd_probe(args: argparse.Namespace) -> int:
     """Print the probe's report of a config: exit 0, 3 when it says the run would learn nothing, 2 for a bad config
     (what ``python -m trainer.probe`` does, the dashboard's probe job)."""
+    from trainer.presets import resolve_preset
     from trainer.probe.__main__ import main as probe_main
 
-    return probe_main([args.config, "--prompts", str(args.prompts)])
+    return probe_main([str(resolve_preset(args.config)), "--prompts", str(args.prompts)])
 
 
 def cmd_fork(args: argparse.Namespace) -> int:

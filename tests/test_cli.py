@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,27 @@ def test_every_argument_has_help_text():
     assert missing == []
     serve = _subcommands()["serve"].format_help()
     assert "default 7860" in serve and "default 1" in serve
+    silent = [  # an argument with a default names it in its help (a flag's default, off, goes without saying)
+        f"{name} {action.dest}"
+        for name, parser in _subcommands().items()
+        for action in parser._actions
+        if action.default not in (None, False, [], argparse.SUPPRESS) and "default" not in (action.help or "")
+    ]
+    assert silent == []
+
+
+def test_a_preset_runs_by_name_anywhere(tmp_path, monkeypatch, capsys):
+    """`grpo-studio run tiny-offline` needs no examples/ folder (a wheel install has none); `presets` lists it."""
+    from trainer.presets import TINY_DEMO, resolve_preset
+
+    monkeypatch.chdir(tmp_path)
+    assert resolve_preset("tiny-offline") == TINY_DEMO == resolve_preset("tiny-offline.yaml")
+    assert resolve_preset("no-such-preset") == Path("no-such-preset")
+    (tmp_path / "tiny-offline").write_text("max_steps: 3\n")  # a file of that name in the working directory wins
+    assert resolve_preset("tiny-offline") == Path("tiny-offline")
+    assert main(["presets"]) == 0
+    listed = capsys.readouterr().out
+    assert "tiny-offline" in listed and "builtin:tiny" in listed and "gsm8k-llama3b" in listed
 
 
 def test_runs_on_an_empty_database_says_how_to_start_one(capsys):

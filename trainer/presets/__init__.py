@@ -1,10 +1,10 @@
 """Presets: ready-made run configs, one YAML file each in this directory.
 
 They live inside the ``trainer`` package, as package data, so that an installed grpo-studio (a wheel, the Docker
-image) has them; a repository's top-level folder does not travel with a wheel. ``examples/`` in the repository holds
-symbolic links to these files, so ``grpo-studio run examples/tiny-offline.yaml`` and the dashboard's preset menu read
-the same bytes and cannot drift apart (tests/test_dashboard_logic.py checks every link). Links rather than copies:
-grpo-studio runs on POSIX systems only (``fcntl``, bubblewrap), where git checks links out as links.
+image) has them; a repository's top-level folder does not travel with a wheel. A preset is named by its file's stem
+anywhere (``grpo-studio run tiny-offline``, ``grpo-studio presets`` lists them). ``examples/`` in the repository holds
+copies of these files to read and edit (copies, not links: links break in zip downloads and on Windows checkouts);
+tests/test_dashboard_logic.py checks that they are the same bytes.
 
 The first line of a preset, ``# preset: <title>``, is its title in the dashboard's menu.
 """
@@ -48,3 +48,13 @@ def tiny_demo() -> RunConfig:
     """The offline demo: builtin:tiny learns builtin:arithmetic on a CPU in about a minute. It departs from the
     reference recipe where a tiny model on a CPU needs it (see the comments in tiny-offline.yaml)."""
     return load_preset(TINY_DEMO)
+
+
+def resolve_preset(name_or_path: str) -> Path:
+    """A config file's path: ``name_or_path`` itself when it is a file, else the preset of that name (``tiny-offline``,
+    with or without ``.yaml``), else ``name_or_path`` unchanged (reading it then says "no such file")."""
+    path = Path(name_or_path)
+    if path.exists() or "/" in name_or_path:
+        return path
+    preset = PRESET_DIR / (name_or_path if name_or_path.endswith(".yaml") else name_or_path + ".yaml")
+    return preset if preset.is_file() else path

@@ -83,6 +83,8 @@ def step_line(step: int, total: int, values: dict[str, float], eta_seconds: floa
         parts.append(f"reward {values['reward']:.3f}")
     if "kl" in values:
         parts.append(f"KL {values['kl']:.3g}")
+    if "heldout/correct" in values:
+        parts.append(f"held-out {values['heldout/correct']:.1%}")
     if eta_seconds is not None and step < total:
         parts.append(f"ETA {duration(eta_seconds)}")
     return "   ".join(parts)
@@ -97,6 +99,8 @@ class ProgressPrinter(threading.Thread):
         self.run_id, self.out, self.interval = run_id, out or sys.stdout, interval
         self.last_step = -1
         self.rewards: list[float] = []
+        self.correctness: list[float] = []  # the correctness reward's own mean per step, when the run has one
+        self.heldout: list[tuple[int, float]] = []  # (step, greedy held-out correctness) of each evaluation
         self.logged: list[tuple[int, float, float]] = []  # the reward's points: their wall times give the pace
         self.finished = threading.Event()
 
@@ -112,13 +116,18 @@ class ProgressPrinter(threading.Thread):
         if run is None or "reward" not in fresh:
             return
         by_step: dict[int, dict[str, float]] = {}
-        for key in ("reward", "kl", "step_time"):
+        for key in ("reward", "kl", "step_time", "heldout/correct", CORRECTNESS_KEY):
             for step, value, _ in fresh.get(key, []):
                 by_step.setdefault(step, {})[key] = value
         self.logged += fresh["reward"]
         done = max(step for step, _, _ in fresh["reward"])
+        self.heldout += [
+            (s, v["heldout/correct"]) for s, v in sorted(by_step.items()) if "heldout/correct" in v and s <= done
+        ]
         for step in sorted(s for s, values in by_step.items() if "reward" in values and s <= done):
             self.rewards.append(by_step[step]["reward"])
+            if CORRECTNESS_KEY in by_step[step]:
+                self.correctness.append(by_step[step][CORRECTNESS_KEY])
             so_far = np.asarray([p for p in self.logged if p[0] <= step])
             left = eta(run.total_steps - step, 0.0, step, so_far)
             print(step_line(step, run.total_steps, by_step[step], left), file=self.out, flush=True)
@@ -134,23 +143,48 @@ class ProgressPrinter(threading.Thread):
             run = queries.get_run(session, self.run_id)
             output_dir = run.output_dir if run else None
             error = run.error if run else None
-        print(summary(self.run_id, status, self.rewards, output_dir, error), file=self.out, flush=True)
+        lines = summary(self.run_id, status, self.rewards, output_dir, error, self.heldout, self.correctness)
+        print(lines, file=self.out, flush=True)
 
 
-def summary(run_id: int, status: str, rewards: list[float], output_dir: str | None, error: str | None) -> str:
-    """The last lines of a foreground run: its status, how the reward moved (mean of the first and last five steps,
-    fewer in a short run),
-    where the adapter is, or the error's last line."""
+# The correctness reward's own mean per step, as TRL logs it (rewards/<name>/mean): the reward the demo is about.
+CORRECTNESS_KEY = "rewards/correctness/mean"
+
+
+def summary(
+    run_id: int,
+    status: str,
+    rewards: list[float],
+    output_dir: str | None,
+    error: str | None,
+    heldout: list[tuple[int, float]] = (),
+    correctness: list[float] = (),
+) -> str:
+    """The last lines of a foreground run: its status; first what it is for, held-out correctness from the first
+    evaluation to the last and the correctness reward's own move; then the summed reward (means of the first and
+    last five steps, fewer in a short run); where the adapter is, or the error's last line; and what to run next."""
     lines = [f"run {run_id} {status}"]
-    window = min(5, len(rewards) // 2)
-    if window:
-        head, tail = np.mean(rewards[:window]), np.mean(rewards[-window:])
-        lines.append(f"  reward {head:.3f} → {tail:.3f} (mean of the first and last {window} of {len(rewards)} steps)")
+    if len(heldout) > 1:
+        (first_step, first), (last_step, last) = heldout[0], heldout[-1]
+        lines.append(f"  held-out correctness {first:.1%} → {last:.1%} (greedy, step {first_step} → {last_step})")
+    for label, series in (("correctness reward", list(correctness)), ("reward", rewards)):
+        window = min(5, len(series) // 2)
+        if window:
+            head, tail = np.mean(series[:window]), np.mean(series[-window:])
+            what = "sum of every reward, " if label == "reward" and correctness else ""
+            lines.append(
+                f"  {label} {head:.3f} → {tail:.3f} ({what}mean of the first and last {window} of {len(series)} steps)"
+            )
     adapter = RunFiles(Path(output_dir)).adapter if output_dir else None
     if adapter is not None and adapter.is_dir():
         lines.append(f"  adapter: {adapter}")
     if error:
         lines.append(f"  error: {error.strip().splitlines()[-1]}")
+    if adapter is not None and adapter.is_dir():
+        lines.append(
+            f"  next: grpo-studio eval {run_id} (base vs tuned on held-out problems), or grpo-studio serve and open "
+            f"http://127.0.0.1:7860/?tab=monitor&run={run_id}"
+        )
     return "\n".join(lines)
 
 

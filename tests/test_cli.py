@@ -77,7 +77,7 @@ def test_a_preset_runs_by_name_anywhere(tmp_path, monkeypatch, capsys):
 def test_runs_on_an_empty_database_says_how_to_start_one(capsys):
     assert main(["runs"]) == 0
     out = capsys.readouterr().out
-    assert "No runs yet" in out and "grpo-studio run examples/tiny-offline.yaml" in out
+    assert "No runs yet" in out and "grpo-studio run tiny-offline" in out  # a preset's name works from a wheel too
 
 
 def test_step_line_and_summary_read_as_one_line_each():
@@ -90,6 +90,18 @@ def test_step_line_and_summary_read_as_one_line_each():
         "run 3 failed",
         "  reward 0.150 → 0.400 (mean of the first and last 2 of 4 steps)",
         "  error: ValueError: boom",
+    ]
+    assert step_line(10, 40, {"reward": 1.0, "heldout/correct": 0.79}, None) == (
+        "step 10/40   reward 1.000   held-out 79.0%"
+    )
+    text = summary(
+        4, "completed", [3.6, 3.7, 3.8, 3.9], None, None, [(0, 0.79), (10, 0.9), (20, 0.99)], [1.2, 1.4, 1.6, 1.9]
+    )
+    assert text.splitlines() == [
+        "run 4 completed",
+        "  held-out correctness 79.0% → 99.0% (greedy, step 0 → 20)",
+        "  correctness reward 1.300 → 1.750 (mean of the first and last 2 of 4 steps)",
+        "  reward 3.650 → 3.850 (sum of every reward, mean of the first and last 2 of 4 steps)",
     ]
 
 
@@ -106,7 +118,11 @@ def test_progress_printer_prints_one_line_per_step_from_the_database(trained_run
     assert all(re.search(r"reward -?\d+\.\d{3}   KL ", line) for line in steps)
     # no ETA from the slow first step alone; then one from the pace between steps; none at the end
     assert "ETA" not in steps[0] and "ETA" in steps[1] and "ETA" not in steps[-1]
-    assert lines[len(steps)] == f"run {run_id} completed" and lines[-1].startswith("  adapter: ")
+    assert lines[len(steps)] == f"run {run_id} completed" and lines[-2].startswith("  adapter: ")
+    assert lines[-1] == (
+        f"  next: grpo-studio eval {run_id} (base vs tuned on held-out problems), or grpo-studio serve and open "
+        f"http://127.0.0.1:7860/?tab=monitor&run={run_id}"
+    )
     assert "{" not in out.getvalue()  # no dict of TRL's logs
 
 

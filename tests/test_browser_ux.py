@@ -13,13 +13,13 @@ import pytest
 
 from .conftest import ROOT
 from .helpers import run_row, wait_for
-from .test_dashboard_browser import CHROMIUM, _box, _points, _set, open_page, start_server
+from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _box, _points, _set, open_page, start_server
 
 SCREENSHOTS = ROOT / "screenshots"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not __import__("pathlib").Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+    pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM),
 ]
 
 

@@ -22,7 +22,26 @@ from trainer.presets import tiny_demo
 from .conftest import ROOT
 from .helpers import free_port, run_row, wait_for
 
-CHROMIUM = "/usr/bin/chromium"
+
+
+def find_chromium() -> str | None:
+    """The Chromium the browser tests drive: ``$CHROMIUM``, Debian's ``/usr/bin/chromium``, or the one
+    ``playwright install chromium`` put in Playwright's own cache; None when there is none."""
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            installed = p.chromium.executable_path
+    except Exception:  # playwright missing, or its driver can't start
+        return None
+    return installed if installed and Path(installed).exists() else None
+
+
+CHROMIUM = find_chromium()
+NO_CHROMIUM = "no Chromium: install Debian's chromium, run `playwright install chromium`, or set CHROMIUM=/path"
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -36,7 +55,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (see .ci/run)"),
+    pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM),
 ]
 
 

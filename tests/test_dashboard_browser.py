@@ -23,7 +23,6 @@ from .conftest import ROOT
 from .helpers import free_port, run_row, wait_for
 
 
-
 def find_chromium() -> str | None:
     """The Chromium the browser tests drive: ``$CHROMIUM``, Debian's ``/usr/bin/chromium``, or the one
     ``playwright install chromium`` put in Playwright's own cache; None when there is none."""

@@ -166,7 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _unisolated_code_flag(p)
 
-    _command(sub, "build-tiny", cmd_build_tiny, "build the built-in model and report its held-out correctness")
+    p = _command(
+        sub, "build-tiny", cmd_build_tiny, "rebuild the built-in model; its held-out correctness vs the shipped one"
+    )
+    p.add_argument("--into", metavar="DIR", help="build into DIR (default: a new directory under the data dir)")
     return parser
 
 
@@ -346,27 +349,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_build_tiny(args: argparse.Namespace) -> int:
-    """Build the built-in model (or find it cached) and print its build time and held-out correctness."""
-    import json
+    """Rebuild the built-in model (into --into, else a fresh directory under the data dir) and print its build time
+    and held-out correctness beside the shipped model's."""
+    import tempfile
     import time
+    from pathlib import Path
 
+    from transformers import AutoModelForCausalLM
+
+    from storage.db import data_dir
     from trainer.config import SYSTEM_PROMPT
     from trainer.evaluation.evaluate import score_heldout
     from trainer.loading.backend import load_tokenizer
     from trainer.loading.data import arithmetic_problems
-    from trainer.loading.tiny import tiny_model_dir
+    from trainer.loading.tiny import build_tiny_model, shipped_model, use_tiny_threads
 
+    quiet_libraries()
+    if args.into:
+        target = Path(args.into)
+    else:
+        (data_dir() / "models").mkdir(parents=True, exist_ok=True)
+        target = Path(tempfile.mkdtemp(prefix="tiny-rebuild-", dir=data_dir() / "models"))
+    print(f"building the built-in model into {target} (1-2 minutes on 2 quiet cores)", flush=True)
     started = time.perf_counter()
-    path = tiny_model_dir()
-    info = json.loads((path / "grpo_studio_tiny.json").read_text())
-    print(
-        f"built-in model: {path} (built in {info['build_seconds']} s; this call {time.perf_counter() - started:.1f} s)"
-    )
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(path)
-    score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
-    print(f"held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n} problems")
+    build_tiny_model(target)
+    print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
+    use_tiny_threads()
+    shipped = shipped_model()
+    for label, path in (("rebuilt", target), ("shipped", shipped)):
+        if path is None:
+            continue
+        model = AutoModelForCausalLM.from_pretrained(path)
+        score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
+        print(
+            f"{label:<8} held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n}"
+        )
     return 0
 
 

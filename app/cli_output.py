@@ -113,7 +113,19 @@ class ProgressPrinter(threading.Thread):
         with get_sessionmaker().begin() as session:
             run = queries.get_run(session, self.run_id)
             fresh = queries.metrics_since(session, self.run_id, self.last_step)
-        if run is None or "reward" not in fresh:
+        if run is None:
+            return
+        if self.last_step < 0 and fresh.get("heldout/correct", [(None,)])[0][0] == 0:
+            # the base model's held-out score, measured before step 1: the curve's first point
+            (_, correct, _), *_ = fresh["heldout/correct"]
+            print(
+                f"step {0:>{len(str(run.total_steps))}}/{run.total_steps}   held-out {correct:.1%} (before training)",
+                file=self.out,
+                flush=True,
+            )
+            self.heldout.append((0, correct))
+            self.last_step = 0
+        if "reward" not in fresh:
             return
         by_step: dict[int, dict[str, float]] = {}
         for key in ("reward", "kl", "step_time", "heldout/correct", CORRECTNESS_KEY):
@@ -122,7 +134,7 @@ class ProgressPrinter(threading.Thread):
         self.logged += fresh["reward"]
         done = max(step for step, _, _ in fresh["reward"])
         self.heldout += [
-            (s, v["heldout/correct"]) for s, v in sorted(by_step.items()) if "heldout/correct" in v and s <= done
+            (s, v["heldout/correct"]) for s, v in sorted(by_step.items()) if "heldout/correct" in v and 0 < s <= done
         ]
         for step in sorted(s for s, values in by_step.items() if "reward" in values and s <= done):
             self.rewards.append(by_step[step]["reward"])

@@ -166,3 +166,27 @@ def test_known_harmless_warnings_are_silenced_in_the_workers_too(monkeypatch):
     child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert "gradient_checkpointing" not in child.stderr and "something else changes" in child.stderr
     assert env["HF_DATASETS_DISABLE_PROGRESS_BARS"] == "1"
+
+
+def test_progress_printer_shows_the_base_models_heldout_score_before_step_one():
+    """The demo scores the base model on held-out problems before training (its curve's first point): the line
+    for it comes at once, not after the first step, and the summary starts from it."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    from .helpers import create_run, tiny_config
+
+    run_id = create_run(tiny_config(max_steps=2))
+    out = io.StringIO()
+    printer = ProgressPrinter(run_id, out)
+    with get_sessionmaker().begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 0, {"heldout/correct": 0.79}, 1.0))
+    printer.poll()
+    assert out.getvalue() == "step 0/2   held-out 79.0% (before training)\n"
+    with get_sessionmaker().begin() as s:
+        for step, logs in ((1, {"reward": 3.5}), (2, {"reward": 3.9, "heldout/correct": 0.9})):
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, logs, 1.0 + step))
+    printer.finish("completed")
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("step 1/2   reward 3.500") and lines[2] == "step 2/2   reward 3.900   held-out 90.0%"
+    assert "  held-out correctness 79.0% → 90.0% (greedy, step 0 → 2)" in lines

@@ -24,8 +24,13 @@ products (96 wide) are too small to split well: on 2 idle cores a second thread 
 when other processes keep the cores busy the threads spin-wait for each other at every product, and 6 demo GRPO steps
 took 70 s on two threads against 4 s on one (load average ~5; bench/threads.py measures both).
 
-Built once per spec and cached under ``$GRPO_STUDIO_HOME/models/``; a file lock keeps two processes from building
-the same model at once.
+Shipped prebuilt (``trainer/loading/builtin_tiny/``, package data, ~2 MB): building it takes 1-2 minutes on 2 quiet
+cores and over 20 on a loaded machine, which a newcomer would otherwise sit through before the demo's first step.
+The shipped files are what :func:`build_tiny_model` makes of :data:`DEFAULT_SPEC` (fixed seed, one thread), made by
+``grpo-studio build-tiny --into trainer/loading/builtin_tiny`` (its ``grpo_studio_tiny.json`` records the build); a
+slow test rebuilds it and checks the rebuild reaches the shipped model's held-out correctness. Other specs (the tests'
+smaller models) are built once and cached under ``$GRPO_STUDIO_HOME/models/``; a file lock keeps two processes from
+building the same model at once, and a build logs its progress with an ETA.
 """
 
 from __future__ import annotations
@@ -92,18 +97,35 @@ def use_tiny_threads() -> int:
     return previous
 
 
+SHIPPED = Path(__file__).resolve().parent / "builtin_tiny"
+INFO_FILE = "grpo_studio_tiny.json"
+
+
+def shipped_model(spec: TinySpec = DEFAULT_SPEC) -> Path | None:
+    """The prebuilt model that ships with grpo-studio, if it is of ``spec`` (and its files are all there)."""
+    try:
+        info = json.loads((SHIPPED / INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    complete = all((SHIPPED / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
+    return SHIPPED if complete and info.get("spec") == asdict(spec) else None
+
+
 def tiny_model_dir(spec: TinySpec = DEFAULT_SPEC, root: Path | None = None) -> Path:
-    """The directory of the built-in model, building it first if it isn't cached yet."""
+    """The directory of the built-in model: the shipped one for the default spec, else a cached build (made first
+    if it isn't cached yet)."""
     from storage.db import data_dir
 
+    if root is None and (shipped := shipped_model(spec)) is not None:
+        return shipped
     root = root or data_dir() / "models"
     target = root / spec.cache_name
-    if (target / "grpo_studio_tiny.json").is_file():
+    if (target / INFO_FILE).is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{spec.cache_name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then reuse its result
-        if not (target / "grpo_studio_tiny.json").is_file():
+        if not (target / INFO_FILE).is_file():
             build_tiny_model(target, spec)
     return target
 
@@ -185,10 +207,21 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
     seconds = time.perf_counter() - started
-    info = {"spec": asdict(spec), "build_seconds": round(seconds, 1)}
-    (target / "grpo_studio_tiny.json").write_text(json.dumps(info, indent=2))
+    info = {
+        "spec": asdict(spec),
+        "build_seconds": round(seconds, 1),
+        "built_with": {name: _version(name) for name in ("torch", "transformers", "tokenizers")},
+        "made_by": "grpo-studio build-tiny --into DIR (trainer.loading.tiny.build_tiny_model)",
+    }
+    (target / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     log.info("built %s in %.1f s", target, seconds)
     return target
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 def warm_up_examples(tokenizer) -> list[tuple[list[int], list[int], list[int] | None]]:
@@ -213,6 +246,7 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
     problem with a carry is drawn, its answer forgets the carry with probability ``spec.carry_slip``."""
     import torch
 
+    started = time.perf_counter()
     examples = warm_up_examples(tokenizer)
     rng = random.Random(spec.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.sft_lr, weight_decay=0.0)
@@ -239,6 +273,13 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        if step % 100 == 0:
-            log.info("warm-up step %d/%d loss %.3f", step, spec.sft_steps, loss.item())
+        if step % 100 == 0 or step == spec.sft_steps - 1:
+            left = (time.perf_counter() - started) / (step + 1) * (spec.sft_steps - step - 1)
+            log.info(
+                "building the built-in model (once; it is cached): warm-up pass %d/%d, loss %.3f, about %.0f s left",
+                step + 1,
+                spec.sft_steps,
+                loss.item(),
+                left,
+            )
     model.eval()

@@ -43,6 +43,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         os.environ[ALLOW_UNISOLATED_ENV] = "1"  # this process's validation and every worker it starts
     quiet_logging()
+    quiet_libraries()  # every command: the libraries' warnings and progress bars say nothing about a run
     from sqlalchemy.exc import SQLAlchemyError
 
     from storage.db import StorageError, describe_error
@@ -280,8 +281,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from trainer.evaluation.evaluate import EvaluationError, evaluate_run
     from trainer.evaluation.run_lookup import RunLookupError
 
+    from app.cli_output import Progress
+
+    print(f"scoring base and tuned on up to {args.k} held-out problems (greedy, then {args.samples} samples each)")
     try:
-        results = evaluate_run(args.run_id, args.k, args.samples, args.adapter)
+        results = evaluate_run(args.run_id, args.k, args.samples, args.adapter, on_answers=Progress("answers"))
     except (EvaluationError, RunLookupError) as exc:
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
@@ -340,7 +344,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
-    quiet_libraries()  # the workers the dashboard starts inherit it
+    # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
     print("keep training)", flush=True)
@@ -364,7 +368,6 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     from trainer.loading.data import arithmetic_problems
     from trainer.loading.tiny import build_tiny_model, shipped_model, use_tiny_threads
 
-    quiet_libraries()
     if args.into:
         target = Path(args.into)
     else:

@@ -236,6 +236,28 @@ def foreground(run_id: int) -> int:
     return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
 
 
+class Progress:
+    """A progress line on stderr for a long wait (``grpo-studio eval``): what is done of what, and an ETA from the
+    pace so far; at most one line every ``every`` seconds, and the last one always."""
+
+    def __init__(self, what: str, every: float = 5.0, out: TextIO | None = None) -> None:
+        import time
+
+        self.what, self.every, self.out = what, every, out or sys.stderr
+        self.started = self.shown = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        now = time.monotonic()
+        if done < total and now - self.shown < self.every:
+            return
+        self.shown = now
+        left = (now - self.started) / done * (total - done) if done else None
+        tail = f", about {duration(left)} left" if left is not None and done < total else ""
+        print(f"{self.what}: {done}/{total}{tail}", file=self.out, flush=True)
+
+
 def started_text(started: int | str | None) -> str:
     """What start_worker started: a local pid, or a Slurm job id (None: Slurm refused it; the run says why)."""
     if isinstance(started, int):

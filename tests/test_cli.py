@@ -190,3 +190,17 @@ def test_progress_printer_shows_the_base_models_heldout_score_before_step_one():
     lines = out.getvalue().splitlines()
     assert lines[1].startswith("step 1/2   reward 3.500") and lines[2] == "step 2/2   reward 3.900   held-out 90.0%"
     assert "  held-out correctness 79.0% → 90.0% (greedy, step 0 → 2)" in lines
+
+
+def test_a_long_wait_prints_progress_with_an_eta(monkeypatch):
+    import app.cli_output as cli_output
+
+    now = [0.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    out = io.StringIO()
+    progress = cli_output.Progress("answers", every=5.0, out=out)
+    for done, at in ((10, 2.0), (20, 6.0), (30, 7.0), (40, 8.0)):
+        now[0] = at
+        progress(done, 40)
+    # a line at most every 5 s (at 6 s: 20 done in 6 s, 20 left), and the last one always
+    assert out.getvalue().splitlines() == ["answers: 20/40, about 6s left", "answers: 40/40"]

@@ -278,10 +278,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
+    from app.cli_output import Progress
     from trainer.evaluation.evaluate import EvaluationError, evaluate_run
     from trainer.evaluation.run_lookup import RunLookupError
-
-    from app.cli_output import Progress
 
     print(f"scoring base and tuned on up to {args.k} held-out problems (greedy, then {args.samples} samples each)")
     try:

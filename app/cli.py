@@ -298,7 +298,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Zip, merge and/or push a run's adapter."""
     from pathlib import Path
 
-    from trainer.evaluation.export import merge, push, zip_adapter
+    from storage.db import new_export_dir
+    from trainer.evaluation.export import merge, push, shareable_adapter, zip_adapter
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (args.zip or args.merge or args.push):
@@ -306,9 +307,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     try:
         config, adapter_dir = run_adapter(args.run_id, args.adapter)
+        folder = shareable_adapter(args.run_id, config, adapter_dir, new_export_dir() / "adapter")
         if args.zip:
-            print(f"adapter zipped to {zip_adapter(adapter_dir, Path(args.zip))}")
-        folder = adapter_dir
+            print(f"adapter zipped to {zip_adapter(folder, Path(args.zip))}")
         if args.merge:
             folder = merge(config, adapter_dir, Path(args.merge))
             print(f"merged model saved to {folder}")

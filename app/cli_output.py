@@ -19,6 +19,7 @@ from app.monitor_state import duration, eta
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.job.run_files import RunFiles
+from trainer.version import version  # noqa: F401 - the CLI's --version and banner
 
 POLL_SECONDS = 1.0
 
@@ -29,21 +30,6 @@ def quiet_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     for ours in ("app", "trainer", "storage", "grpo_studio"):
         logging.getLogger(ours).setLevel(logging.INFO)
-
-
-def version() -> str:
-    """grpo-studio's version: the installed package's, or pyproject.toml's when run from a checkout."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("grpo-studio")
-    except PackageNotFoundError:
-        import tomllib
-        from pathlib import Path
-
-        with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
-            return tomllib.load(f)["project"]["version"]
 
 
 # Library chatter that says nothing about a run: transformers deprecating the gradient_checkpointing names that TRL

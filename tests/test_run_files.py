@@ -99,3 +99,38 @@ def test_drop_steps_after_removes_what_an_interrupted_attempt_logged_after_the_c
         assert [p.step for p in queries.metric_series(s, run_id, "reward")] == [1, 2, 3]
         assert queries.sample_steps(s, run_id) == [1, 2, 3]
         assert queries.get_run(s, run_id).current_step == 3
+
+
+def test_an_exported_adapter_names_its_base_portably_and_says_what_it_is(tmp_path):
+    """PEFT records the base by the local path it loaded (the built-in model's directory); the shared copy names it
+    as the config does, and its card gives base, data set, rewards with weights, GRPO settings and held-out."""
+    import json
+
+    from tests.helpers import create_run, tiny_config
+    from trainer.evaluation.export import shareable_adapter
+
+    config = tiny_config(reward_funcs=["correctness", "int"], reward_weights=[2.0, 0.5])
+    run_id = create_run(config)
+    with get_sessionmaker().begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 0, {"heldout/correct": 0.755}, 1.0))
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 10, {"heldout/correct": 0.98}, 2.0))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    local = str(tmp_path / "models" / "tiny-96-3-4")
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": local, "r": 8}))
+    (adapter / "README.md").write_text("---\nbase_model: " + local + "\n---\n# Model Card for Model ID\n")
+    shared = shareable_adapter(run_id, config, adapter, tmp_path / "shared")
+    settings = json.loads((shared / "adapter_config.json").read_text())
+    assert settings == {"base_model_name_or_path": "builtin:tiny", "r": 8}
+    card = (shared / "README.md").read_text()
+    assert local not in card and "Model Card for Model ID" not in card
+    for expected in (
+        "base model: `builtin:tiny`",
+        "data set: `builtin:arithmetic`",
+        "correctness × 2, int × 0.5",
+        f"{config.num_generations} completions per prompt, KL weight β {config.beta:g}",
+        "75.5% → 98.0% greedy correctness (step 0 → 10)",
+        "grpo-studio 0.1.0",
+    ):
+        assert expected in card, expected
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == local  # untouched

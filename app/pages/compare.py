@@ -179,7 +179,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     export box, worded for this page (the command line's "--token" means nothing here)."""
     import os
 
-    from trainer.evaluation.export import merge, push
+    from trainer.evaluation.export import merge, push, shareable_adapter
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
@@ -188,9 +188,10 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     if not token:
         return "❌ paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
     try:
-        config, folder = run_adapter(int(run_id), adapter or "final")
+        config, adapter_dir = run_adapter(int(run_id), adapter or "final")
+        folder = shareable_adapter(int(run_id), config, adapter_dir, new_export_dir() / "adapter")
         if merged:
-            folder = merge(config, folder, new_export_dir() / "merged")
+            folder = merge(config, adapter_dir, new_export_dir() / "merged")
         return f"Pushed to {push(folder, repo.strip(), token)}"
     except (RunLookupError, TypeError) as exc:  # ExportError included
         return f"❌ {exc}"

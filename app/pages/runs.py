@@ -13,7 +13,7 @@ from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
-from trainer.evaluation.export import zip_adapter
+from trainer.evaluation.export import shareable_adapter, zip_adapter
 from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, stop_worker
 from trainer.job.run_files import RunFiles
@@ -173,9 +173,12 @@ def adapter_zip(run_id) -> str:
     with get_sessionmaker().begin() as session:
         run = _get(session, run_id)
         adapters = RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
+        config = dict(run.config)
     if "final" not in adapters:
         raise user_error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
-    return str(zip_adapter(adapters["final"], new_export_dir() / f"run-{int(run_id)}-adapter"))
+    folder = new_export_dir()
+    shared = shareable_adapter(int(run_id), RunConfig.from_dict(config)[0], adapters["final"], folder / "adapter")
+    return str(zip_adapter(shared, folder / f"run-{int(run_id)}-adapter"))
 
 
 def reported(action):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
+from app.access import Access
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
@@ -108,7 +110,7 @@ def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_
 
     parent_id, _, _ = trained_run
     assert runs.fork_steps(parent_id)["choices"] == [3, 6]
-    message = runs.fork(parent_id, 6, "max_steps=8\ntemperature=0.7")
+    message = runs.fork(Access(), parent_id, 6, "max_steps=8\ntemperature=0.7")
     fork_id = int(message.split()[1])
     assert message.endswith("Its steps continue from 7, and the Monitor draws it over its parent.")
     try:
@@ -123,3 +125,34 @@ def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_
             output_dir = queries.get_run(s, fork_id).output_dir
             queries.delete_run(s, fork_id)  # the session database's other tests see only what they made
         RunFiles(Path(output_dir)).remove()
+
+
+def test_a_fork_from_the_dashboard_obeys_its_access_rules(trained_run, tmp_path):
+    """The fork's changed settings pass the same rules as the New run form: custom reward code is neither imported
+    nor accepted without --allow-custom-rewards, and a data set outside the allowed directories is refused with the
+    same words whether or not it exists (issue 22: a fork imported an uploaded .py in the dashboard and its worker)."""
+    import gradio as gr
+
+    from app.pages import runs
+
+    parent_id, _, _ = trained_run
+    marker = tmp_path / "imported"
+    evil = tmp_path / "evil.py"
+    evil.write_text(
+        f"open({str(marker)!r}, 'w').close()\ndef f(completions, **kw):\n    return [0.0] * len(completions)\n"
+    )
+    secret = tmp_path / "secret.csv"
+    secret.write_text("question,answer\nthe password is hunter2,1\n")
+    with get_sessionmaker().begin() as s:
+        before = len(queries.list_runs(s))
+    for change, expected in (
+        (f"reward_funcs=correctness,{evil}:f", "--allow-custom-rewards"),
+        (f"dataset_name={secret}", "local paths are limited to"),
+        (f"dataset_name={tmp_path / 'missing.csv'}", "local paths are limited to"),
+        ("dataset_name=text", "owner/name"),
+    ):
+        with pytest.raises(gr.Error, match=re.escape(expected)):
+            runs.fork(Access(), parent_id, 6, f"max_steps=8\n{change}")
+    assert not marker.exists()
+    with get_sessionmaker().begin() as s:
+        assert len(queries.list_runs(s)) == before  # nothing queued

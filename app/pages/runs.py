@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import gradio as gr
 
+from app.access import PATH_FIELDS, Access, custom_reward_problems
 from app.errors import user_error
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
+from trainer.config_checks import coerce
 from trainer.evaluation.export import shareable_adapter, zip_adapter
 from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, stop_worker
@@ -138,13 +141,24 @@ def fork_steps(run_id):
     return gr.update(choices=steps, value=steps[-1] if steps else None)
 
 
-def fork(run_id, step, settings: str) -> str:
-    """Queue a fork of the run from its checkpoint at ``step``, with the changed settings (one key=value a line)."""
+def fork(access: Access, run_id, step, settings: str) -> str:
+    """Queue a fork of the run from its checkpoint at ``step``, with the changed settings (one key=value a line),
+    under the operator's ``access`` rules, as the New run form is: a changed model or data set must be one the
+    dashboard may read, and custom reward code is neither imported nor accepted unless allowed."""
     if run_id in (None, "") or step in (None, ""):
         raise user_error("pick a run and one of its saved checkpoints")
     try:
         changes = parse_settings([line for line in (settings or "").splitlines() if line.strip()])
-        new_id = fork_run(int(run_id), int(step), changes)
+        refused = access.path_problems({k: v for k, v in changes.items() if k in PATH_FIELDS})
+        if "reward_funcs" in changes:
+            try:
+                rewards = coerce(changes["reward_funcs"], list[str])
+            except (TypeError, ValueError):
+                rewards = []  # the fork's own validation names the wrong type
+            refused += custom_reward_problems(access, rewards)
+        if refused:
+            raise ForkError("; ".join(refused))
+        new_id = fork_run(int(run_id), int(step), changes, check_rewards=access.allow_custom_rewards)
     except ForkError as exc:
         raise user_error(str(exc)) from None
     return (
@@ -215,7 +229,7 @@ def clone_into_form(run_id, config_values, fields: int) -> list:
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox, gr.Number]:
+def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Dataframe, gr.Textbox, gr.Number]:
     """Lay out the Runs page; returns its table and search box so the server's timer can refresh the table, and the
     run id box (filled from the URL). ``form`` is the New run page's :class:`~app.pages.new_run.Form`, which Clone
     fills before switching ``tabs`` to it."""
@@ -263,7 +277,9 @@ def build(form, config_values, tabs: gr.Tabs) -> tuple[gr.Dataframe, gr.Textbox,
         run_rows, search, table
     )
     run_id.change(fork_steps, run_id, fork_step)
-    fork_button.click(reported(fork), [run_id, fork_step, fork_settings], message).then(run_rows, search, table)
+    fork_button.click(reported(partial(fork, access)), [run_id, fork_step, fork_settings], message).then(
+        run_rows, search, table
+    )
     download.click(download_adapter, run_id, [archive, message])
     clone.click(
         lambda r: clone_into_form(r, config_values, len(form.fields)),

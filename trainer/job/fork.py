@@ -60,8 +60,9 @@ def checkpoint_steps(run_id: int) -> list[int]:
     return [checkpoint_step(p) for p in RunFiles(Path(output_dir)).complete_checkpoints()] if output_dir else []
 
 
-def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int) -> RunConfig:
-    """The parent's config with ``changes`` applied, validated; raises :class:`ForkError` naming every refused,
+def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int, check_rewards: bool = True) -> RunConfig:
+    """The parent's config with ``changes`` applied, validated (custom rewards imported only with
+    ``check_rewards``: the dashboard passes its operator's choice); raises :class:`ForkError` naming every refused,
     unknown or invalid setting."""
     refused = [f"{key} can't change in a fork: {SHAPE_SETTINGS[key]}" for key in changes if key in SHAPE_SETTINGS]
     unknown = [f"{key}: no such setting" for key in changes if key not in RunConfig.__dataclass_fields__]
@@ -71,7 +72,7 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int) ->
         config, _ = RunConfig.from_dict({**parent, **changes})
     except ConfigError as exc:
         raise ForkError("; ".join(exc.problems)) from None
-    problems = config.validate()
+    problems = config.validate(check_rewards=check_rewards)
     if config.max_steps <= step:
         problems.append(
             f"max_steps {config.max_steps} is not past the fork's step {step}: there would be nothing to train "
@@ -82,7 +83,9 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int) ->
     return config
 
 
-def fork_run(run_id: int, step: int, changes: dict[str, Any], name: str | None = None) -> int:
+def fork_run(
+    run_id: int, step: int, changes: dict[str, Any], name: str | None = None, check_rewards: bool = True
+) -> int:
     """Queue a fork of run ``run_id`` from its checkpoint of ``step`` with ``changes`` (setting name → value);
     returns the new run's id. The parent's row and files are only read.
 
@@ -101,7 +104,7 @@ def fork_run(run_id: int, step: int, changes: dict[str, Any], name: str | None =
         listed = ", ".join(str(s) for s in checkpoints) or "none yet"
         raise ForkError(f"run {run_id} has no saved checkpoint at step {step} (saved at steps: {listed})")
     changes = {**changes, "name": name} if name else changes  # validated with the rest of the config
-    config = forked_config(parent_config, changes, step)
+    config = forked_config(parent_config, changes, step, check_rewards)
     if not changes.get("name"):
         config.name = f"{parent_name}-fork{step}"
     staging = RunFiles(data_dir() / "runs" / f".fork-{secrets.token_hex(4)}")

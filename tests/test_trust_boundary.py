@@ -183,6 +183,9 @@ def test_slurm_extra_may_not_choose_files_commands_or_the_environment(monkeypatc
     for option in ("--output=/root/.bashrc", "--chdir=/", "--export=ALL,LD_PRELOAD=/tmp/x.so", "--wrap=id", "-D /"):
         problems = tiny_config(executor="slurm", slurm_extra=[option]).validate()
         assert any("not an option grpo-studio passes" in p for p in problems), option
+    for smuggled in ("--exclusive --output=/home/op/.bashrc", "--mem 4G -o/tmp/pwn", "--qos=high\t--chdir=/"):
+        problems = tiny_config(executor="slurm", slurm_extra=[smuggled]).validate()
+        assert any(p.startswith("slurm_extra") for p in problems), smuggled
     assert tiny_config(executor="slurm", slurm_extra=["--qos=high", "--exclusive", "-C a100"]).validate() == []
 
 
@@ -229,7 +232,11 @@ def test_the_job_script_quotes_values_that_pass_validation(tmp_path, monkeypatch
     assert options["--comment"] == hostile  # one value, verbatim
     assert options["--output"] == str(root / "worker.log") and options["--chdir"] == str(root)
     assert options["--job-name"].startswith("grpo-7-") and "$" not in options["--job-name"]
-    assert all(len(_sbatch_words(line)) == 1 for line in script.splitlines() if line.startswith("#SBATCH "))
+    assert all(len(_sbatch_words(line)) == 1 for line in script.splitlines() if line.startswith("#SBATCH --"))
+    # a short option's value stays one value, however many words it holds
+    config = tiny_config(executor="slurm", slurm_extra=["-C a100 --chdir /tmp"])
+    (line,) = [x for x in slurm.job_script(config, 7, RunFiles(root), "t").splitlines() if x.startswith("#SBATCH -C")]
+    assert _sbatch_words(line) == ["-C", "a100 --chdir /tmp"]
     # the shell part: the name only ever appears in a comment, and bash reads the script without error
     shell = [line for line in script.splitlines() if line and not line.startswith("#")]
     assert not any("pwned" in line for line in shell)

@@ -107,13 +107,25 @@ def cluster_problems(config: RunConfig) -> list[str]:
     return found
 
 
+def extra_option(option: str) -> tuple[str, str | None] | None:
+    """One slurm_extra entry as (option, value): ``--qos=high`` → ("--qos", "high"), ``--exclusive`` →
+    ("--exclusive", None), ``-C a100`` or ``-Ca100`` → ("-C", "a100"); None when it is not exactly one option (sbatch
+    reads every option of an ``#SBATCH`` line, so ``--exclusive --output=x`` would be two)."""
+    text = option.strip()
+    if match := re.fullmatch(r"(--[A-Za-z][A-Za-z0-9-]*)(?:=(.*))?", text, re.DOTALL):
+        return match.group(1), match.group(2)
+    if match := re.fullmatch(r"(-[A-Za-z])\s*(\S.*)?", text, re.DOTALL):
+        return match.group(1), match.group(2)
+    return None
+
+
 def extra_option_problem(option: str) -> str | None:
     """Why one slurm_extra entry can't be an #SBATCH line, or None: it must be one option from
     :data:`SLURM_EXTRA_OPTIONS` (``--qos=high``, ``--exclusive``, ``-C a100``)."""
-    text = option.strip()
-    if not text.startswith("-") or "\n" in text:
-        return f"slurm_extra {shorten(option)}: each entry is one sbatch option such as --qos=high"
-    key = text.split("=", 1)[0].split(None, 1)[0]
+    parsed = extra_option(option)
+    if parsed is None:
+        return f"slurm_extra {shorten(option)}: each entry is one sbatch option such as --qos=high or --exclusive"
+    key, _ = parsed
     name = SLURM_SHORT_OPTIONS.get(key, key[2:] if key.startswith("--") else None)
     if name not in SLURM_EXTRA_OPTIONS:
         return (

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
+from trainer.job.cluster_checks import extra_option
 from trainer.job.commands import MAIN_NODE, PACKAGE_ROOT, node_command, supervised, worker_command
 from trainer.job.run_files import RunFiles
 from trainer.safe_text import printable
@@ -116,9 +117,12 @@ def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]
         options.append(f"--time={sbatch_value(config.slurm_time.strip())}")
     if config.slurm_account:
         options.append(f"--account={sbatch_value(config.slurm_account)}")
-    for option in config.slurm_extra:
-        key, sep, value = option.strip().partition("=")
-        options.append(key + sep + sbatch_value(value) if sep else option.strip())
+    for option in config.slurm_extra:  # validated: each is one option (cluster_checks.extra_option)
+        key, value = extra_option(option) or (option.strip(), None)
+        if value is None:
+            options.append(key)
+        else:
+            options.append(f"{key}={sbatch_value(value)}" if key.startswith("--") else f"{key} {sbatch_value(value)}")
     return options
 
 

@@ -11,8 +11,10 @@ FastAPI app through ``launch(app_kwargs={"middleware": ...})``, that
   after it, and a success clears the count;
 - serves the login page with an empty API description to a visitor without a valid session cookie.
 
-The client address is the connection's (behind a reverse proxy, every client shares the proxy's: put the limit on
-the proxy as well).
+The client address is the connection's: the dashboard trusts no ``X-Forwarded-For`` header (``serve`` sets uvicorn's
+``FORWARDED_ALLOW_IPS`` to none unless the operator set it), since a local tunnel or proxy would let a client name
+any address. Behind a reverse proxy every client then has the proxy's address, so put a login limit on the proxy as
+well; failures from all clients together are limited too (``MAX_FAILURES_ALL``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 MAX_FAILURES = 5
 WINDOW_S = 60.0
 COOLDOWN_S = 30.0
+# Failed logins from all clients together within WINDOW_S before every login waits: a guesser with many addresses
+# (an IPv6 /64 holds 2**64) must not get MAX_FAILURES guesses per address.
+MAX_FAILURES_ALL = 50
 EMPTY_API = json.dumps({"named_endpoints": {}, "unnamed_endpoints": {}})
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
 
@@ -38,12 +43,21 @@ class LoginGuard:
     """ASGI middleware: failed-login throttling and an API-free login page (see the module docstring)."""
 
     def __init__(
-        self, app, max_failures: int = MAX_FAILURES, window_s: float = WINDOW_S, cooldown_s: float = COOLDOWN_S
+        self,
+        app,
+        max_failures: int = MAX_FAILURES,
+        window_s: float = WINDOW_S,
+        cooldown_s: float = COOLDOWN_S,
+        max_failures_all: int = MAX_FAILURES_ALL,
     ):
         self.app = app
         self.max_failures, self.window_s, self.cooldown_s = max_failures, window_s, cooldown_s
+        self.max_failures_all = max_failures_all
         self.failures: dict[str, deque[float]] = defaultdict(deque)
+        self.all_failures: deque[float] = deque()
+        self.in_flight: dict[str, int] = defaultdict(int)
         self.locked_until: dict[str, float] = {}
+        self.everyone_locked = False
         self.lock = threading.Lock()
 
     async def __call__(self, scope, receive, send):
@@ -61,9 +75,7 @@ class LoginGuard:
 
     async def _login(self, scope, receive, send):
         client = (scope.get("client") or ("unknown",))[0]
-        now = time.monotonic()
-        with self.lock:
-            wait = self.locked_until.get(client, 0.0) - now
+        wait = self._admit(client, time.monotonic())
         if wait > 0:
             return await _refuse(send, wait)
         status = {}
@@ -73,11 +85,44 @@ class LoginGuard:
                 status["code"] = message["status"]
             await send(message)
 
-        await self.app(scope, receive, watch)
-        self._count(client, status.get("code"), time.monotonic())
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self._count(client, status.get("code"), time.monotonic())
+
+    def _admit(self, client: str, now: float) -> float:
+        """0 to let this login attempt through (counted as in flight until it is answered), else the seconds to
+        wait. Attempts still being checked count as failures, so parallel guesses get no more than sequential ones."""
+        with self.lock:
+            wait = self.locked_until.get(client, 0.0) - now
+            if wait > 0:
+                return wait
+            self.locked_until.pop(client, None)
+            for failures in (self.failures.get(client, deque()), self.all_failures):
+                while failures and failures[0] < now - self.window_s:
+                    failures.popleft()
+            if client in self.failures and not self.failures[client]:
+                del self.failures[client]  # many addresses must not grow the table for good
+            if len(self.all_failures) >= self.max_failures_all:
+                if not self.everyone_locked:
+                    log.warning(
+                        "%d failed logins from all clients within %.0f s: every login waits until they age out",
+                        len(self.all_failures),
+                        self.window_s,
+                    )
+                    self.everyone_locked = True
+                return self.all_failures[0] + self.window_s - now
+            self.everyone_locked = False
+            if len(self.failures.get(client, ())) + self.in_flight.get(client, 0) >= self.max_failures:
+                return 1.0  # earlier attempts of this client are still being checked
+            self.in_flight[client] += 1
+            return 0.0
 
     def _count(self, client: str, code: int | None, now: float) -> None:
         with self.lock:
+            self.in_flight[client] -= 1
+            if not self.in_flight[client]:
+                del self.in_flight[client]
             if code == 200:
                 self.failures.pop(client, None)
                 return
@@ -85,8 +130,7 @@ class LoginGuard:
                 return
             failures = self.failures[client]
             failures.append(now)
-            while failures and failures[0] < now - self.window_s:
-                failures.popleft()
+            self.all_failures.append(now)
             if len(failures) >= self.max_failures:
                 self.locked_until[client] = now + self.cooldown_s
                 failures.clear()

@@ -63,3 +63,44 @@ def test_failures_outside_the_window_and_after_a_success_do_not_add_up(monkeypat
     assert _login(guard, "nope") == 400 and _login(guard, "nope") == 400  # the first two fell out of the window
     assert _login(guard, "secret") == 200
     assert _login(guard, "nope") == 400 and _login(guard, "nope") == 400  # the success cleared the count
+
+
+def test_parallel_guesses_get_no_more_than_sequential_ones():
+    """Attempts still being checked count: a client with max_failures logins in flight gets 429 for the next."""
+    guard = LoginGuard(FakeGradio(), max_failures=3)
+    for _ in range(3):
+        assert guard._admit("10.0.0.1", 0.0) == 0.0  # let through, in flight
+    assert guard._admit("10.0.0.1", 0.0) > 0
+    for _ in range(3):
+        guard._count("10.0.0.1", 400, 0.0)
+    assert guard._admit("10.0.0.1", 1.0) > 0  # three failures: locked out
+
+
+def test_many_addresses_share_one_limit_on_failures(monkeypatch):
+    import app.guard as guard_module
+
+    now = [0.0]
+    monkeypatch.setattr(guard_module.time, "monotonic", lambda: now[0])
+    guard = LoginGuard(FakeGradio(), max_failures=3, max_failures_all=10)
+    codes = [_login(guard, "nope", client=f"2001:db8::{i}") for i in range(12)]
+    assert codes == [400] * 10 + [429, 429]  # one guess per address, but ten in all
+    assert _login(guard, "secret", client="2001:db8::99") == 429
+    now[0] += 61
+    assert _login(guard, "secret", client="2001:db8::99") == 200
+    assert len(guard.failures) <= 12 and not guard.in_flight
+
+
+def test_the_server_trusts_no_forwarded_address(monkeypatch):
+    """uvicorn would take X-Forwarded-For from a loopback peer (a tunnel): serve turns that off unless set."""
+    import app.server as server
+
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
+    monkeypatch.setattr(server, "build_app", lambda access: (_ for _ in ()).throw(SystemExit("stop here")))
+    monkeypatch.setattr(server.Scheduler, "start", lambda self: None)
+    try:
+        server.serve()
+    except SystemExit:
+        pass
+    import os
+
+    assert os.environ["FORWARDED_ALLOW_IPS"] == ""

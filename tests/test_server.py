@@ -143,7 +143,8 @@ def test_logins_are_throttled_the_login_page_hides_the_api_and_uploads_are_cappe
         assert _read(ann, base + "/gradio_api/upload", small, headers)[0] == 200
 
         wrong = urllib.parse.urlencode({"username": "ann", "password": "nope"}).encode()
-        codes = [_read(anonymous, base + "/login", wrong)[0] for _ in range(6)]
+        # each guess naming another address through X-Forwarded-For: the address is the connection's all the same
+        codes = [_read(anonymous, base + "/login", wrong, {"X-Forwarded-For": f"10.0.0.{i}"})[0] for i in range(6)]
         assert codes == [400] * 5 + [429]
         status, detail, response_headers = _read(anonymous, base + "/login", right)
         assert status == 429 and b"Too many failed logins" in detail and int(response_headers["retry-after"]) > 0

@@ -398,3 +398,27 @@ def test_old_uploads_no_run_names_are_pruned_and_used_ones_kept():
         queries.create_run(session, "trains on it", tiny_config(dataset_name=str(used)).to_dict(), 5)
     assert unused in prune_uploads()
     assert used.exists() and fresh.exists() and not unused.exists()
+
+
+def test_control_characters_in_a_data_files_text_are_refused_with_the_row(tmp_path):
+    ok = json.dumps({"question": "What is 1 + 1?\nShow your work.", "answer": "2"}) + "\n"
+    jsonl = _data_file(
+        tmp_path, "ctrl.jsonl", ok + json.dumps({"question": "q\x1b]52;c;eA==\x07", "answer": "1"}) + "\n"
+    )
+    (problem,) = check_dataset(jsonl)
+    assert "row 2" in problem and "U+001B (ESC)" in problem
+    csv = _data_file(tmp_path, "nul.csv", "question,answer\n" + "a question,1\n" * 500 + "b,1\x00\n")  # past 4 KB
+    (problem,) = check_dataset(csv)
+    assert "row 501" in problem and "NUL" in problem
+    late = _data_file(tmp_path, "late.csv", "question,answer\n" + "a,1\n" * 2000 + "b\x1b[2J,1\n")  # past the head
+    with pytest.raises(DataError, match="row 2001.*U\\+001B"):
+        load_problems(tiny_config(dataset_name=late))  # the worker reads every row the same way
+    crlf = _data_file(tmp_path, "crlf.csv", 'question,answer\r\n"two\r\nlines",1\r\n')
+    assert check_dataset(crlf) == []  # a CSV's line ends are text, not control characters
+
+
+def test_a_one_line_json_array_over_a_megabyte_is_read(tmp_path):
+    rows = [{"question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(40_000)]
+    path = _data_file(tmp_path, "array.json", json.dumps(rows))
+    assert Path(path).stat().st_size > 1_000_000
+    assert check_dataset(path) == []

@@ -27,6 +27,8 @@ _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 def text_problem(name: str, value: str, multiline: bool = False) -> str | None:
     """What is wrong with the text ``value`` of the setting ``name``, or None: the first unsafe character, by its
     code point and position, and what the setting accepts."""
+    if not (_CONTROL if multiline else _ANY_CONTROL).search(value):
+        return None  # the common case, at regex speed (a data file's every question passes through here)
     for index, char in enumerate(value):
         code = ord(char)
         if multiline and char in "\t\n":

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+from trainer.safe_text import text_problem
+
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 HEAD_ROWS = 1_000
 # A JSON array is parsed whole (its head can't be read alone), so it costs memory by the size of the file: kept small;
@@ -86,6 +88,10 @@ def check_value(path: Path, row: int, column: str, value: object) -> None:
     if not isinstance(value, (str, int, float)):
         kind = {list: "a list", dict: "a mapping (struct)", tuple: "a list"}.get(type(value), type(value).__name__)
         raise DataFileError(f"{path}: row {row}: {column!r} is {kind}; expected text (or a number for an answer)")
+    # what a prompt may hold (line breaks and tabs, and a CSV's \r\n) but no NUL, escape or other control character:
+    # the text reaches the model's prompt, the database (PostgreSQL stores no NUL) and the dashboard
+    if isinstance(value, str) and (problem := text_problem(repr(column), value.replace("\r", ""), multiline=True)):
+        raise DataFileError(f"{path}: row {row}: {problem}")
 
 
 # --- formats --------------------------------------------------------------------------------------------------------
@@ -96,6 +102,17 @@ def _check_text(path: Path) -> None:
         raise DataFileError(f"{path}: the file is UTF-16 text; save it as UTF-8")
     if b"\x00" in start:
         raise DataFileError(f"{path}: the file holds binary data, not {path.suffix} text")
+
+
+def decode_utf8(raw: bytes, path: Path) -> str:
+    """A whole file's bytes as UTF-8 text, naming the line of a byte that isn't."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataFileError(
+            f"{path}: line {line} is not UTF-8 text (byte 0x{raw[exc.start]:02x}; latin-1?); save it as UTF-8"
+        ) from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -116,8 +133,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _json_rows(path: Path, limit: int | None) -> Iterator[dict]:
-    first = next((text for _, text in _lines(path) if text.strip()), "") if path.suffix.lower() == ".json" else ""
-    if first.lstrip().startswith("["):  # a .json file may hold one array of objects instead of one object a line
+    if path.suffix.lower() == ".json" and _starts_with_bracket(path):  # one array of objects, not one per line
         yield from islice(_json_array(path), limit)
         return
     count = 0
@@ -160,11 +176,21 @@ def _check_strings(row: dict, path: Path, where: str) -> None:
             )
 
 
+def _starts_with_bracket(path: Path) -> bool:
+    """Whether a file's first character after white space (and a BOM) is ``[``, reading no more than that."""
+    with path.open("rb") as f:
+        while chunk := f.read(4096):
+            text = chunk.lstrip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+            if text:
+                return text.startswith(b"[")
+    return False
+
+
 def _json_array(path: Path) -> Iterator[dict]:
     if path.stat().st_size > MAX_JSON_ARRAY_BYTES:
         raise DataFileError(f"{path}: a JSON array over {MAX_JSON_ARRAY_BYTES // 1_000_000} MB; use JSONL instead")
-    try:
-        rows = json.loads("".join(text for _, text in _lines(path)))
+    try:  # the size is capped above; a one-line array is not held to the 1 MB line limit of JSONL
+        rows = json.loads(decode_utf8(path.read_bytes(), path))
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: line {exc.lineno} is not valid JSON ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:

@@ -422,3 +422,28 @@ def test_a_one_line_json_array_over_a_megabyte_is_read(tmp_path):
     path = _data_file(tmp_path, "array.json", json.dumps(rows))
     assert Path(path).stat().st_size > 1_000_000
     assert check_dataset(path) == []
+
+
+def test_a_parquet_file_that_decompresses_huge_is_refused_before_it_is_read(tmp_path):
+    """A dictionary column holding one 1.2 MB string for 1,000 rows: under a KB on disk, a GB once read."""
+    import resource
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = data_dir() / "uploads" / "bomb.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    def repeated(text: str):  # one dictionary value, referenced by every row: built without the copies
+        return pa.DictionaryArray.from_arrays(pa.array([0] * 1000, pa.int32()), pa.array([text]))
+
+    big = repeated("x" * 1_200_000)
+    pq.write_table(pa.table({"question": big, "answer": pa.array(["1"] * 1000)}), path, compression="zstd")
+    assert path.stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    (problem,) = check_dataset(str(path))
+    assert "'question' near row 1 is longer than 1 MB" in problem
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KB: not the GB it expands to
+    many = repeated("y" * 400_000)  # each value allowed, the batch too large
+    pq.write_table(pa.table({"question": many, "answer": pa.array(["1"] * 1000)}), path, compression="zstd")
+    (problem,) = check_dataset(str(path))
+    assert "rows 1-256 would take over 64 MB" in problem

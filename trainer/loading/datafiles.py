@@ -27,6 +27,9 @@ MAX_JSON_ARRAY_BYTES = 50_000_000
 # One line of a JSONL or CSV file is one example (a GSM8K one is ~1 KB); reading stops at this many bytes of a line, so
 # a 300 MB file of one line is refused in one sentence instead of being read into memory whole.
 MAX_LINE_BYTES = 1_000_000
+# Parquet is read in batches of this many rows, each checked for what it decompresses to before it is read further.
+PARQUET_BATCH = 256
+MAX_BATCH_BYTES = 64_000_000
 
 
 class DataFileError(ValueError):
@@ -255,12 +258,45 @@ def _parquet_rows(path: Path, limit: int | None) -> Iterator[dict]:
     except (pa.ArrowException, OSError) as exc:
         raise DataFileError(f"{path}: not a Parquet file ({str(exc)[:120]})") from None
     count = 0
-    for batch in parquet.iter_batches(batch_size=min(limit or 10_000, 10_000)):
+    for batch in parquet.iter_batches(batch_size=min(limit or PARQUET_BATCH, PARQUET_BATCH)):
+        _check_parquet_batch(batch, path, count)
         for row in batch.to_pylist():
             if limit is not None and count >= limit:
                 return
             count += 1
             yield row
+
+
+def _check_parquet_batch(batch, path: Path, before: int) -> None:
+    """Refuse a batch before it becomes Python objects if a value is over MAX_LINE_BYTES or the batch would be over
+    MAX_BATCH_BYTES: Parquet compresses and dictionary-encodes, so a 782-byte file can hold a thousand copies of a
+    1 MB string that ``to_pylist`` would make a gigabyte of."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = 0
+    for name, column in zip(batch.schema.names, batch.columns):
+        values = column.dictionary if pa.types.is_dictionary(column.type) else column
+        if (
+            pa.types.is_string(values.type)
+            or pa.types.is_binary(values.type)
+            or pa.types.is_large_string(values.type)
+            or pa.types.is_large_binary(values.type)
+        ):
+            longest = pc.max(pc.binary_length(values)).as_py() or 0
+            if longest > MAX_LINE_BYTES:
+                raise DataFileError(
+                    f"{path}: a value of column {str(name)[:40]!r} near row {before + 1} is longer than "
+                    f"{MAX_LINE_BYTES // 1_000_000} MB; expected one example per row (a question and its answer)"
+                )
+            total += longest * len(column)
+        else:
+            total += values.nbytes if not pa.types.is_dictionary(column.type) else values.nbytes * len(column)
+    if total > MAX_BATCH_BYTES:
+        raise DataFileError(
+            f"{path}: rows {before + 1}-{before + batch.num_rows} would take over {MAX_BATCH_BYTES // 1_000_000} MB "
+            "of memory once decompressed; expected a few KB per example"
+        )
 
 
 def _count_rows(path: Path, seen: int) -> int:

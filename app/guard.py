@@ -1,4 +1,11 @@
-"""What stands in front of Gradio's own routes: failed logins slowed down, and the login page kept to a login page.
+"""What stands in front of Gradio's own routes: request bodies bounded, failed logins slowed down, and the login page
+kept to a login page.
+
+Gradio 6.31 checks an upload's size per file (``max_file_size``), not per request, and reads any other request's body
+whole: a 100 MB JSON body to an API route was accepted, and one upload of eight files under the cap each was too.
+:class:`BodyLimit` refuses a body over its limit (413) from its Content-Length, or as its bytes arrive when it has none:
+uploads up to ``serve --max-upload-size`` plus room for the form's framing, every other request up to
+``MAX_BODY_BYTES`` (the largest real one, a config with a 20,000-character system prompt, is a few dozen KB).
 
 Gradio 6.31 checks a password on ``POST /login`` as often as it is asked (routes.py:495-537): 300 wrong passwords
 took 12 s here, so a password can be guessed at that rate. And its ``GET /`` embeds the app's whole API description
@@ -29,6 +36,8 @@ from http.cookies import SimpleCookie
 
 log = logging.getLogger(__name__)
 
+MAX_BODY_BYTES = 8_000_000
+UPLOAD_FRAMING_BYTES = 1_000_000  # multipart boundaries and headers around an upload's files
 MAX_FAILURES = 5
 WINDOW_S = 60.0
 COOLDOWN_S = 30.0
@@ -37,6 +46,61 @@ COOLDOWN_S = 30.0
 MAX_FAILURES_ALL = 50
 EMPTY_API = json.dumps({"named_endpoints": {}, "unnamed_endpoints": {}})
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over its limit is answered 413, before or while it arrives."""
+
+    def __init__(self, app, max_upload_bytes: int, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_upload_bytes, self.max_body_bytes = app, max_upload_bytes, max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        upload = scope.get("path", "").rstrip("/").endswith("/upload")
+        limit = self.max_upload_bytes + UPLOAD_FRAMING_BYTES if upload else self.max_body_bytes
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            return await _too_large(send, limit)
+        state = {"received": 0, "exceeded": False, "started": False}
+
+        async def counted():
+            if state["exceeded"]:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                state["received"] += len(message.get("body", b""))
+                if state["received"] > limit:  # a body without a length, or longer than it said
+                    state["exceeded"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def answer(message):
+            if state["exceeded"]:
+                return  # the app's reply to a body cut short is not sent: the 413 below is
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, answer)
+        except Exception:
+            if not state["exceeded"]:
+                raise
+        if state["exceeded"] and not state["started"]:
+            await _too_large(send, limit)
+
+
+async def _too_large(send, limit: int) -> None:
+    body = json.dumps({"detail": f"Request too large: at most {limit / 1e6:g} MB."}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class LoginGuard:

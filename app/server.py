@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
 from app.access import Access
-from app.guard import LoginGuard
+from app.guard import BodyLimit, LoginGuard
 from app.pages import compare, monitor, new_run, runs
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from storage.db import data_dir, get_sessionmaker
@@ -220,8 +220,8 @@ def serve(
     started = time.perf_counter()
     demo.queue(default_concurrency_limit=8).launch(
         max_file_size=max_upload_bytes,
-        # failed logins throttled, and no API description on the login page (app/guard.py)
-        app_kwargs={"middleware": [Middleware(LoginGuard)]},
+        # request bodies bounded, failed logins throttled, no API description on the login page (app/guard.py)
+        app_kwargs={"middleware": [Middleware(BodyLimit, max_upload_bytes=max_upload_bytes), Middleware(LoginGuard)]},
         server_name=host,
         server_port=port,
         auth=credentials,

@@ -433,6 +433,7 @@ def test_a_parquet_file_that_decompresses_huge_is_refused_before_it_is_read(tmp_
 
     path = data_dir() / "uploads" / "bomb.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
+
     def repeated(text: str):  # one dictionary value, referenced by every row: built without the copies
         return pa.DictionaryArray.from_arrays(pa.array([0] * 1000, pa.int32()), pa.array([text]))
 

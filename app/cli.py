@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from app.cli_output import foreground, quiet_libraries, quiet_logging, started_text, version
+from app.cli_output import follow, foreground, quiet_libraries, quiet_logging, started_text, version
 from app.cli_probe_fork import cmd_fork, cmd_probe, fork_options, probe_options
 from app.terminal import guarded_terminal
 from trainer.safe_text import printable
@@ -188,18 +188,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     for note in notes + config.warnings():
         print(f"note: {note}", file=sys.stderr)
+    from trainer.job.launch import start_worker
+
+    on_slurm = config.executor == "slurm"
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
-        if args.detach:
-            from trainer.job.launch import start_worker
+        started = start_worker(session, run) if args.detach or on_slurm else None
+    if not args.detach and not on_slurm:
+        print(f"run {run_id}: {config.name}")
+        return foreground(run_id)
+    return _started(run_id, started, args.detach, "started")
 
-            pid = start_worker(session, run)
-    if args.detach:
-        print(f"run {run_id} started in the background ({started_text(pid)}); follow it with: grpo-studio runs")
+
+def _started(run_id: int, started: int | str | None, detach: bool, verb: str) -> int:
+    """What ``run`` and ``resume`` say after starting a worker elsewhere: a Slurm job refused (exit 1, with Slurm's
+    words), a detached worker (exit 0), or a Slurm job followed in the foreground as ``run`` follows a local one."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    if started is None:
+        with get_sessionmaker().begin() as session:
+            error = queries.get_run(session, run_id).error or "Slurm refused the job"
+        print(f"grpo-studio: run {run_id}: {error.strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+    if detach:
+        print(f"run {run_id} {verb} in the background ({started_text(started)}); follow it with: grpo-studio runs")
         return 0
-    print(f"run {run_id}: {config.name}")
-    return foreground(run_id)
+    print(f"run {run_id} {verb} as Slurm job {started}: following it here (Ctrl-C stops the job)", flush=True)
+    return follow(run_id)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -221,24 +238,30 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if not run.status.resumable:
             print(f"grpo-studio: run {run.id} is {run.status}; only stopped or failed runs resume", file=sys.stderr)
             return 2
-        if args.detach:
-            pid = start_worker(session, run)
-    if args.detach:
-        print(f"run {args.run_id} resumed in the background ({started_text(pid)})")
-        return 0
-    return foreground(args.run_id)
+        on_slurm = (run.config or {}).get("executor") == "slurm"
+        started = start_worker(session, run) if args.detach or on_slurm else None
+    if not args.detach and not on_slurm:
+        return foreground(args.run_id)
+    return _started(args.run_id, started, args.detach, "resumed")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """Send a stop request to a run's worker."""
     from storage.db import get_sessionmaker
     from trainer.job.launch import stop_worker
+    from trainer.job.slurm import SlurmError
 
-    with get_sessionmaker().begin() as session:
-        run = _find_run(session, args.run_id)
-        if run is None:
-            return 2
-        sent = stop_worker(session, run)
+    try:
+        with get_sessionmaker().begin() as session:
+            run = _find_run(session, args.run_id)
+            if run is None:
+                return 2
+            sent = stop_worker(session, run)
+    except SlurmError as exc:  # nothing was changed: the transaction rolled back
+        print(
+            f"grpo-studio: run {args.run_id}: could not reach Slurm ({exc}); try again when it answers", file=sys.stderr
+        )
+        return 1
     print(f"run {args.run_id}: " + ("stop requested" if sent else "no live worker; marked stopped if it was live"))
     return 0
 
@@ -258,21 +281,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.job.launch import reconcile
+    from trainer.job.launch import poll_slurm, reconcile
+    from trainer.job.slurm import queue_positions, where
 
+    states = poll_slurm()  # one squeue for every live job, before the transaction
     with get_sessionmaker().begin() as session:
-        reconcile(session)
+        reconcile(session, states)
+        runs = queries.list_runs(session)
+        positions = queue_positions() if any(r.slurm_job_id and r.status == "queued" for r in runs) else {}
         rows = [
-            (r.id, r.name, r.status, f"{r.current_step}/{r.total_steps}", queries.last_metric(session, r.id, "reward"))
-            for r in queries.list_runs(session)
+            (
+                r.id,
+                r.name,
+                str(r.status),
+                f"{r.current_step}/{r.total_steps}",
+                queries.last_metric(session, r.id, "reward"),
+                where(r.host, r.slurm_job_id, str(r.status), positions),
+                (r.error or "").strip().splitlines()[-1] if r.error and r.error.strip() else "",
+            )
+            for r in runs
         ]
     if not rows:
         print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
         return 0
-    print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  last reward")
-    for run_id, name, status, step, reward in rows:
+    print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  {'last reward':<11}  where")
+    for run_id, name, status, step, reward, place, error in rows:
         shown = "-" if reward is None else f"{reward:.3f}"
-        print(f"{run_id:>4}  {printable(name, one_line=True)[:28]:<28} {status:<10} {step:>11}  {shown}")
+        print(f"{run_id:>4}  {printable(name, one_line=True)[:28]:<28} {status:<10} {step:>11}  {shown:<11}  {place}")
+        if error:
+            print(f"{'':6}error: {printable(error, one_line=True)[:200]}")
     return 0
 
 

@@ -244,6 +244,39 @@ class Progress:
         print(f"{self.what}: {done}/{total}{tail}", file=self.out, flush=True)
 
 
+def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
+    """A run trained elsewhere (a Slurm job): print its steps from the database as ``run`` does for a local one, until
+    it ends. Ctrl-C asks the job to stop (the worker saves its adapter); a second Ctrl-C leaves it running."""
+    import time
+
+    from storage.models import RunStatus
+    from trainer.job.launch import stop_worker
+
+    printer = ProgressPrinter(run_id)
+    printer.start()
+    stopping = False
+    while True:
+        try:
+            with get_sessionmaker().begin() as session:
+                status = queries.get_run(session, run_id).status
+            if status.terminal:
+                break
+            time.sleep(poll)
+        except KeyboardInterrupt:
+            if stopping:
+                print(f"run {run_id} goes on without being followed: grpo-studio runs shows it", flush=True)
+                printer.finished.set()
+                return 130
+            stopping = True
+            with get_sessionmaker().begin() as session:
+                stop_worker(session, queries.get_run(session, run_id))
+            print(
+                f"run {run_id}: stop requested; waiting for it to save and end (Ctrl-C again to leave it)", flush=True
+            )
+    printer.finish(str(status))
+    return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
+
+
 def started_text(started: int | str | None) -> str:
     """What start_worker started: a local pid, or a Slurm job id (None: Slurm refused it; the run says why)."""
     if isinstance(started, int):

@@ -26,7 +26,7 @@ from app.pages import compare, monitor, new_run, runs
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
-from trainer.job.launch import schedule
+from trainer.job.launch import poll_slurm, schedule
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,10 @@ class Scheduler(threading.Thread):
     def run(self) -> None:
         while not self.stopped.is_set():
             try:
+                states = poll_slurm()  # one squeue for every live job, outside the transaction below
                 with get_sessionmaker().begin() as session:
-                    for run_id in schedule(session, self.max_concurrent, before_start=compare.release_for_run):
+                    started = schedule(session, self.max_concurrent, compare.release_for_run, slurm_states=states)
+                    for run_id in started:
                         log.info("started run %d", run_id)
             except Exception:  # a locked database or a failed start must not kill the scheduler
                 log.exception("scheduling failed")

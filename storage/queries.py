@@ -144,6 +144,13 @@ def drop_steps_after(session: Session, run_id: int, step: int) -> None:
     set_progress(session, run_id, step)
 
 
+def requeued(session: Session, run: Run) -> None:
+    """A run whose Slurm job went back into Slurm's queue: queued again, its job id kept (the job restarts the worker,
+    which resumes from the latest checkpoint), no process of its own until then."""
+    run.status = RunStatus.QUEUED
+    run.pid = run.pid_started = None
+
+
 def finish_run(session: Session, run: Run, status: RunStatus, error: str | None = None) -> None:
     """Put the run in a terminal status, with the error text for ``failed``."""
     if not status.terminal:

@@ -300,14 +300,17 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
         seen["form"] = build_form(access)
         return seen["form"]
 
-    def runs_page(form, config_values, tabs):
+    def runs_page(form, config_values, tabs, access):
         seen["runs"] = (form, config_values)
-        return build_runs(form, config_values, tabs)
+        seen["access"] = access
+        return build_runs(form, config_values, tabs, access)
 
     monkeypatch.setattr(new_run, "build", form_page)
     monkeypatch.setattr(runs, "build", runs_page)
-    server.build_app()
+    access = server.Access(allow_custom_rewards=True)
+    server.build_app(access)
     assert seen["runs"] == (seen["form"], new_run.config_values)
+    assert seen["access"] is access  # the Runs page's Fork obeys the operator's rules too
 
 
 def test_monitor_without_a_run_clears_every_chart():

@@ -201,6 +201,14 @@ class RunConfig:
     slurm_gpus_per_node: int = cluster(0, "GPUs per node (--gpus-per-node; 0: ask for none).", min=0, max=64)
     slurm_time: str = cluster("", "Time limit, e.g. 04:00:00 (empty: the partition's).")
     slurm_account: str = cluster("", "Slurm account to charge (empty: your default).")
+    slurm_cpus_per_task: int = cluster(
+        0, "CPUs for the job (--cpus-per-task; 0: Slurm's default, often 1).", min=0, max=4096
+    )
+    slurm_mem: str = cluster("", "Memory per node, e.g. 64G (--mem; empty: the partition's default).")
+    slurm_exclusive: bool = cluster(False, "Take whole nodes (--exclusive).")
+    slurm_requeue: bool = cluster(
+        False, "Let Slurm requeue the job (--requeue): after preemption it resumes from its latest checkpoint."
+    )
     slurm_extra: list[str] = cluster([], "Extra #SBATCH options, e.g. --qos=high.", advanced=True)
     vllm_mode: str = cluster(
         "colocate",

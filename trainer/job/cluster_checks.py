@@ -20,7 +20,39 @@ if TYPE_CHECKING:
 
 # Slurm's --time formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
 SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+# The shortest time limit a run is submitted with: loading the model and the first steps take a minute or two.
+MIN_SLURM_SECONDS = 180
+
+
+def slurm_seconds(text: str) -> int | None:
+    """A Slurm time limit in seconds (sbatch(1) formats: "90" minutes, "mm:ss", "hh:mm:ss", "d-hh[:mm[:ss]]"); None
+    for UNLIMITED, INFINITE or an empty limit."""
+    text = text.strip()
+    if not text or text in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+
+
+def stop_margin(limit_seconds: int | None) -> int:
+    """How long before its time limit a job is asked to stop (``--signal=B:TERM@N``): a tenth of the limit, between
+    30 s and 5 minutes, so a short limit still leaves most of its time to train (a fixed 5 minutes stopped a 5-minute
+    job 13 s in) and a long one time to finish a step and save."""
+    if limit_seconds is None:
+        return 300
+    return int(min(300, max(30, limit_seconds // 10)))
+
+
 # Slurm partition and account names are plain identifiers; a partition setting may list several, comma-separated.
+SLURM_MEM = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE)
 SLURM_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 SLURM_NAMES = re.compile(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$")
 # The sbatch options slurm_extra may add: resources, placement, QoS and notices. Not the ones that choose files
@@ -90,6 +122,11 @@ def cluster_problems(config: RunConfig) -> list[str]:
             )
         if config.slurm_time and not SLURM_TIME.match(config.slurm_time.strip()):
             found.append(f"slurm_time {config.slurm_time!r} is not a Slurm time limit: use e.g. 90, 04:00:00 or 2-00")
+        elif (limit := slurm_seconds(config.slurm_time)) is not None and limit < MIN_SLURM_SECONDS:
+            found.append(
+                f"slurm_time {config.slurm_time!r} is {limit} s: too short to load the model and train; give at "
+                f"least {MIN_SLURM_SECONDS // 60} minutes (a run stops and saves before its limit; resume continues it)"
+            )
         if config.slurm_partition and not SLURM_NAMES.match(config.slurm_partition):
             found.append(
                 f"slurm_partition {shorten(config.slurm_partition)}: expected a partition name (letters, digits, "
@@ -99,6 +136,8 @@ def cluster_problems(config: RunConfig) -> list[str]:
             found.append(
                 f"slurm_account {shorten(config.slurm_account)}: expected an account name (letters, digits, _ . + -)"
             )
+        if config.slurm_mem and not SLURM_MEM.match(config.slurm_mem.strip()):
+            found.append(f"slurm_mem {shorten(config.slurm_mem)}: expected a size such as 64G, 512M or 0 (all of it)")
         found.extend(p for p in map(extra_option_problem, config.slurm_extra) if p)
     elif config.slurm_nodes > 1:
         found.append(f"slurm_nodes is {config.slurm_nodes} but executor is local: more nodes need executor slurm")

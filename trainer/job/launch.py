@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from storage import queries
-from storage.db import data_dir
+from storage.db import data_dir, get_sessionmaker
 from storage.models import Run, RunStatus
 from trainer.job import slurm
 from trainer.job.commands import supervised, with_package_path, worker_command
@@ -157,15 +157,33 @@ def log_tail(run: Run, lines: int = 20) -> str:
     return RunFiles(Path(run.output_dir)).log_tail(lines) if run.output_dir else ""
 
 
-def reconcile(session: Session) -> list[int]:
+def slurm_jobs(session: Session) -> list[str]:
+    """The Slurm job ids of the live runs."""
+    return [r.slurm_job_id for r in queries.list_runs(session, LIVE) if r.slurm_job_id]
+
+
+def poll_slurm() -> dict[str, slurm.JobState | None] | None:
+    """What Slurm says of every live run's job: one short read of the ids, then one ``squeue`` outside any
+    transaction (slurm.job_states); None when Slurm does not answer. The scheduler calls it before its transaction."""
+    with get_sessionmaker().begin() as session:
+        jobs = slurm_jobs(session)
+    return slurm.job_states(jobs) if jobs else {}
+
+
+def reconcile(session: Session, slurm_states: dict | None = None) -> list[int]:
     """Mark live runs whose worker process is gone as failed, with the log's last lines. Returns their ids.
 
-    Queued runs that never got a worker (no pid) are left alone: they are waiting for their turn.
+    Queued runs that never got a worker (no pid) are left alone: they are waiting for their turn. Runs on Slurm follow
+    their job's state: ``slurm_states`` from :func:`poll_slurm` (read here, one squeue, when not given); while Slurm
+    does not answer they are kept as they were.
     """
     failed = []
-    for run in queries.list_runs(session, LIVE):
+    live = queries.list_runs(session, LIVE)
+    if slurm_states is None and any(r.slurm_job_id for r in live):
+        slurm_states = slurm.job_states([r.slurm_job_id for r in live if r.slurm_job_id])
+    for run in live:
         if run.slurm_job_id:  # Slurm says what became of the job
-            if slurm.reconcile(session, run):
+            if slurm_states is not None and slurm.reconcile(session, run, slurm_states.get(run.slurm_job_id)):
                 failed.append(run.id)
             continue
         if run.pid is None or is_alive(run):
@@ -190,15 +208,20 @@ def active_runs(session: Session) -> list[Run]:
     return [r for r in queries.list_runs(session, LIVE) if r.pid and not r.slurm_job_id and is_alive(r)]
 
 
-def schedule(session: Session, max_concurrent: int = 1, before_start: Callable[[Run], None] | None = None) -> list[int]:
+def schedule(
+    session: Session,
+    max_concurrent: int = 1,
+    before_start: Callable[[Run], None] | None = None,
+    slurm_states: dict | None = None,
+) -> list[int]:
     """Reconcile, then start the oldest waiting runs while fewer than ``max_concurrent`` train. Returns started ids.
     ``before_start(run)`` is called before each worker starts (the dashboard frees its GPU model there).
 
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
     restart: whoever calls this next picks up where the last caller left off. Runs on the slurm executor take no local
-    slot: each is submitted at once, and Slurm's queue holds it.
+    slot: each is submitted at once, and Slurm's queue holds it. ``slurm_states``: see :func:`reconcile`.
     """
-    reconcile(session)
+    reconcile(session, slurm_states)
     free = max_concurrent - len(active_runs(session))
     queued = [r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid and not r.slurm_job_id]
     waiting = sorted(queued, key=lambda r: r.id)

@@ -21,6 +21,7 @@ does not find it on its node (:func:`shared_dir_problem`), or confirms it with a
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -36,10 +37,12 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
-from trainer.job.cluster_checks import extra_option
+from trainer.job.cluster_checks import extra_option, slurm_seconds, stop_margin
 from trainer.job.commands import MAIN_NODE, PACKAGE_ROOT, node_command, supervised, worker_command
 from trainer.job.run_files import RunFiles
 from trainer.safe_text import printable
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -48,7 +51,8 @@ if TYPE_CHECKING:
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED"})
 MARKER_ENV = "GRPO_STUDIO_SHARED_MARKER"
-STOP_BEFORE_LIMIT_S = 300
+# The job's time limit in seconds (0: none) and when its script started, for the worker to tell a time-limit stop
+LIMIT_ENV, STARTED_ENV = "GRPO_STUDIO_SLURM_LIMIT_S", "GRPO_STUDIO_JOB_STARTED"
 TIMEOUT_S = 30  # a Slurm command that takes longer than this means the controller is unreachable
 
 
@@ -107,7 +111,7 @@ def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]
         f"--chdir={sbatch_value(str(files.root))}",
         f"--nodes={config.slurm_nodes}",
         "--ntasks-per-node=1",  # one launcher per node; accelerate starts the processes
-        f"--signal=B:TERM@{STOP_BEFORE_LIMIT_S}",
+        f"--signal=B:TERM@{stop_margin(slurm_seconds(config.slurm_time))}",
     ]
     if config.slurm_partition:
         options.append(f"--partition={sbatch_value(config.slurm_partition)}")
@@ -117,6 +121,14 @@ def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]
         options.append(f"--time={sbatch_value(config.slurm_time.strip())}")
     if config.slurm_account:
         options.append(f"--account={sbatch_value(config.slurm_account)}")
+    if config.slurm_cpus_per_task:
+        options.append(f"--cpus-per-task={config.slurm_cpus_per_task}")
+    if config.slurm_mem:
+        options.append(f"--mem={sbatch_value(config.slurm_mem)}")
+    if config.slurm_exclusive:
+        options.append("--exclusive")
+    if config.slurm_requeue:
+        options.append("--requeue")
     for option in config.slurm_extra:  # validated: each is one option (cluster_checks.extra_option)
         key, value = extra_option(option) or (option.strip(), None)
         if value is None:
@@ -167,6 +179,7 @@ def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> 
         f"export PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"export GRPO_STUDIO_HOME={shlex.quote(str(data_dir()))}",
         f"export {MARKER_ENV}={marker}",
+        f"export {LIMIT_ENV}={slurm_seconds(config.slurm_time) or 0} {STARTED_ENV}=$(date +%s)",
         'echo "slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
         *launch_lines(config, run_id),
     ]
@@ -191,6 +204,78 @@ def submit(session: Session, run: Run, config: RunConfig) -> str | None:
     queries.slurm_submitted(session, run, job_id, str(files.root))
     queries.add_log(session, run.id, f"submitted to Slurm as job {job_id} ({files.slurm_script})")
     return job_id
+
+
+# A tick's one squeue for every job may take this long: with slurmctld down each call would otherwise wait the full
+# TIMEOUT_S, and the dashboard's scheduler would stall (50 live runs took minutes a pass, one call each).
+POLL_TIMEOUT_S = 5
+_not_answering: list[str] = []  # the outage already reported (logged once until Slurm answers again)
+
+
+def job_states(job_ids: list[str], timeout: float = POLL_TIMEOUT_S) -> dict[str, JobState | None] | None:
+    """Every job's state with one ``squeue`` for all of them (and one ``sacct`` for those squeue no longer keeps);
+    a job neither knows maps to None. Returns None when Slurm does not answer, saying so once in the log until it
+    answers again. Call it outside any database transaction: it may take ``timeout`` seconds."""
+    if not job_ids:
+        return {}
+    try:
+        out = _slurm_within(
+            timeout, "squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}", "--format=%i|%T|%r|%N"
+        )
+    except SlurmError as exc:
+        if "Invalid job id" not in str(exc):
+            return _silent(exc)
+        out = ""
+    states: dict[str, JobState | None] = {job_id: None for job_id in job_ids}
+    for line in out.strip().splitlines():
+        job_id, *fields = line.split("|")
+        states[job_id.split("_")[0]] = JobState(*fields)
+    missing = [job_id for job_id, state in states.items() if state is None]
+    if missing:
+        try:
+            out = _slurm_within(
+                timeout,
+                "sacct",
+                "--noheader",
+                "--parsable2",
+                "-X",
+                f"--jobs={','.join(missing)}",
+                "--format=JobID,State,Reason,NodeList,ExitCode",
+            )
+        except SlurmError:  # no accounting database
+            out = ""
+        for line in out.strip().splitlines():
+            job_id, state, reason, nodes, exit_code = line.split("|")
+            states[job_id] = JobState(state.split()[0], reason, nodes, exit_code)
+    if _not_answering:
+        log.info("Slurm is answering again")
+        _not_answering.clear()
+    return states
+
+
+def _silent(exc: SlurmError) -> None:
+    if not _not_answering:
+        log.warning("Slurm is not answering (%s): runs on Slurm are kept as they were until it does", exc)
+        _not_answering.append(str(exc))
+    return None
+
+
+def slurm_not_answering() -> str | None:
+    """What the last poll found when Slurm did not answer, or None."""
+    return _not_answering[0] if _not_answering else None
+
+
+def _slurm_within(timeout: float, *args: str) -> str:
+    """:func:`slurm` with a shorter time limit."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return slurm(*args)  # the same sentence as every other call
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{args[0]} did not answer within {timeout:g} s: is slurmctld reachable?") from None
+    if done.returncode != 0:
+        raise SlurmError(f"{shlex.join(args)} failed: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
 
 
 def job_state(job_id: str) -> JobState | None:
@@ -241,12 +326,21 @@ def stop(session: Session, run: Run) -> bool:
     return False
 
 
-def reconcile(session: Session, run: Run) -> bool:
-    """Mark the run failed when its job ended without the worker ending the run; returns True if it did."""
-    try:
-        state = job_state(run.slurm_job_id)
-    except SlurmError:
-        return False  # Slurm unreachable: decide on a later call
+def reconcile(session: Session, run: Run, state: JobState | None) -> bool:
+    """Bring the run in line with its job's ``state`` (from :func:`job_states`): a job Slurm requeued (preemption,
+    ``scontrol requeue``, a failed node) makes a running run queued again, "requeued by Slurm" (the worker resumes
+    from its latest checkpoint when the job starts again); a job that ended without the worker ending the run marks
+    it failed with Slurm's account. Returns True if it failed the run."""
+    if state is not None and state.state in PENDING_STATES:
+        if run.status is RunStatus.RUNNING:
+            queries.requeued(session, run)
+            queries.add_log(
+                session,
+                run.id,
+                f"requeued by Slurm (job {run.slurm_job_id} {state.state}, "
+                f"{state.reason}): it resumes from its latest checkpoint when the job starts again",
+            )
+        return False
     if state is not None and state.live:
         return False
     session.refresh(run)  # the worker may have ended the run since it was read
@@ -265,17 +359,51 @@ def reconcile(session: Session, run: Run) -> bool:
     return True
 
 
-def queue_positions() -> dict[str, int]:
-    """Each pending job's place in its partition's queue (1: next), in Slurm's priority order."""
+# Pending reasons (squeue(1) "JOB REASON CODES") that mean the job can never start as it is: waiting won't help.
+NEVER_STARTS = {
+    "PartitionNodeLimit": "it asks for more nodes than the partition has",
+    "PartitionTimeLimit": "its time limit is over the partition's",
+    "BadConstraints": "no node has what it asks for",
+    "InvalidAccount": "the account is not valid",
+    "InvalidQOS": "the QOS is not valid",
+    "QOSMaxWallDurationPerJobLimit": "its time limit is over its QOS's",
+    "AssocMaxWallDurationPerJobLimit": "its time limit is over its account's",
+    "QOSMaxNodePerJobLimit": "it asks for more nodes than its QOS allows",
+    "AssocMaxNodesPerJobLimit": "it asks for more nodes than its account allows",
+    "QOSMaxGRESPerJob": "it asks for more GPUs than its QOS allows",
+}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pending job's place in its partition's queue (1: next) and Slurm's reason for the wait."""
+
+    position: int
+    reason: str = ""
+
+    def describe(self) -> str:
+        """ "queue #2 (Resources)", or the reason it never starts."""
+        if self.reason in NEVER_STARTS:
+            return f"queue #{self.position}, can never start: {self.reason} ({NEVER_STARTS[self.reason]})"
+        shown = f" ({self.reason})" if self.reason and self.reason != "None" else ""
+        return f"queue #{self.position}{shown}"
+
+
+def queue_positions() -> dict[str, Waiting]:
+    """Each pending job's place in its partition's queue, in Slurm's priority order, with its pending reason (one
+    squeue; {} when Slurm does not answer)."""
     try:
-        out = slurm("squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P")
-    except SlurmError:
+        out = _slurm_within(
+            POLL_TIMEOUT_S, "squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P|%r"
+        )
+    except SlurmError as exc:
+        _silent(exc)
         return {}
     positions, seen = {}, {}
     for line in out.split():
-        job_id, partition = line.split("|")
+        job_id, partition, reason = (line.split("|") + [""])[:3]
         seen[partition] = seen.get(partition, 0) + 1
-        positions[job_id] = seen[partition]
+        positions[job_id] = Waiting(seen[partition], reason)
     return positions
 
 
@@ -301,28 +429,60 @@ def shared_dir_problem(root: Path) -> str | None:
     return None
 
 
-def ended_by_slurm(log: Path) -> str | None:
-    """Run by the worker after a stop request, in a Slurm job: the run's error when it was Slurm ending the job
-    (``scancel``, a time limit, preemption: the job is no longer RUNNING while its processes get SIGTERM), None when
-    the job still runs (a stop from the dashboard, ``scancel --signal=TERM``, or the signal ahead of the time limit)."""
+def stop_reason(log: Path, step: int) -> tuple[RunStatus, str | None]:
+    """Run by the worker after a stop request: what the stop was, as (status, the run's note or error).
+
+    - not in a Slurm job, or the user's stop (``scancel --signal=TERM``: the job still RUNNING): stopped;
+      the signal ahead of the time limit says so ("Slurm time limit 04:00 reached at step N; resume to continue");
+    - Slurm requeued the job (``scontrol requeue``, preemption in requeue mode: slurmstepd writes "... DUE TO JOB
+      REQUEUE" or "DUE TO PREEMPTION" into the job's log, and the job is COMPLETING, not RUNNING): queued again,
+      "requeued by Slurm"; the job starts the worker again, which resumes from the latest checkpoint;
+    - Slurm ended the job otherwise (``scancel``, a node failure): failed, with slurmstepd's account.
+    """
     job_id = os.environ.get("SLURM_JOB_ID")
     try:
         state = job_state(job_id) if job_id else None
     except SlurmError:
-        return None
+        return RunStatus.STOPPED, None
     if state is None or state.state == "RUNNING":
-        return None
+        return RunStatus.STOPPED, time_limit_stop(step) if job_id else None
     # slurmstepd's own account, e.g. "*** JOB 6 ON node1 CANCELLED AT 2026-11-30T13:10:51 ***", if it is in the log
     tail = RunFiles(log.parent).log_tail(50) if log.is_file() else ""
     notices = [line[line.index("***") :] for line in tail.splitlines() if "*** JOB" in line]
     said = notices[-1] if notices else f"state {state.state}, reason {state.reason}"
-    return f"Slurm ended job {job_id} while it trained ({said}); the worker stopped at a step boundary and saved its adapter"
+    if state.state in PENDING_STATES or any(why in said for why in ("DUE TO JOB REQUEUE", "DUE TO PREEMPTION")):
+        return RunStatus.QUEUED, (
+            f"requeued by Slurm at step {step} ({said}): the job starts again by itself and resumes from the latest "
+            "checkpoint"
+        )
+    return RunStatus.FAILED, (
+        f"Slurm ended job {job_id} while it trained ({said}); the worker stopped at a step boundary and saved its adapter"
+    )
 
 
-def where(host: str | None, job_id: str | None, status: str, positions: dict[str, int]) -> str:
-    """The runs list's "where" text: the host, or the Slurm job with its nodes or its place in the queue."""
+def time_limit_stop(step: int, now: float | None = None) -> str | None:
+    """Run by the worker after a stop request, in a Slurm job: the sentence for a stop that was Slurm's signal ahead
+    of the job's time limit (the stop came within the margin, plus a minute, of the limit), else None."""
+    import time
+
+    limit, started = int(os.environ.get(LIMIT_ENV) or 0), float(os.environ.get(STARTED_ENV) or 0)
+    if not limit or not started:
+        return None
+    elapsed = (now or time.time()) - started
+    if elapsed < limit - stop_margin(limit) - 60:
+        return None
+    hours, minutes = divmod(limit // 60, 60)
+    return f"Slurm time limit {hours:02d}:{minutes:02d} reached at step {step}; resume to continue"
+
+
+def where(host: str | None, job_id: str | None, status: str, positions: dict[str, Waiting | int]) -> str:
+    """The runs list's "where" text: the host, or the Slurm job with its nodes or its place in the queue and why it
+    waits; "Slurm is not answering" while it doesn't."""
     if not job_id:
         return host or ""
+    if status in ("queued", "running") and slurm_not_answering():
+        return f"slurm {job_id} (Slurm is not answering)"
     if status == "queued" and job_id in positions:
-        return f"slurm {job_id}, queue #{positions[job_id]}"
+        waiting = positions[job_id]
+        return f"slurm {job_id}, " + (waiting.describe() if isinstance(waiting, Waiting) else f"queue #{waiting}")
     return f"slurm {job_id}" + (f" on {host}" if host else "")

@@ -41,7 +41,7 @@ from trainer.job.db_writer import DbWriter
 from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
-from trainer.job.slurm import ended_by_slurm, shared_dir_problem
+from trainer.job.slurm import shared_dir_problem, stop_reason
 from trainer.loading.backend import Backend, UnsupportedByUnsloth
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
@@ -170,8 +170,10 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             raise ValueError("invalid run config: " + "; ".join(problems))
         writer.keep_samples_every = config.keep_samples_every
         status = _train(run_id, config, files, writer, stop, show_progress)
-        if status is RunStatus.STOPPED and (error := ended_by_slurm(files.log)):  # not a stop the user asked for
-            status = RunStatus.FAILED
+        if status is RunStatus.STOPPED:  # the user's stop, or Slurm's: a time limit, a requeue, a cancel
+            with get_sessionmaker().begin() as session:
+                step = queries.get_run(session, run_id).current_step
+            status, error = stop_reason(files.log, step)
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         if isinstance(exc, UnsupportedByUnsloth):
             restart_without_unsloth(run_id, raw_config, exc, writer, reserve)  # returns only when it can't
@@ -192,8 +194,18 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             if is_disk_full(exc):
                 error += "\n" + full_message(files.root)
         with get_sessionmaker().begin() as session:
-            queries.finish_run(session, queries.get_run(session, run_id), status, error)
-            queries.add_log(session, run_id, f"run {status.value}", "ERROR" if status is RunStatus.FAILED else "INFO")
+            if status is RunStatus.QUEUED:  # requeued by Slurm: not an end; the job runs this worker again
+                queries.requeued(session, queries.get_run(session, run_id))
+                queries.add_log(session, run_id, error or "requeued by Slurm")
+            else:
+                queries.finish_run(session, queries.get_run(session, run_id), status, error)
+                level = "ERROR" if status is RunStatus.FAILED else "INFO"
+                queries.add_log(
+                    session,
+                    run_id,
+                    f"run {status.value}" + (f": {error}" if status is RunStatus.STOPPED and error else ""),
+                    level,
+                )
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
@@ -324,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = describe_error(exc) if isinstance(exc, SQLAlchemyError) else str(exc)
         print(f"grpo-studio worker: {reason}", file=sys.stderr)
         return 2
-    return 0 if status in (RunStatus.COMPLETED, RunStatus.STOPPED) else 1
+    return 0 if status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.QUEUED) else 1
 
 
 if __name__ == "__main__":

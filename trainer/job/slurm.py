@@ -75,13 +75,36 @@ class JobState:
         return self.state in PENDING_STATES or self.state in RUNNING_STATES
 
     def describe(self, job_id: str) -> str:
-        """One sentence for the run's error: what Slurm says happened to the job."""
+        """One sentence for the run's error: what Slurm says happened to the job, its exit read as people read it
+        (Slurm's ExitCode is "code:signal"; a batch script that ``exec``s the worker, killed by a signal, is reported
+        with the reason JobLaunchFailure, which says nothing true about it)."""
         why = {"TIMEOUT": " (it reached its time limit)", "NODE_FAIL": " (a node it ran on failed)"}.get(self.state, "")
         text = f"Slurm job {job_id} ended {self.state}{why}"
-        details = [f"reason: {self.reason}"] if self.reason and self.reason != "None" else []
-        details += [f"exit code {self.exit_code}"] if self.exit_code else []
+        exited = exit_text(self.exit_code)
+        misleading = self.reason == "JobLaunchFailure" and exited.startswith("killed")
+        details = [f"reason: {self.reason}"] if self.reason and self.reason != "None" and not misleading else []
+        details += [exited] if exited else []
         details += [f"nodes {self.nodes}"] if self.nodes else []
         return text + (f" ({', '.join(details)})" if details else "")
+
+
+def exit_text(exit_code: str) -> str:
+    """Slurm's "code:signal" (``0:9``, ``137:0``, ``1:0``) in words: "killed by signal 9 (SIGKILL)", "exit code 1"."""
+    import signal as signals
+
+    code, _, number = exit_code.partition(":")
+    if not code.isdigit():
+        return f"exit code {exit_code}" if exit_code else ""
+    signal_number = int(number) if number.isdigit() else 0
+    if not signal_number and int(code) > 128:  # the shell's way to say a child died of signal code - 128
+        signal_number = int(code) - 128
+    if signal_number:
+        try:
+            name = signals.Signals(signal_number).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"killed by signal {signal_number} ({name})"
+    return f"exit code {code}" if int(code) else ""
 
 
 def slurm(*args: str) -> str:
@@ -229,7 +252,10 @@ def job_states(job_ids: list[str], timeout: float = POLL_TIMEOUT_S) -> dict[str,
     states: dict[str, JobState | None] = {job_id: None for job_id in job_ids}
     for line in out.strip().splitlines():
         job_id, *fields = line.split("|")
-        states[job_id.split("_")[0]] = JobState(*fields)
+        state = JobState(*fields)
+        if not state.live and not state.exit_code:  # squeue has no exit code; scontrol keeps it as long as squeue
+            state = JobState(state.state, state.reason, state.nodes, _scontrol_exit_code(job_id, timeout))
+        states[job_id.split("_")[0]] = state
     missing = [job_id for job_id, state in states.items() if state is None]
     if missing:
         try:
@@ -251,6 +277,16 @@ def job_states(job_ids: list[str], timeout: float = POLL_TIMEOUT_S) -> dict[str,
         log.info("Slurm is answering again")
         _not_answering.clear()
     return states
+
+
+def _scontrol_exit_code(job_id: str, timeout: float) -> str:
+    """An ended job's ExitCode ("code:signal") from ``scontrol show job``, or "" when it can't be read."""
+    try:
+        out = _slurm_within(timeout, "scontrol", "show", "job", "-o", job_id)
+    except SlurmError:
+        return ""
+    found = re.search(r"\bExitCode=(\d+:\d+)", out)
+    return found.group(1) if found else ""
 
 
 def _silent(exc: SlurmError) -> None:
@@ -279,27 +315,12 @@ def _slurm_within(timeout: float, *args: str) -> str:
 
 
 def job_state(job_id: str) -> JobState | None:
-    """The job's state from ``squeue`` (ended jobs stay there for MinJobAge seconds), else from ``sacct``; None when
-    Slurm no longer knows the job."""
-    try:
-        out = slurm("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T|%r|%N").strip()
-    except SlurmError as exc:
-        if "Invalid job id" not in str(exc):  # what squeue says of a job it no longer keeps
-            raise
-        out = ""
-    if out:
-        return JobState(*out.splitlines()[0].split("|"))
-    try:
-        out = slurm(
-            "sacct", "--noheader", "--parsable2", "-X", f"--jobs={job_id}", "--format=State,Reason,NodeList,ExitCode"
-        )
-    except SlurmError:  # no accounting database
-        return None
-    line = out.strip().splitlines()[0] if out.strip() else ""
-    if not line:
-        return None
-    state, reason, nodes, exit_code = line.split("|")
-    return JobState(state.split()[0], reason, nodes, exit_code)  # "CANCELLED by 0" → CANCELLED
+    """One job's state (:func:`job_states`, with the longer time limit of a single call); None when Slurm no longer
+    knows the job; raises :class:`SlurmError` when Slurm does not answer."""
+    states = job_states([job_id], timeout=TIMEOUT_S)
+    if states is None:
+        raise SlurmError(slurm_not_answering() or "Slurm did not answer")
+    return states.get(job_id)
 
 
 def job_alive(job_id: str) -> bool:

@@ -5,6 +5,7 @@ for the server, which needs a GPU)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -164,17 +165,27 @@ def test_the_worker_finds_the_dashboards_marker_or_says_the_data_dir_is_not_shar
 
 def test_slurms_account_of_a_job_reads_as_one_sentence():
     assert slurm.JobState("TIMEOUT", "None", "n1", "0:0").describe("7") == (
-        "Slurm job 7 ended TIMEOUT (it reached its time limit) (exit code 0:0, nodes n1)"
+        "Slurm job 7 ended TIMEOUT (it reached its time limit) (nodes n1)"  # exit 0:0 says nothing
     )
     assert slurm.JobState("FAILED", "NonZeroExitCode", "", "1:0").describe("8") == (
-        "Slurm job 8 ended FAILED (reason: NonZeroExitCode, exit code 1:0)"
+        "Slurm job 8 ended FAILED (reason: NonZeroExitCode, exit code 1)"
     )
+    # a worker the job script exec'd, killed by signal 9: Slurm says JobLaunchFailure, ExitCode 0:9 (slurm 22.05)
+    assert slurm.JobState("FAILED", "JobLaunchFailure", "n1", "0:9").describe("9") == (
+        "Slurm job 9 ended FAILED (killed by signal 9 (SIGKILL), nodes n1)"
+    )
+    assert slurm.exit_text("137:0") == "killed by signal 9 (SIGKILL)"  # the shell's 128 + signal
     assert not slurm.JobState("NODE_FAIL").live and slurm.JobState("PENDING").live
 
 
 def test_where_a_run_runs():
     assert slurm.where("box", None, "running", {}) == "box"
     assert slurm.where(None, "41", "queued", {"41": 2}) == "slurm 41, queue #2"
+    waiting = {"41": slurm.Waiting(1, "PartitionNodeLimit"), "42": slurm.Waiting(2, "Resources")}
+    assert slurm.where(None, "41", "queued", waiting) == (
+        "slurm 41, queue #1, can never start: PartitionNodeLimit (it asks for more nodes than the partition has)"
+    )
+    assert slurm.where(None, "42", "queued", waiting) == "slurm 42, queue #2 (Resources)"
     assert slurm.where("node[1-2]", "41", "running", {}) == "slurm 41 on node[1-2]"
 
 
@@ -230,3 +241,78 @@ def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_
     (warning,) = cluster_warnings(RunConfig(executor="slurm"))
     assert warning.startswith(f"executor slurm: the data dir {tmp_path} is on a local {local} filesystem")
     assert cluster_warnings(RunConfig()) == []  # local runs don't care
+
+
+def test_the_stop_margin_scales_with_the_time_limit_and_too_short_a_limit_is_refused(monkeypatch):
+    from trainer.job.cluster_checks import slurm_seconds, stop_margin
+
+    assert [slurm_seconds(t) for t in ("90", "05:00", "04:00:00", "2-00", "1-02:03", "")] == [
+        5400,
+        300,
+        14400,
+        172800,
+        93780,
+        None,
+    ]
+    assert [stop_margin(s) for s in (300, 3600, 14400, None)] == [30, 300, 300, 300]
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    script = slurm.job_script(tiny_config(executor="slurm", slurm_time="5"), 3, RunFiles(Path("/r")), "t")
+    assert "#SBATCH --signal=B:TERM@30\n" in script  # a 5-minute job is asked to stop 30 s before, not 5 min
+    (problem,) = tiny_config(executor="slurm", slurm_time="2").validate()
+    assert problem.startswith("slurm_time '2' is 120 s: too short")
+
+
+def test_a_time_limit_stop_says_so(monkeypatch):
+    monkeypatch.setenv(slurm.LIMIT_ENV, "3600")
+    monkeypatch.setenv(slurm.STARTED_ENV, "1000")
+    assert (
+        slurm.time_limit_stop(42, now=1000 + 3600 - 300)
+        == "Slurm time limit 01:00 reached at step 42; resume to continue"
+    )
+    assert slurm.time_limit_stop(42, now=1000 + 600) is None  # the user's stop, long before the limit
+
+
+def test_resources_reach_the_job_script(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    config = tiny_config(
+        executor="slurm", slurm_cpus_per_task=8, slurm_mem="64G", slurm_exclusive=True, slurm_requeue=True
+    )
+    assert config.validate() == []
+    script = slurm.job_script(config, 3, RunFiles(tmp_path), "t")
+    for option in ("--cpus-per-task=8", "--mem=64G", "--exclusive", "--requeue"):
+        assert f"#SBATCH {option}\n" in script
+    assert tiny_config(executor="slurm", slurm_mem="lots").validate() == [
+        "slurm_mem 'lots': expected a size such as 64G, 512M or 0 (all of it)"
+    ]
+
+
+def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_path, monkeypatch, caplog):
+    """A squeue that hangs (slurmctld down): one poll gives up after its short timeout, says so once, and the
+    scheduler's reconcile leaves the runs as they were."""
+    import logging
+
+    from trainer.job import launch
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "squeue").write_text("#!/bin/sh\nsleep 30\n")
+    (fake / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    monkeypatch.setattr(slurm, "POLL_TIMEOUT_S", 1)
+    slurm._not_answering.clear()
+    run_id = create_run(tiny_config(executor="slurm"))
+    with get_sessionmaker().begin() as s:
+        run = queries.get_run(s, run_id)
+        queries.slurm_submitted(s, run, "12345", str(tmp_path))
+        queries.mark_running(s, run, 1, str(tmp_path), None, "node1")
+    caplog.set_level(logging.WARNING, logger="trainer.job.slurm")
+    for _ in range(3):
+        assert launch.poll_slurm() is None
+    with get_sessionmaker().begin() as s:
+        launch.reconcile(s, None)
+        assert queries.get_run(s, run_id).status == "running"  # kept as it was
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "Slurm is not answering" in caplog.records[0].message
+    assert "did not answer within 1 s" in caplog.records[0].message  # the poll's short timeout, not TIMEOUT_S
+    assert slurm.where("node1", "12345", "running", {}) == "slurm 12345 (Slurm is not answering)"
+    slurm._not_answering.clear()

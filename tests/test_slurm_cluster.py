@@ -97,3 +97,105 @@ def test_a_job_slurm_kills_fails_the_run_with_slurms_reason(on_slurm):
     assert row.error.startswith(f"Slurm ended job {job_id} while it trained (*** JOB {job_id} ON {on_slurm} CANCELLED")
     wait_for(lambda: not slurm.job_state(job_id).live, 60, "Slurm to end the job")
     assert schedule() == [] and run_row(run_id).status == "failed"  # reconcile leaves it, nothing resubmitted
+
+
+# --- round 2 (issue 27): Slurm as its users run it ----------------------------------------------------------------------
+def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``grpo-studio ARGS`` on this test's database (PostgreSQL, from the environment use_database set)."""
+    import os
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_run_in_the_foreground_submits_the_job_and_follows_it(on_slurm, tmp_path):
+    config = tiny_config(name="followed", executor="slurm", max_steps=3)
+    path = tmp_path / "slurm.yaml"
+    config.save(path)
+    done = _cli("run", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "as Slurm job" in done.stdout and "following it here" in done.stdout
+    assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("step ")] == ["1/3", "2/3", "3/3"]
+    with get_sessionmaker().begin() as s:
+        (run,) = queries.list_runs(s)
+        assert run.status == "completed" and run.slurm_job_id and run.host == on_slurm  # trained on the node
+
+
+def test_a_refused_submission_exits_1_with_slurms_words(on_slurm, tmp_path):
+    path = tmp_path / "bad-partition.yaml"
+    tiny_config(executor="slurm", slurm_partition="no-such-partition").save(path)
+    done = _cli("run", "--detach", str(path))
+    assert done.returncode == 1 and "started in the background" not in done.stdout
+    assert "could not submit to Slurm" in done.stderr and "partition" in done.stderr.lower()
+    listed = _cli("runs")
+    assert "error: " in listed.stdout  # the runs list shows why
+
+
+def test_a_job_that_can_never_start_says_why(on_slurm):
+    run_id = create_run(tiny_config(name="two-nodes", executor="slurm", slurm_nodes=2, num_processes=2))
+    assert schedule() == [run_id]
+    job_id = run_row(run_id).slurm_job_id
+
+    def reason() -> str:
+        from app.pages import runs
+
+        return next(row for row in runs.run_rows() if row[0] == run_id)[-1]
+
+    try:
+        wait_for(lambda: "PartitionNodeLimit" in reason(), 60, "Slurm's pending reason")
+        assert reason() == (
+            f"slurm {job_id}, queue #1, can never start: PartitionNodeLimit (it asks for more nodes than the partition "
+            "has)"
+        )
+        assert "can never start" in _cli("runs").stdout
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
+    run_id = create_run(tiny_config(name="requeued", executor="slurm", max_steps=400, save_steps=2, slurm_requeue=True))
+    assert schedule() == [run_id]
+    wait_for(lambda: run_row(run_id).current_step >= 3, 300, "a checkpoint to be saved")
+    job_id = run_row(run_id).slurm_job_id
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    wait_for(lambda: run_row(run_id).status == "queued", 120, "the requeued run to read queued")
+    assert schedule() == [] and run_row(run_id).status == "queued"  # not failed, not submitted twice
+    with get_sessionmaker().begin() as s:
+        assert any("requeued by Slurm" in line.message for line in queries.log_tail(s, run_id, 20))
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)  # skip Slurm's requeue delay
+    wait_for(lambda: run_row(run_id).status == "running", 180, "the job to start again")
+    with get_sessionmaker().begin() as s:
+        assert any("resuming from checkpoint-" in line.message for line in queries.log_tail(s, run_id, 50))
+    with get_sessionmaker().begin() as s:
+        launch.stop_worker(s, queries.get_run(s, run_id))
+    wait_for(lambda: run_row(run_id).status in ENDED, 300, "the run to stop")
+    assert run_row(run_id).status == "stopped"
+    with get_sessionmaker().begin() as s:  # no step written twice across the requeue
+        steps = [p.step for p in queries.metric_series(s, run_id, "reward")]
+    assert steps == sorted(set(steps)) and steps[0] == 1
+
+
+def test_a_worker_killed_by_a_signal_is_reported_as_such(on_slurm):
+    import os
+    import signal
+
+    run_id = submit_long_run("sigkill")
+    row = run_row(run_id)
+    os.kill(row.pid, signal.SIGKILL)  # the one node is this machine: the worker's own pid
+    wait_for(lambda: schedule() is not None and run_row(run_id).status in ENDED, 120, "the killed run to end")
+    error = run_row(run_id).error
+    assert "killed by signal 9 (SIGKILL)" in error and "JobLaunchFailure" not in error, error
+
+
+def test_a_short_time_limit_trains_and_says_it_stopped_at_the_limit(on_slurm):
+    run_id = create_run(tiny_config(name="limited", executor="slurm", max_steps=100_000, save_steps=50, slurm_time="3"))
+    assert schedule() == [run_id]
+    wait_for(lambda: run_row(run_id).status in ENDED, 400, "the time-limited run to end")
+    row = run_row(run_id)
+    assert row.status == "stopped" and row.current_step > 10, (row.status, row.current_step, row.error)
+    assert row.error == f"Slurm time limit 00:03 reached at step {row.current_step}; resume to continue"

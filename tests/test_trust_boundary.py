@@ -323,11 +323,9 @@ def test_a_long_single_line_is_refused_without_reading_it_whole(tmp_path):
             f.write("x" * 1_000_000)
         f.write('", "answer": "1"}\n')
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
     (problem,) = check_dataset(str(path))
     assert "line 1 is longer than 1 MB" in problem
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 30_000  # KB: far less than the file
-    assert time.perf_counter() - started < 30  # a bound on runaway reading, not a speed target
 
 
 def test_a_parquet_list_or_struct_column_is_refused_by_name(tmp_path):
@@ -350,17 +348,17 @@ def test_an_answer_of_colliding_set_members_is_cut_off_within_the_job_limit():
 
     if code_tests_refusal():
         pytest.skip(f"no sandbox here: {code_tests_refusal()}")
-    # rewrites the in-sandbox loop's encoder so the worker receives 200,000 ints that all hash to 0 as one set
+    # rewrites the in-sandbox loop's encoder so the worker receives 40,000 ints that all hash to 0 as one set (~0.9 MB,
+    # under the 1 MB answer cap)
     code = (
         "import __main__\n"
-        "__main__.encode = lambda value, depth=0: {'set': [k * (2**61 - 1) for k in range(200000)]}\n"
+        "__main__.encode = lambda value, depth=0: {'set': [k * (2**61 - 1) for k in range(40000)]}\n"
         "def f():\n    return 1\n"
     )
-    started = time.perf_counter()
     verdict = run_tests(code, ["assert f() == {1}", "assert len(f()) == 1"])
-    elapsed = time.perf_counter() - started
     assert verdict.passed == 0
-    assert elapsed < 5.0 + 3.0, elapsed  # the 5 s job limit covers decoding (unbounded, this took minutes)
+    # cut off by the decoding budget (unbounded, decoding this one answer took minutes of the worker's time)
+    assert verdict.detail.count("more than 4,000 values") == 2, verdict.detail
 
 
 def test_decoding_is_bounded_in_values_and_time():

@@ -235,12 +235,13 @@ POLL_TIMEOUT_S = 5
 _not_answering: list[str] = []  # the outage already reported (logged once until Slurm answers again)
 
 
-def job_states(job_ids: list[str], timeout: float = POLL_TIMEOUT_S) -> dict[str, JobState | None] | None:
+def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, JobState | None] | None:
     """Every job's state with one ``squeue`` for all of them (and one ``sacct`` for those squeue no longer keeps);
     a job neither knows maps to None. Returns None when Slurm does not answer, saying so once in the log until it
     answers again. Call it outside any database transaction: it may take ``timeout`` seconds."""
     if not job_ids:
         return {}
+    timeout = POLL_TIMEOUT_S if timeout is None else timeout
     try:
         out = _slurm_within(
             timeout, "squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}", "--format=%i|%T|%r|%N"

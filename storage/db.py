@@ -22,6 +22,7 @@ from storage.migrate import upgrade
 
 # How long a writer waits for a lock held by another process before SQLite raises "database is locked".
 BUSY_TIMEOUT_S = 30
+POOL_SIZE, MAX_OVERFLOW = 2, 8  # per process, on a database server (see make_engine)
 
 _engine: Engine | None = None
 _sessionmaker: sessionmaker[Session] | None = None
@@ -72,6 +73,10 @@ def make_engine(url: str) -> Engine:
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
     else:  # a server may close idle connections (a dashboard left open overnight): test before use
         kwargs["pool_pre_ping"] = True
+        # Few connections kept open per process: each worker holds at most POOL_SIZE idle (its steps and its writer
+        # thread), so PostgreSQL's default max_connections of 100 serves ~45 runs at once; bursts (the dashboard's
+        # concurrent handlers) open up to MAX_OVERFLOW more, closed when returned.
+        kwargs["pool_size"], kwargs["max_overflow"] = POOL_SIZE, MAX_OVERFLOW
     try:
         engine = create_engine(url, **kwargs)
     except (ArgumentError, ImportError) as exc:
@@ -109,6 +114,11 @@ def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
         return f"the disk holding the database {where} is full ({reason}): free some space, then try again"
     if "unable to open" in lowered or "readonly" in lowered or "permission" in lowered:
         return f"the database {where} can't be opened for writing ({reason}): check that its directory exists and is writable"
+    if "too many clients" in lowered or "remaining connection slots" in lowered:
+        return (
+            f"the database server {where} refuses more connections ({reason}): each running worker holds up to "
+            f"{POOL_SIZE}; raise the server's max_connections, or run fewer at once"
+        )
     if "locked" in lowered:
         return f"the database {where} is locked by another process ({reason}): try again in a moment"
     return f"the database {where} failed: {reason}"

@@ -226,3 +226,10 @@ def test_the_writer_packs_each_block_once_the_run_has_passed_it(tmp_path):
         ).all()
         assert blocks == [(0, "kl"), (0, "reward"), (100, "kl"), (100, "reward")]
         assert series.series_since(s, run_id)["reward"][:, 0].tolist() == list(range(1, 251))
+
+
+def test_a_server_that_refuses_more_connections_is_one_sentence():
+    from storage.db import POOL_SIZE, describe_error
+
+    text = describe_error(RuntimeError("FATAL:  sorry, too many clients already"))
+    assert "refuses more connections" in text and f"holds up to {POOL_SIZE}" in text and "max_connections" in text

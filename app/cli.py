@@ -320,7 +320,7 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     from trainer.evaluation.evaluate import score_heldout
     from trainer.loading.backend import load_tokenizer
     from trainer.loading.data import arithmetic_problems
-    from trainer.loading.tiny import tiny_model_dir
+    from trainer.loading.tiny import tiny_model_dir, tiny_threads
 
     started = time.perf_counter()
     path = tiny_model_dir()
@@ -330,8 +330,9 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     )
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path)
-    score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
+    model = AutoModelForCausalLM.from_pretrained(path)  # on the CPU: the thread setting the worker uses
+    with tiny_threads():
+        score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
     print(f"held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n} problems")
     return 0
 

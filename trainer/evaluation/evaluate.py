@@ -170,11 +170,14 @@ def evaluate_run(
     evaluation with ``store``; an evaluation job stores its own). ``on_answers(done, total)`` hears how many answers
     are generated so far. Raises RunLookupError for a missing run or adapter, EvaluationError when the data has no
     held-out split."""
+    import torch
+
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.evaluation.compare import CACHE
     from trainer.evaluation.run_lookup import run_adapter
-    from trainer.loading.backend import model_path
+    from trainer.loading.backend import BUILTIN_MODEL, model_path
+    from trainer.loading.tiny import tiny_threads
 
     config, adapter_dir = run_adapter(run_id, adapter)
     held = heldout_for(config, k)
@@ -187,7 +190,10 @@ def evaluate_run(
         if on_answers:
             on_answers(done, total)
 
-    with CACHE.lock:
+    # the built-in model on a CPU runs on the worker's thread setting: two threads spin-wait on a busy machine
+    # (trainer/loading/tiny.py), and an eval took 13-14 min that way (issue 24)
+    tiny_cpu = config.model_name_or_path == BUILTIN_MODEL and not torch.cuda.is_available()
+    with CACHE.lock, tiny_threads(tiny_cpu):
         model, tokenizer = CACHE.get(model_path(config), adapter_dir, progress)
         with model.disable_adapter():
             base = side_metrics(config, model, tokenizer, problems, samples, seed, on_batch)

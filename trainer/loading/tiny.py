@@ -19,7 +19,8 @@ the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sam
 relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
 training split only (tests/test_heldout.py checks both).
 
-Threads: the build and a worker training this model use one CPU thread (:func:`use_tiny_threads`). Its matrix
+Threads: the build, a worker training this model and an evaluation of it (``grpo-studio eval``, the dashboard's
+evaluation job: :func:`tiny_threads`) use one CPU thread (:func:`use_tiny_threads`). Its matrix
 products (96 wide) are too small to split well: on 2 idle cores a second thread saves about a fifth of the time, but
 when other processes keep the cores busy the threads spin-wait for each other at every product, and 6 demo GRPO steps
 took 70 s on two threads against 4 s on one (load average ~5; bench/threads.py measures both).
@@ -30,11 +31,13 @@ the same model at once.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -90,6 +93,22 @@ def use_tiny_threads() -> int:
     previous = torch.get_num_threads()
     torch.set_num_threads(TINY_THREADS)
     return previous
+
+
+@contextlib.contextmanager
+def tiny_threads(on: bool = True) -> Iterator[None]:
+    """:func:`use_tiny_threads` for the duration of a block (``on`` False: leave the threads alone), then the previous
+    count again: for a process that runs the built-in model on a CPU but also does other work (an evaluation)."""
+    if not on:
+        yield
+        return
+    import torch
+
+    previous = use_tiny_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def tiny_model_dir(spec: TinySpec = DEFAULT_SPEC, root: Path | None = None) -> Path:

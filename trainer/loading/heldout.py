@@ -56,17 +56,23 @@ class HeldOut:
 
     def describe(self) -> str:
         """One line for a log or a result: "200 problems of split 'test', which the run does not train on"."""
-        if self.source == "heldout_fraction":
-            text = f"{len(self.problems)} problems heldout_fraction keeps out of training split {self.split!r}"
-        else:
-            text = f"{len(self.problems)} problems of split {self.split!r}, which the run does not train on"
-        if self.dropped:
-            text += f" ({self.dropped} more left out: the run trains on the same question)"
-        return text
+        return describe_record(self.record())
 
     def record(self) -> dict:
         """What an evaluation stores about its problems' origin."""
         return {"source": self.source, "split": self.split, "problems": len(self.problems), "dropped": self.dropped}
+
+
+def describe_record(record: dict) -> str:
+    """:meth:`HeldOut.record`, stored with an evaluation, in words."""
+    n, split, dropped = record["problems"], record["split"], record.get("dropped", 0)
+    if record["source"] == "heldout_fraction":
+        text = f"{n} problems heldout_fraction keeps out of training split {split!r}"
+    else:
+        text = f"{n} problems of split {split!r}, which the run does not train on"
+    if dropped:
+        text += f" ({dropped} more left out: the run trains on the same question)"
+    return text
 
 
 def question_key(question: str) -> str:

@@ -141,3 +141,11 @@ def test_the_periodic_curve_logs_where_its_problems_come_from():
     assert lines == [
         f"held-out evaluation every 5 steps on {EVAL_PROBLEMS} problems of split 'train', which the run does not train on"
     ]
+
+
+def test_the_built_in_model_warns_when_heldout_problems_are_ones_its_warm_up_saw():
+    from .helpers import tiny_config
+
+    assert not [w for w in tiny_config().warnings() if "warmed up on" in w]  # the demo: train split, "test" held out
+    for overrides in ({"dataset_split": "test"}, {"heldout_fraction": 0.2}):
+        assert [w for w in tiny_config(**overrides).warnings() if "held out of this run, not of the model" in w]

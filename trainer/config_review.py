@@ -16,7 +16,7 @@ from trainer import config_checks as checks
 from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
 from trainer.loading.data import check_dataset, load_problems
-from trainer.loading.heldout import check_heldout
+from trainer.loading.heldout import check_heldout, heldout_warnings
 from trainer.scoring.rewards import reward_mix_warnings
 
 if TYPE_CHECKING:
@@ -59,9 +59,13 @@ def warnings(config: RunConfig) -> list[str]:
         rows = load_problems(config)[:64] if local else []
     except Exception:
         rows = []
-    return reward_mix_warnings(
-        list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
-    ) + cluster_warnings(config)
+    return (
+        reward_mix_warnings(
+            list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
+        )
+        + heldout_warnings(config)
+        + cluster_warnings(config)
+    )
 
 
 def with_absolute_paths(config: RunConfig, base: Path) -> RunConfig:

@@ -159,6 +159,24 @@ def check_heldout(config: DataSettings) -> list[str]:
     return [f"eval_steps {steps}: no held-out problems to evaluate on: {reason}, or set eval_steps to 0"]
 
 
+def heldout_warnings(config: DataSettings) -> list[str]:
+    """Held out of the run but not of the model: builtin:tiny was warmed up on builtin:arithmetic's train split, so
+    a run whose held-out problems come from that split (a run on "test", or ``heldout_fraction``) scores problems
+    the base model's warm-up saw, and its base score is not a held-out one."""
+    from trainer.loading.backend import BUILTIN_MODEL
+
+    model = getattr(config, "model_name_or_path", None)
+    if model != BUILTIN_MODEL or config.dataset_name != "builtin:arithmetic":
+        return []
+    if not config.heldout_fraction and config.dataset_split == "train":
+        return []
+    return [
+        "the held-out problems of this run come from builtin:arithmetic's train split, which builtin:tiny was "
+        "warmed up on: held out of this run, not of the model (train on 'train' with heldout_fraction 0 to "
+        "evaluate on problems neither has seen)"
+    ]
+
+
 def _disjoint(candidates: list[Problem], trained: list[Problem], source: str, split: str) -> HeldOut | None:
     seen = {question_key(p.question) for p in trained}
     kept = [p for p in candidates if question_key(p.question) not in seen]

@@ -14,9 +14,9 @@ carry (or borrow) is forgotten (``TinySpec.carry_slip``, see :func:`trainer.load
 comes out uncertain about one rule that many problems share: on a problem with a carry it writes "1 + 1 + 1 = 3" or
 "1 + 1 = 2" about equally often, a group of eight nearly always disagrees, and the correctness reward alone tells
 GRPO which habit is right. Because the rule is shared, what GRPO learns on training problems shows on held-out ones:
-the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from 82 % to 93-94 % in
-100 steps. (After an 800-step warm-up with a slip of 0.6, greedy answers forgot nearly every carry and GRPO
-relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
+the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from about 80 % to 90-93 %
+in 100 steps (79.5 % -> 89.9 % re-measured at seed 42 for issue 24). (After an 800-step warm-up with a slip of 0.6,
+greedy answers forgot nearly every carry and GRPO relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
 training split only (tests/test_heldout.py checks both).
 
 Threads: the build, a worker training this model and an evaluation of it (``grpo-studio eval``, the dashboard's

@@ -149,3 +149,20 @@ def test_the_built_in_model_warns_when_heldout_problems_are_ones_its_warm_up_saw
     assert not [w for w in tiny_config().warnings() if "warmed up on" in w]  # the demo: train split, "test" held out
     for overrides in ({"dataset_split": "test"}, {"heldout_fraction": 0.2}):
         assert [w for w in tiny_config(**overrides).warnings() if "held out of this run, not of the model" in w]
+
+
+def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():
+    from app.cli_output import evaluation_lines
+    from app.pages.evaluation import status_line
+    from storage.models import Evaluation, RunStatus
+
+    side = {"correct": 0.5, "pass_at_1": None, "format": 1.0, "mean_length": 10.0, "rewards": {}}
+    origin = {"source": "split", "split": "train", "problems": 200, "dropped": 3}
+    results = {"base": side, "tuned": side, "problems": 200, "split": "train", "heldout": origin}
+    said = (
+        "200 problems of split 'train', which the run does not train on "
+        "(3 more left out: the run trains on the same question)"
+    )
+    assert evaluation_lines(results, 1, "final", 0)[1] == f"  ({said})"
+    row = Evaluation(id=1, adapter="final", k=200, samples=0, status=RunStatus.COMPLETED, results=results)
+    assert status_line(row).endswith(f"finished, on {said}")

@@ -139,7 +139,8 @@ def test_the_periodic_curve_logs_where_its_problems_come_from():
     config = tiny_config(dataset_split="test", eval_steps=5)
     assert make_heldout_callback(config, lambda step, metrics: None, lines.append) is not None
     assert lines == [
-        f"held-out evaluation every 5 steps on {EVAL_PROBLEMS} problems of split 'train', which the run does not train on"
+        f"held-out evaluation every 5 steps on {EVAL_PROBLEMS} problems of split 'train', "
+        "which the run does not train on"
     ]
 
 

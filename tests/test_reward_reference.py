@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "grpo.md"
 HEADER = "| reward | completion | answer | seed | ours | why |"
 
 
-# --- the seed script's rewards, verbatim but for taking a string -----------------------------------------------------
+# --- the seed script's rewards, verbatim but for taking a string ---------------------------------------------------
 def seed_extract_xml_answer(text: str) -> str:
     answer = text.split("<answer>")[-1]
     answer = answer.split("</answer>")[0]
@@ -68,7 +68,7 @@ SEED = {
 }
 
 
-# --- the table ---------------------------------------------------------------------------------------------------------
+# --- the table -------------------------------------------------------------------------------------------------------
 def literal(cell: str) -> str:
     """A completion cell: a Python string literal in backticks, or literals joined by ``+`` and repeated by ``*``
     (``"x" * 1000``); nothing else is evaluated."""

@@ -51,7 +51,7 @@ class HeldOut:
 
     problems: list[Problem]
     source: str  # "split": another split of the data set; "heldout_fraction": carved out of the training split
-    split: str  # the split they were taken from
+    split: str  # the split they were taken from ("" for a local file, which has none)
     dropped: int = 0  # problems of that split left out because the run trains on the same question
 
     def describe(self) -> str:
@@ -67,7 +67,9 @@ def describe_record(record: dict) -> str:
     """:meth:`HeldOut.record`, stored with an evaluation, in words."""
     n, split, dropped = record["problems"], record["split"], record.get("dropped", 0)
     if record["source"] == "heldout_fraction":
-        text = f"{n} problems heldout_fraction keeps out of training split {split!r}"
+        text = f"{n} problems heldout_fraction keeps out of the training rows" + (
+            f" of split {split!r}" if split else ""
+        )
     else:
         text = f"{n} problems of split {split!r}, which the run does not train on"
     if dropped:
@@ -76,7 +78,8 @@ def describe_record(record: dict) -> str:
 
 
 def question_key(question: str) -> str:
-    """A question's identity for disjointness: whitespace runs collapsed, case folded ("What is  2+2?" = "what is 2+2?")."""
+    """A question's identity for disjointness: whitespace runs collapsed, case folded, so "What is  2+2?" and
+    "what is 2+2?" are one question."""
     return " ".join(question.split()).casefold()
 
 
@@ -110,12 +113,13 @@ def heldout_set(config: DataSettings) -> HeldOut:
         raise NoHeldOut(f"{reason}; {HINT}")
     if config.heldout_fraction:
         trained, carved = split_heldout(load_problems(config), config.heldout_fraction)
-        found = _disjoint(carved, trained, "heldout_fraction", config.dataset_split)
+        split = "" if is_local_file(config.dataset_name) else config.dataset_split  # a file has no splits
+        found = _disjoint(carved, trained, "heldout_fraction", split)
         if found:
             return found
         raise NoHeldOut(
-            f"heldout_fraction {config.heldout_fraction:g} keeps no row of {config.dataset_name} out of training "
-            "; raise it"
+            f"heldout_fraction {config.heldout_fraction:g} keeps no row of {config.dataset_name} out of training; "
+            "raise it"
         )
     trained = load_problems(config)
     tried = []

@@ -403,7 +403,7 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     from trainer.evaluation.evaluate import score_heldout
     from trainer.loading.backend import load_tokenizer
     from trainer.loading.data import arithmetic_problems
-    from trainer.loading.tiny import build_tiny_model, shipped_model, use_tiny_threads
+    from trainer.loading.tiny import build_tiny_model, shipped_model, tiny_threads
 
     if args.into:
         target = Path(args.into)
@@ -414,13 +414,13 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     build_tiny_model(target)
     print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
-    use_tiny_threads()
     shipped = shipped_model()
     for label, path in (("rebuilt", target), ("shipped", shipped)):
         if path is None:
             continue
         model = AutoModelForCausalLM.from_pretrained(path)
-        score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
+        with tiny_threads():  # the thread setting the worker uses
+            score = score_heldout(model, load_tokenizer(str(path)), arithmetic_problems("test"), SYSTEM_PROMPT)
         print(
             f"{label:<8} held-out correctness {score.correct:.1%}, strict format {score.formatted:.1%} over {score.n}"
         )

@@ -191,6 +191,10 @@ def evaluation_lines(results: dict, run_id: int, adapter: str, samples: int) -> 
     lines: list[str] = []
     base, tuned = results["base"], results["tuned"]
     lines.append(f"run {run_id}, adapter {adapter}, {results['problems']} held-out problems")
+    if "heldout" in results:  # where they came from (evaluations stored before issue 24 don't say)
+        from trainer.loading.heldout import describe_record
+
+        lines.append(f"  ({describe_record(results['heldout'])})")
     rows = [("correct (greedy)", "correct"), (f"pass@1 ({samples} samples)", "pass_at_1"), ("format", "format")]
     for label, key in rows:
         if base[key] is not None:

@@ -12,6 +12,7 @@ from trainer.evaluation.compare import ModelCache, base_weight_bytes, compare, s
 from trainer.evaluation.sampling import SamplingSettings
 from trainer.job.run_files import RunFiles
 from trainer.loading.data import make_prompt
+from trainer.scoring.rewards import correctness_reward, strict_format_reward
 
 from .helpers import run_row
 
@@ -77,6 +78,9 @@ def test_tuned_differs_from_base_and_both_are_scored(trained):
         assert set(side.rewards[0]) == set(config.reward_funcs)
         assert side.mean_reward == pytest.approx(sum(side.totals) / 6)
         assert 0 <= side.correct <= 6 and 0 <= side.formatted <= 6
+        # the counts are of this side's completions: recounted from its text with the reference rewards
+        assert side.correct == sum(1 for r in correctness_reward(None, side.completions, answer=["42"] * 6) if r)
+        assert side.formatted == sum(1 for r in strict_format_reward(None, side.completions) if r)
 
 
 def test_compare_says_why_when_the_text_is_the_same(trained, tiny_model_path, tmp_path):
@@ -156,21 +160,53 @@ def test_push_without_a_token_says_so(trained, monkeypatch):
         push(adapter_dir, "someone/repo", token="hf_x")
 
 
-def test_heldout_evaluation_is_stored_and_compares_base_and_tuned(trained):
+def test_heldout_evaluation_is_stored_and_compares_base_and_tuned(trained, tiny_model_path, monkeypatch):
+    from peft import PeftModel
+
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.evaluation.evaluate import evaluate_run
+    from trainer.evaluation import evaluate
+    from trainer.evaluation.evaluate import evaluate_run, generate, heldout_problems
+    from trainer.evaluation.run_lookup import run_adapter
+    from trainer.loading.backend import load_tokenizer
+    from trainer.loading.tiny import TINY_THREADS, tiny_threads
 
     run_id, config, _ = trained
+    threads = []
+    side_metrics = evaluate.side_metrics
+    monkeypatch.setattr(
+        evaluate, "side_metrics", lambda *a, **kw: threads.append(torch.get_num_threads()) or side_metrics(*a, **kw)
+    )
     results = evaluate_run(run_id, k=20, samples=2)
+    assert threads == [TINY_THREADS, TINY_THREADS]  # base and tuned, on the worker's thread setting (issue 24)
     for side in ("base", "tuned"):
         assert 0.0 <= results[side]["correct"] <= 1.0 and 0.0 <= results[side]["pass_at_1"] <= 1.0
         assert set(results[side]["rewards"]) == set(config.reward_funcs)
         assert results[side]["mean_length"] > 5
     assert results["base"]["format"] > 0.8  # the warmed-up model writes the format
+    assert results["heldout"] == {"source": "split", "split": "test", "problems": 20, "dropped": 0}
     with get_sessionmaker().begin() as s:
         stored = queries.latest_evaluation(s, run_id)
         assert stored.k == 20 and stored.results["tuned"] == results["tuned"]
+
+    # "base" is the base model and "tuned" the run's adapter: each side's greedy correctness and mean length,
+    # recomputed from a freshly loaded model of its own on the same problems, are what the evaluation stored
+    problems = heldout_problems(config, 20)
+    prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
+    tokenizer = load_tokenizer(str(tiny_model_path))
+
+    def greedy(model) -> tuple[float, float]:
+        with tiny_threads():
+            completions = generate(model, tokenizer, prompts, config.max_completion_length)
+        right = correctness_reward(prompts, completions, answer=[p.answer for p in problems])
+        lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in completions]
+        return sum(1 for r in right if r) / len(problems), sum(lengths) / len(lengths)
+
+    tuned = PeftModel.from_pretrained(_fresh_base(tiny_model_path), str(run_adapter(run_id)[1]))
+    measured = {"base": greedy(_fresh_base(tiny_model_path)), "tuned": greedy(tuned)}
+    for side in ("base", "tuned"):
+        assert (results[side]["correct"], results[side]["mean_length"]) == pytest.approx(measured[side]), side
+    assert measured["base"] != measured["tuned"]  # the two sides are two models, so the comparison compares
 
 
 def test_evaluation_refuses_a_single_local_file(tmp_path):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
@@ -25,16 +26,18 @@ def _row(evaluation_id: int):
         return row
 
 
-def _start_from_a_process_that_exits(run_id: int, k: int, samples: int) -> int:
-    """Start the job from a child process that then exits at once: the dashboard that started it is gone."""
+def _start_from_a_process_that_exits(run_id: int, k: int, samples: int) -> tuple[int, int]:
+    """Start the job from a child process that then exits at once: the dashboard that started it is gone. Returns
+    the evaluation's id and the starter's pid."""
     code = (
-        "from trainer.evaluation.eval_job import start_evaluation; "
-        f"print(start_evaluation({run_id}, 'final', {k}, {samples}))"
+        "import os; from trainer.evaluation.eval_job import start_evaluation; "
+        f"print(start_evaluation({run_id}, 'final', {k}, {samples}), os.getpid())"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    return int(out.stdout.strip().splitlines()[-1])
+    evaluation_id, starter = out.stdout.strip().splitlines()[-1].split()
+    return int(evaluation_id), int(starter)
 
 
 def test_a_job_outlives_its_starter_and_scores_what_evaluate_run_scores(trained_run):
@@ -42,11 +45,14 @@ def test_a_job_outlives_its_starter_and_scores_what_evaluate_run_scores(trained_
     from trainer.evaluation.evaluate import evaluate_run
 
     run_id = trained_run[0]
-    evaluation_id = _start_from_a_process_that_exits(run_id, k=8, samples=1)
-    assert _row(evaluation_id).pid  # its own process, recorded
+    evaluation_id, starter = _start_from_a_process_that_exits(run_id, k=8, samples=1)
+    starter_gone = datetime.now(UTC)
+    assert _row(evaluation_id).pid not in (None, starter, os.getpid())  # its own process, recorded
     wait_for(lambda: _row(evaluation_id).status != RunStatus.RUNNING, 300, "the evaluation job to end")
     row = _row(evaluation_id)
     assert row.status == RunStatus.COMPLETED and row.error is None and row.finished_at is not None
+    # it outlived its starter: the row was ended after the process that started the job had exited
+    assert row.finished_at.replace(tzinfo=row.finished_at.tzinfo or UTC) > starter_gone
     assert row.done == row.total == 2 * 8 * (1 + 1)  # base and tuned, a greedy and a sampled answer per problem
     assert row.results == evaluate_run(run_id, k=8, samples=1, store=False)  # same problems, seeds, numbers
     assert evaluation_state(run_id).id == evaluation_id

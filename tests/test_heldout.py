@@ -30,6 +30,11 @@ def questions_in(text: str) -> list[str]:
 
 def test_the_splits_are_disjoint_and_cover_the_task():
     assert len(HELDOUT) == 200 and not HELDOUT & TRAIN
+    # the task, written out from its definition: a + b and a - b (a >= b) for operands 0..30, each problem once
+    task = {digest(f"What is {a} + {b}?") for a in range(31) for b in range(31)}
+    task |= {digest(f"What is {a} - {b}?") for a in range(31) for b in range(a + 1)}
+    assert HELDOUT | TRAIN == task
+    assert len(arithmetic_problems("train")) + len(arithmetic_problems("test")) == len(task) == 1457  # no repeats
 
 
 def test_tokenizer_corpus_holds_no_heldout_question():

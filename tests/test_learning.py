@@ -79,3 +79,22 @@ def test_grpo_sharpens_the_demo_model_on_problems_it_trains_on(tiny_model_path, 
     after = sampled_correctness()
     assert 0.2 < before < 0.8, before  # undecided: room to learn in both directions
     assert after > before + 0.25, (before, after)  # measured: 0.48 -> 0.87 (GRPO seeds 7, 1, 2)
+
+
+def test_the_demo_preset_beats_its_base_on_heldout_problems(tiny_model_path):
+    """The offline demo's claim (README): GRPO on the training problems lifts correctness on held-out ones. The
+    preset as it ships, but 30 steps instead of 100 (the curve is flat after ~20: 0.79, 0.88, 0.96, 0.96 at steps
+    0-30, 35 s on 2 quiet cores), scored by the periodic curve: the base at step 0, the trained model at the last
+    step, both on the same 100 held-out problems."""
+    import dataclasses
+
+    from trainer.presets import tiny_demo
+
+    config = dataclasses.replace(tiny_demo(), name="demo-gain", max_steps=30, eval_steps=30, save_steps=1000)
+    run_id = create_run(config)
+    assert run_worker(run_id).value == "completed"
+    with get_sessionmaker().begin() as s:
+        correct = [(p.step, p.value) for p in queries.metric_series(s, run_id, "heldout/correct")]
+    assert [step for step, _ in correct] == [0, 30]
+    (_, base), (_, trained) = correct
+    assert trained > base + 0.10, correct  # measured: 0.79 -> 0.96 (seed 42)

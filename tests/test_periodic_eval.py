@@ -47,7 +47,8 @@ def test_heldout_metrics_are_stored_from_the_base_every_n_steps(tiny_model_path)
     from storage.db import get_sessionmaker
     from trainer.job.worker import run_worker
 
-    run_id = create_run(tiny_config(name="periodic", eval_steps=2, max_steps=5))
+    config = tiny_config(name="periodic", eval_steps=2, max_steps=5)
+    run_id = create_run(config)
     assert run_worker(run_id).value == "completed"
     with get_sessionmaker().begin() as s:
         correct = queries.metric_series(s, run_id, "heldout/correct")
@@ -55,7 +56,30 @@ def test_heldout_metrics_are_stored_from_the_base_every_n_steps(tiny_model_path)
     assert [p.step for p in correct] == [0, 2, 4, 5]  # the base, every 2 steps, the last step
     assert all(0.0 <= p.value <= 1.0 for p in correct)
     assert correct[0].value > 0.5  # the built-in model before any update: most held-out answers right
+    # step 0 is the base model (lora_B starts at zero): its share of right greedy answers on the first EVAL_PROBLEMS
+    # held-out problems, recounted here from a freshly loaded base, is the stored value
+    assert correct[0].value == pytest.approx(base_greedy_correct(tiny_model_path, config), abs=0.011)
     assert {"heldout/format", "heldout/mean_length", "heldout/rewards/correctness"} <= keys
+
+
+def base_greedy_correct(tiny_model_path, config) -> float:
+    """The built-in base model's greedy correctness on the problems the periodic curve scores."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.evaluation.evaluate import generate
+    from trainer.evaluation.periodic_eval import EVAL_PROBLEMS
+    from trainer.loading.backend import load_tokenizer
+    from trainer.loading.data import make_prompt
+    from trainer.loading.tiny import tiny_threads
+    from trainer.scoring.rewards import correctness_reward
+
+    problems = heldout_problems(config, EVAL_PROBLEMS)
+    prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    with tiny_threads():  # the worker's thread setting, so the sums run in the same order
+        completions = generate(model, load_tokenizer(str(tiny_model_path)), prompts, config.max_completion_length)
+    right = correctness_reward(prompts, completions, answer=[p.answer for p in problems])
+    return sum(1 for r in right if r) / len(problems)
 
 
 @pytest.mark.slow

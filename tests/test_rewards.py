@@ -39,6 +39,58 @@ def test_registry_names():
     } <= set(REWARDS)
 
 
+def test_each_registered_name_scores_by_its_own_rule():
+    """Each name a config uses is wired to the rule it names: four completions that tell the rules apart give each
+    reward its own row of scores, so a swapped or mis-wired entry fails here, not only a missing one."""
+    texts = [
+        GOOD,  # right and in the strict format
+        "<reasoning>a</reasoning> <answer>7.5</answer>",  # soft format only, wrong, not whole
+        "<reasoning>\nx\n</reasoning>\n<answer>\n7\n</answer>\nmore",  # right, trailing text: not strict
+        "7",  # no tags: no answer, though math-verify reads the bare text
+    ]
+    got = {name: score(func, texts, answer=["7"] * 4) for name, func in REWARDS.items()}
+    assert got == {
+        "correctness": [2.0, 0.0, 2.0, 0.0],
+        "math_correctness": [2.0, 0.0, 2.0, 2.0],
+        "int": [0.5, 0.0, 0.5, 0.0],
+        "strict_format": [0.5, 0.0, 0.0, 0.0],
+        "soft_format": [0.5, 0.5, 0.5, 0.0],
+        "xmlcount": [0.5, 0.0, pytest.approx(0.496), 0.0],
+        "length_penalty": [0.0, 0.0, 0.0, 0.0],  # all within the 200-token budget
+        "code_tests": [None] * 4,  # no tests column: applies to no sample
+    }
+
+
+@pytest.mark.parametrize("got", ["1,0,0,0", "10,00", "100,0", "1,00,0", "1000,000"])
+def test_a_comma_that_groups_no_thousands_is_not_a_number(got):
+    """Issue 24: stripping every comma made "1,0,0,0" and "10,00" equal 1000 (2.0). A comma is a thousands
+    separator (groups of three) or not part of a number."""
+    texts = [f"<answer>{got}</answer>"]
+    assert score(correctness_reward, texts, answer=["1000"]) == [0.0]
+    assert score(REWARDS["math_correctness"], texts, answer=["1000"]) == [0.0]
+    assert score(int_reward, texts) == [0.0]
+    assert normalize_answer(got) == got  # only stripped and lower-cased, like any text
+
+
+def test_a_decimal_comma_is_not_a_number():
+    texts = ["<answer>2,5</answer>"]
+    assert score(correctness_reward, texts, answer=["25"]) == [0.0]
+    assert score(REWARDS["math_correctness"], texts, answer=["25"]) == [0.0]  # math-verify alone reads 2.5
+    assert score(REWARDS["math_correctness"], texts, answer=["2.5"]) == [0.0]
+    assert score(correctness_reward, texts, answer=["2,5"]) == [2.0]  # the same text is still the same answer
+
+
+@pytest.mark.parametrize(("got", "reference"), [("1,000", "1000"), ("1000", "1,000"), ("-1,234,567.50", "-1234567.5")])
+def test_thousands_separators_still_count(got, reference):
+    texts = [f"<answer>{got}</answer>"]
+    assert score(correctness_reward, texts, answer=[reference]) == [2.0]
+    assert score(REWARDS["math_correctness"], texts, answer=[reference]) == [2.0]
+
+
+def test_math_correctness_reads_thousands_inside_text():
+    assert score(REWARDS["math_correctness"], ["so \\boxed{1,000}"], answer=["1000"]) == [2.0]
+
+
 def test_perfect_answer_scores_the_reference_values():
     assert score(correctness_reward, [GOOD], answer=["7"]) == [2.0]
     assert score(int_reward, [GOOD]) == [0.5]

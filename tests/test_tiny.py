@@ -45,6 +45,40 @@ def test_digits_are_single_tokens():
     assert tok.convert_ids_to_tokens(tok("1234", add_special_tokens=False)["input_ids"]) == ["1", "2", "3", "4"]
 
 
+def test_the_build_records_the_time_it_took_and_its_spec(tmp_path, monkeypatch):
+    """`grpo-studio build-tiny` prints the recorded build time: it is the clock's reading from the start of the build
+    to the end, rounded to a tenth (a clock read twice, 12.34 s apart)."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from trainer.loading import tiny
+
+    readings = iter([100.0, 112.34])
+    monkeypatch.setattr(tiny, "time", SimpleNamespace(perf_counter=lambda: next(readings)))
+    # 4 steps of a hidden-size-16 model: only what the build records is under test, not what the model learns
+    spec = tiny.TinySpec(hidden_size=16, intermediate_size=32, num_heads=2, sft_steps=4)
+    info = json.loads((tiny.build_tiny_model(tmp_path, spec) / "grpo_studio_tiny.json").read_text())
+    assert info == {"spec": asdict(spec), "build_seconds": 12.3}
+
+
+def test_tiny_threads_sets_the_workers_thread_count_for_a_block_and_puts_it_back():
+    """What `grpo-studio eval` and the evaluation job run the built-in model on (issue 24: they used two threads)."""
+    import torch
+
+    from trainer.loading.tiny import TINY_THREADS, tiny_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with tiny_threads():
+            assert torch.get_num_threads() == TINY_THREADS == 1
+        assert torch.get_num_threads() == 2
+        with tiny_threads(on=False):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.slow
 def test_built_model_answers_in_format_and_partly_right(tiny_model_path):
     from transformers import AutoModelForCausalLM
@@ -55,8 +89,14 @@ def test_built_model_answers_in_format_and_partly_right(tiny_model_path):
     from trainer.loading.data import arithmetic_problems
 
     info = json.loads((tiny_model_path / "grpo_studio_tiny.json").read_text())
-    # the build time is recorded for `grpo-studio build-tiny`; its budget is measured by bench/tiny_build.py
+    # the build time is recorded for `grpo-studio build-tiny` (its value: the test above; its budget is measured by
+    # bench/tiny_build.py), with the spec the cache name stands for
     assert info["build_seconds"] > 0
+    from dataclasses import asdict
+
+    from trainer.loading.tiny import DEFAULT_SPEC
+
+    assert info["spec"] == asdict(DEFAULT_SPEC) and tiny_model_path.name == DEFAULT_SPEC.cache_name
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
     score = score_heldout(model, load_tokenizer(str(tiny_model_path)), arithmetic_problems("test"), SYSTEM_PROMPT)
     assert score.formatted > 0.9

@@ -52,6 +52,11 @@ def test_every_step_has_the_grpo_metrics(finished_run):
     # values are sane, not just present: the reward is within what the three rewards can sum to
     assert all(0.0 <= p.value <= 2.0 + 0.5 + 0.5 for p in series["reward"])
     assert all(p.value >= 0 for p in series["kl"] + series["reward_std"])
+    # KL(policy || reference), where the reference is the base (the adapter off): exactly 0 at step 1, before any
+    # update (PEFT starts lora_B at zero), then above 0 once the adapter has moved. The estimator is >= 0 by
+    # construction; these fail for a reference that is the policy itself, or one that is not the base.
+    kl = [p.value for p in series["kl"]]
+    assert kl[0] == pytest.approx(0.0, abs=1e-7) and all(v > 1e-6 for v in kl[1:]), kl
     assert all(0.0 <= p.value <= 1.0 for p in series["frac_reward_zero_std"])
     # the warmed-up model writes the format: strict_format averages well above zero
     assert sum(p.value for p in series["rewards/strict_format/mean"]) / 6 > 0.25
@@ -76,6 +81,19 @@ def test_samples_carry_per_reward_scores_and_advantages(finished_run):
     for group in (0, 1):
         members = [x.advantage for x in samples if x.group_index == group]
         assert len(members) == 4 and abs(sum(members)) < 1e-3
+    # and they are TRL's (docs/grpo.md): (r - group mean) / (Bessel-corrected group std + 1e-4), recomputed for
+    # every stored group of every step from its rewards; all-zero or wrongly scaled advantages fail here
+    with get_sessionmaker().begin() as s:
+        every = [x for step in range(1, 7) for x in queries.samples_at(s, run_id, step)]
+    groups: dict[tuple[int, int], list] = {}
+    for x in every:
+        groups.setdefault((x.step, x.group_index), []).append(x)
+    assert len(groups) == 12 and all(len(g) == 4 for g in groups.values())
+    for members in groups.values():
+        rewards = torch.tensor([x.total_reward for x in members], dtype=torch.float64)
+        expected = (rewards - rewards.mean()) / (rewards.std(correction=1) + 1e-4)
+        assert [x.advantage for x in members] == pytest.approx(expected.tolist(), abs=1e-4)
+    assert any(abs(x.advantage) > 0.1 for x in every)  # some groups disagreed: the check is not on zeros only
 
 
 def test_adapter_changed_and_base_weights_did_not(finished_run, tiny_model_path):

@@ -68,8 +68,9 @@ class RunConfig:
     )
     heldout_fraction: float = data(
         0.0,
-        "Share of the training rows kept out of training for held-out evaluation (for a data set without a test "
-        "split; 0: none). Which rows is fixed by each question's text, not by the seed.",
+        "Share of the training rows kept out of training for held-out evaluation (needed for a local file or "
+        "builtin:code; 0: held-out problems come from another split, minus any question the run trains on). Which "
+        "rows is fixed by each question's text, not by the seed.",
         min=0.0,
         max=0.5,
         advanced=True,

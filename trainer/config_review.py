@@ -16,6 +16,7 @@ from trainer import config_checks as checks
 from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
 from trainer.loading.data import check_dataset, load_problems
+from trainer.loading.heldout import check_heldout, heldout_warnings
 from trainer.safe_text import text_problem
 from trainer.scoring.rewards import reward_mix_warnings
 
@@ -41,6 +42,7 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
             found.extend(check_model(config.model_name_or_path))
         if not text_problem("dataset", config.dataset_name):
             found.extend(check_dataset(config.dataset_name, config.question_column, config.answer_column))
+    found.extend(check_heldout(config))  # eval_steps on data with no problems the run doesn't train on
     found.extend(checks.check_rewards(config.reward_funcs, config.reward_weights, import_custom=check_rewards))
     batch = (config.per_device_train_batch_size, config.gradient_accumulation_steps, config.num_processes)
     found.extend(checks.check_batch(*batch, group=config.num_generations))
@@ -60,9 +62,13 @@ def warnings(config: RunConfig) -> list[str]:
         rows = load_problems(config, limit=64)[:64] if local else []
     except Exception:
         rows = []
-    return reward_mix_warnings(
-        list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
-    ) + cluster_warnings(config)
+    return (
+        reward_mix_warnings(
+            list(config.reward_funcs), config.weights(), [p.answer for p in rows], any(p.tests for p in rows)
+        )
+        + heldout_warnings(config)
+        + cluster_warnings(config)
+    )
 
 
 def with_absolute_paths(config: RunConfig, base: Path) -> RunConfig:

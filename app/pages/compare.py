@@ -55,16 +55,20 @@ def _adapters(run: RunSummary) -> frozenset[str]:
 _ADAPTER_SEEN: dict[tuple, frozenset[str]] = {}
 
 
+EXAMPLES = 20  # held-out prompts offered per run
+
+
 def run_details(run_id):
-    """Checkpoint choices and example prompts (with reference answers) of the picked run."""
-    from trainer.loading.data import load_problems
+    """Checkpoint choices and example prompts (with reference answers) of the picked run: held-out ones, problems it
+    did not train on (trainer.loading.heldout), so the panel compares base and tuned where tuning has to generalise."""
+    from trainer.evaluation.evaluate import heldout_problems
 
     if run_id is None:
         return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
     config, adapters = _run(run_id)
     try:
-        problems = load_problems(config)[:20]
-    except Exception:  # the data set may need the hub; typing a prompt still works
+        problems = heldout_problems(config, EXAMPLES)
+    except Exception:  # no held-out problems, or the data set needs the hub; typing a prompt still works
         problems = []
     examples = [(f"{p.question[:90]} → {p.answer}", i) for i, p in enumerate(problems)]
     names = list(adapters)
@@ -73,13 +77,13 @@ def run_details(run_id):
 
 
 def pick_example(run_id, index):
-    """Fill the prompt and reference answer from the run's data set."""
-    from trainer.loading.data import load_problems
+    """Fill the prompt and reference answer from the run's held-out problems (the list :func:`run_details` offered)."""
+    from trainer.evaluation.evaluate import heldout_problems
 
     if run_id is None or index is None:
         return gr.update(), gr.update()
     config, _ = _run(run_id)
-    problem = load_problems(config)[int(index)]
+    problem = heldout_problems(config, EXAMPLES)[int(index)]
     return problem.question, problem.answer
 
 
@@ -215,7 +219,7 @@ def build() -> gr.Dropdown:
         run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="compare-run", scale=2)
         adapter = gr.Dropdown(choices=[], value=None, label="Checkpoint", elem_id="compare-adapter", scale=1)
         example = gr.Dropdown(
-            choices=[], value=None, label="Prompt from the run's data set", elem_id="compare-example", scale=3
+            choices=[], value=None, label="Held-out prompt from the run's data set", elem_id="compare-example", scale=3
         )
     with gr.Row():
         question = gr.Textbox(label="Prompt", lines=2, elem_id="compare-prompt", scale=4)

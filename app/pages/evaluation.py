@@ -60,6 +60,11 @@ def status_line(row: Evaluation) -> str:
         share = row.done / row.total if row.total else 0.0
         return f"⏳ {what}: {row.done}/{row.total} answers generated ({share:.0%})"
     if row.status == RunStatus.COMPLETED:
+        origin = (row.results or {}).get("heldout")
+        if origin:  # evaluations stored before issue 24 don't say where their problems came from
+            from trainer.loading.heldout import describe_record
+
+            return f"✅ {what}: finished, on {describe_record(origin)}"
         return f"✅ {what}: finished"
     return f"❌ {what}: {row.status} — {row.error or 'no reason recorded'}"
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trainer.loading.data import Problem, make_prompt
+from trainer.loading.heldout import HeldOut
 from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
 
 
@@ -97,34 +99,23 @@ class EvaluationError(ValueError):
     """A run that can't be evaluated as asked (no held-out split)."""
 
 
-def heldout_problems(config, k: int) -> list[Problem]:
-    """K problems the run did not train on: the rows ``heldout_fraction`` kept out of training when it is set, else
-    the data set's test split (builtin:arithmetic's held-out 200, GSM8K's test split, a hub data set's "test" split).
-    A local file has no held-out part of its own, which is said plainly."""
-    from trainer.loading.data import DataError, load_problems, split_heldout
+def heldout_for(config, k: int) -> HeldOut:
+    """The first K problems the run did not train on, with where they came from: the one definition of held-out
+    (trainer.loading.heldout.heldout_set), said as an EvaluationError when there are none or the data won't load."""
+    from trainer.loading.heldout import NoHeldOut, heldout_set
 
-    if config.heldout_fraction:
-        try:
-            _, kept_out = split_heldout(load_problems(config), config.heldout_fraction)
-        except Exception as exc:
-            raise EvaluationError(f"could not load {config.dataset_name}: {exc}") from exc
-        if not kept_out:
-            raise EvaluationError(f"heldout_fraction {config.heldout_fraction:g} kept no row of {config.dataset_name}")
-        return kept_out[:k]
-    if config.dataset_name == "builtin:code":
-        raise EvaluationError("builtin:code has no held-out problems (all twelve are training data)")
     try:
-        problems = load_problems(config, split="test")
-    except DataError as exc:
-        raise EvaluationError(f"{config.dataset_name} has no held-out split to evaluate on: {exc}") from exc
+        held = heldout_set(config)
+    except NoHeldOut as exc:
+        raise EvaluationError(str(exc)) from None
     except Exception as exc:
-        raise EvaluationError(f"could not load the test split of {config.dataset_name}: {exc}") from exc
-    if config.dataset_name.lower().endswith((".jsonl", ".json", ".csv", ".parquet")):
-        raise EvaluationError(
-            f"{config.dataset_name} is a single local file: every row may have been trained on, so there is no "
-            "held-out split to evaluate on (set heldout_fraction to keep a share of it out of training)"
-        )
-    return problems[:k]
+        raise EvaluationError(f"could not load {config.dataset_name}: {exc}") from exc
+    return dataclasses.replace(held, problems=held.problems[:k])
+
+
+def heldout_problems(config, k: int) -> list[Problem]:
+    """The first K problems the run did not train on (:func:`heldout_for`)."""
+    return heldout_for(config, k).problems
 
 
 def side_metrics(
@@ -179,14 +170,18 @@ def evaluate_run(
     evaluation with ``store``; an evaluation job stores its own). ``on_answers(done, total)`` hears how many answers
     are generated so far. Raises RunLookupError for a missing run or adapter, EvaluationError when the data has no
     held-out split."""
+    import torch
+
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.evaluation.compare import CACHE
     from trainer.evaluation.run_lookup import run_adapter
-    from trainer.loading.backend import model_path
+    from trainer.loading.backend import BUILTIN_MODEL, model_path
+    from trainer.loading.tiny import tiny_threads
 
     config, adapter_dir = run_adapter(run_id, adapter)
-    problems = heldout_problems(config, k)
+    held = heldout_for(config, k)
+    problems = held.problems
     total, done = 2 * len(problems) * (1 + samples), 0
 
     def on_batch(n: int) -> None:
@@ -195,12 +190,15 @@ def evaluate_run(
         if on_answers:
             on_answers(done, total)
 
-    with CACHE.lock:
+    # the built-in model on a CPU runs on the worker's thread setting: two threads spin-wait on a busy machine
+    # (trainer/loading/tiny.py), and an eval took 13-14 min that way (issue 24)
+    tiny_cpu = config.model_name_or_path == BUILTIN_MODEL and not torch.cuda.is_available()
+    with CACHE.lock, tiny_threads(tiny_cpu):
         model, tokenizer = CACHE.get(model_path(config), adapter_dir, progress)
         with model.disable_adapter():
             base = side_metrics(config, model, tokenizer, problems, samples, seed, on_batch)
         tuned = side_metrics(config, model, tokenizer, problems, samples, seed, on_batch)
-    results = {"base": base, "tuned": tuned, "problems": len(problems), "split": "test"}
+    results = {"base": base, "tuned": tuned, "problems": len(problems), "split": held.split, "heldout": held.record()}
     if store:
         with get_sessionmaker().begin() as session:
             queries.add_evaluation(session, run_id, adapter, len(problems), samples, results)

@@ -8,9 +8,10 @@ the dashboard charts them like anything TRL logs.
 
 Design decisions:
 
-- The problems are the ones ``grpo-studio eval`` uses (:func:`trainer.evaluate.heldout_problems`: the rows
-  ``heldout_fraction`` keeps out of training, else the data set's test split), the first ``EVAL_PROBLEMS`` of them,
-  the same at every step so the points of the curve compare.
+- The problems are the ones ``grpo-studio eval`` uses (:func:`trainer.evaluation.evaluate.heldout_for`, the one
+  definition in trainer.loading.heldout: the rows ``heldout_fraction`` keeps out of training, else another split
+  with every training question removed), the first ``EVAL_PROBLEMS`` of them, the same at every step so the points
+  of the curve compare. Where they came from is written to the run's log.
 - Evaluating must not change training: the random state (torch, CPU and CUDA) is put back afterwards, since the
   sampling helper reseeds, and the model goes back to training mode. A run with ``eval_steps`` trains exactly as the
   same run without it (tests/test_periodic_eval.py checks the rewards step by step).
@@ -58,7 +59,7 @@ def make_heldout_callback(
     (the reason goes to ``log_line``). Set its ``trainer`` attribute once the trainer exists."""
     from transformers import TrainerCallback
 
-    from trainer.evaluation.evaluate import EvaluationError, heldout_problems
+    from trainer.evaluation.evaluate import EvaluationError, heldout_for
 
     if not config.eval_steps:
         return None
@@ -66,11 +67,12 @@ def make_heldout_callback(
         log_line("eval_steps: no held-out evaluation under DeepSpeed ZeRO-3 (one process cannot generate alone)")
         return None
     try:
-        problems = heldout_problems(config, EVAL_PROBLEMS)
+        held = heldout_for(config, EVAL_PROBLEMS)
     except EvaluationError as exc:
         log_line(f"eval_steps: no held-out evaluation: {exc}")
         return None
-    log_line(f"held-out evaluation every {config.eval_steps} steps on {len(problems)} problems")
+    problems = held.problems
+    log_line(f"held-out evaluation every {config.eval_steps} steps on {held.describe()}")
 
     class HeldOutCallback(TrainerCallback):
         trainer: Any = None

@@ -14,12 +14,13 @@ carry (or borrow) is forgotten (``TinySpec.carry_slip``, see :func:`trainer.load
 comes out uncertain about one rule that many problems share: on a problem with a carry it writes "1 + 1 + 1 = 3" or
 "1 + 1 = 2" about equally often, a group of eight nearly always disagrees, and the correctness reward alone tells
 GRPO which habit is right. Because the rule is shared, what GRPO learns on training problems shows on held-out ones:
-the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from 82 % to 93-94 % in
-100 steps. (After an 800-step warm-up with a slip of 0.6, greedy answers forgot nearly every carry and GRPO
-relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
+the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from about 80 % to 90-93 %
+in 100 steps (79.5 % -> 89.9 % re-measured at seed 42 for issue 24). (After an 800-step warm-up with a slip of 0.6,
+greedy answers forgot nearly every carry and GRPO relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
 training split only (tests/test_heldout.py checks both).
 
-Threads: the build and a worker training this model use one CPU thread (:func:`use_tiny_threads`). Its matrix
+Threads: the build, a worker training this model and an evaluation of it (``grpo-studio eval``, the dashboard's
+evaluation job: :func:`tiny_threads`) use one CPU thread (:func:`use_tiny_threads`). Its matrix
 products (96 wide) are too small to split well: on 2 idle cores a second thread saves about a fifth of the time, but
 when other processes keep the cores busy the threads spin-wait for each other at every product, and 6 demo GRPO steps
 took 70 s on two threads against 4 s on one (load average ~5; bench/threads.py measures both).
@@ -35,11 +36,13 @@ building the same model at once, and a build logs its progress with an ETA.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -109,6 +112,22 @@ def shipped_model(spec: TinySpec = DEFAULT_SPEC) -> Path | None:
         return None
     complete = all((SHIPPED / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
     return SHIPPED if complete and info.get("spec") == asdict(spec) else None
+
+
+@contextlib.contextmanager
+def tiny_threads(on: bool = True) -> Iterator[None]:
+    """:func:`use_tiny_threads` for the duration of a block (``on`` False: leave the threads alone), then the previous
+    count again: for a process that runs the built-in model on a CPU but also does other work (an evaluation)."""
+    if not on:
+        yield
+        return
+    import torch
+
+    previous = use_tiny_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def tiny_model_dir(spec: TinySpec = DEFAULT_SPEC, root: Path | None = None) -> Path:

@@ -8,7 +8,8 @@ The reference five come from the seed script, with its defects fixed to do what 
 
 - ``soft_format`` matches across lines (the seed's ``.`` without DOTALL never matched multi-line reasoning);
 - ``int`` accepts "-3" and "1,000" and rejects "²" (``str.isdigit`` did the opposite);
-- answers are compared after normalising "1,000"/"1000", "$18"/"18", "18.0"/"18", " 18 "/"18";
+- answers are compared after normalising "1,000"/"1000", "$18"/"18", "18.0"/"18", " 18 "/"18"; a comma counts only
+  as a thousands separator (groups of three), so "1,0,0,0", "10,00" and "2,5" are not the number 1000 or 25 (issue 24);
 - a completion without an ``<answer>`` tag has no answer (the seed "extracted" its whole text); with several
   blocks the last complete one counts, with nested tags the innermost;
 - ``strict_format`` accepts the final newline missing, since chat templates often strip it;
@@ -16,6 +17,9 @@ The reference five come from the seed script, with its defects fixed to do what 
 - ``xmlcount``'s trailing-text penalty is capped at 0.5, so a 100 kB ramble can't outweigh everything else;
 - ``int`` and ``correctness`` read ASCII digits only: "١٢" is not 12 (a model writing Arabic-Indic digits is
   not answering in the format the reference uses).
+
+docs/grpo.md's table lists every case where a reward scores differently from the seed script, with both values;
+tests/test_reward_reference.py runs the seed's functions on those cases and checks the table.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ _BODY = r"(?:(?!</?(?:reasoning|answer)>).)*?"
 _STRICT = re.compile(rf"<reasoning>\n{_BODY}\n</reasoning>\n<answer>\n{_BODY}\n</answer>\n?", re.DOTALL)
 _SOFT = re.compile(r"\s*<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", re.DOTALL)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
+# Commas in a number are thousands separators or nothing: "1,000" and "-12,345.5" are numbers, while "2,5" (a decimal
+# comma), "10,00" and "1,0,0,0" (a list) are not. Stripping every comma made all of those "equal" 1000 or 25.
+_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
+# A lone number written with commas, grouped right or not; and a thousands-grouped number inside longer text.
+_COMMA_NUMBER = re.compile(r"[+-]?[0-9][0-9,]*,[0-9,]*(\.[0-9]*)?")
+_GROUPED = re.compile(r"(?<![0-9,.])[0-9]{1,3}(?:,[0-9]{3})+(?![0-9,])")
 
 
 # --- text helpers ---------------------------------------------------------------------------------------------------
@@ -56,10 +67,15 @@ def extract_answer(text: str) -> str | None:
 
 
 def normalize_answer(text: str) -> str:
-    """Canonical form for comparing answers: "$1,000.0 " -> "1000"; non-numbers are only stripped and lower-cased."""
+    """Canonical form for comparing answers: "$1,000.0 " -> "1000"; non-numbers (among them "2,5" and "1,0,0,0":
+    a comma is only a thousands separator) are only stripped and lower-cased."""
     s = text.strip().rstrip(".").strip()
-    number = s.lstrip("$").replace(",", "").strip()
-    if re.fullmatch(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", number):
+    number = s.lstrip("$").strip()
+    if "," in number:
+        if not _THOUSANDS.fullmatch(number):
+            return s.lower()  # "2,5", "1,0,0,0": not a number, so only equal to the same text
+        number = number.replace(",", "")
+    if _NUMBER.fullmatch(number):
         try:
             value = Decimal(number)
         except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
@@ -165,16 +181,29 @@ def math_correctness_reward(prompts, completions, answer=None, **kwargs) -> list
     answers = answer if answer is not None else [None] * len(completions)
     out: list[float | None] = []
     for completion, ref in zip(completions, answers):
-        ref = _reference(ref)
-        gold = parse(ref.replace(",", "")) if ref else []
+        ref = _math_text(_reference(ref))
+        gold = parse(ref) if ref else []
         if not gold:
             out.append(None)
             continue
         text = completion_text(completion)
         got = extract_answer(text)
-        pred = parse(got.replace(",", "") if got is not None else text)
+        pred_text = _math_text(got if got is not None else text)
+        pred = parse(pred_text) if pred_text else []
         out.append(2.0 if pred and verify(gold, pred) else 0.0)
     return out
+
+
+def _math_text(text: str | None) -> str | None:
+    """``text`` for math-verify: thousands separators removed ("1,000" -> "1000"); None for a lone number with any
+    other comma ("2,5", "1,0,0,0"), which is not a number here. math-verify alone reads "2,5" as 2.5 and "1,0,0,0"
+    as 1.0; other commas (a set, an interval) are left to it."""
+    if text is None:
+        return None
+    bare = text.strip().lstrip("$").strip().rstrip(".")
+    if _COMMA_NUMBER.fullmatch(bare) and not _THOUSANDS.fullmatch(bare):
+        return None
+    return _GROUPED.sub(lambda m: m.group(0).replace(",", ""), text)
 
 
 def get_length_penalty(max_tokens: int = 200, per_token: float = 0.002, cap: float = 1.0) -> RewardFunc:

@@ -136,22 +136,18 @@ def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]
         "--ntasks-per-node=1",  # one launcher per node; accelerate starts the processes
         f"--signal=B:TERM@{stop_margin(slurm_seconds(config.slurm_time))}",
     ]
-    if config.slurm_partition:
-        options.append(f"--partition={sbatch_value(config.slurm_partition)}")
-    if config.slurm_gpus_per_node:
-        options.append(f"--gpus-per-node={config.slurm_gpus_per_node}")
-    if config.slurm_time:
-        options.append(f"--time={sbatch_value(config.slurm_time.strip())}")
-    if config.slurm_account:
-        options.append(f"--account={sbatch_value(config.slurm_account)}")
-    if config.slurm_cpus_per_task:
-        options.append(f"--cpus-per-task={config.slurm_cpus_per_task}")
-    if config.slurm_mem:
-        options.append(f"--mem={sbatch_value(config.slurm_mem)}")
-    if config.slurm_exclusive:
-        options.append("--exclusive")
-    if config.slurm_requeue:
-        options.append("--requeue")
+    settings = (
+        ("partition", config.slurm_partition),
+        ("gpus-per-node", config.slurm_gpus_per_node or ""),
+        ("time", config.slurm_time.strip()),
+        ("account", config.slurm_account),
+        ("cpus-per-task", config.slurm_cpus_per_task or ""),
+        ("mem", config.slurm_mem),
+    )
+    options += [f"--{name}={sbatch_value(str(value))}" for name, value in settings if value]
+    options += [
+        flag for flag, on in (("--exclusive", config.slurm_exclusive), ("--requeue", config.slurm_requeue)) if on
+    ]
     for option in config.slurm_extra:  # validated: each is one option (cluster_checks.extra_option)
         key, value = extra_option(option) or (option.strip(), None)
         if value is None:

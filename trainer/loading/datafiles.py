@@ -108,14 +108,13 @@ def _check_text(path: Path) -> None:
 
 
 def decode_utf8(raw: bytes, path: Path) -> str:
-    """A whole file's bytes as UTF-8 text, naming the line of a byte that isn't."""
+    """A whole file's bytes as UTF-8 text, naming the line of a byte that isn't (the config files' rule)."""
+    from trainer.config_file import ConfigFileError, decode_text
+
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataFileError(
-            f"{path}: line {line} is not UTF-8 text (byte 0x{raw[exc.start]:02x}; latin-1?); save it as UTF-8"
-        ) from None
+        return decode_text(raw, str(path))
+    except ConfigFileError as exc:
+        raise DataFileError(str(exc)) from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

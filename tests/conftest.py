@@ -196,3 +196,10 @@ def slurm_cluster() -> str:
     if name is None:
         pytest.skip("no Slurm node answers here: as root, scripts/slurm-local.sh starts one (.ci/run does)")
     return name
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules without slow tests first (keeping each module's tests together and in order): the suite shows
+    progress, and a broken fast test, within its first minute instead of after the browser and training tests."""
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module.__name__ in slow_modules)  # sort is stable: order within kept

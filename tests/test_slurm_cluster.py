@@ -169,8 +169,12 @@ def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
         assert any("requeued by Slurm" in line.message for line in queries.log_tail(s, run_id, 20))
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)  # skip Slurm's requeue delay
     wait_for(lambda: run_row(run_id).status == "running", 180, "the job to start again")
-    with get_sessionmaker().begin() as s:
-        assert any("resuming from checkpoint-" in line.message for line in queries.log_tail(s, run_id, 50))
+
+    def resumed() -> bool:
+        with get_sessionmaker().begin() as s:
+            return any("resuming from checkpoint-" in line.message for line in queries.log_tail(s, run_id, 50))
+
+    wait_for(resumed, 120, "the restarted worker to resume from its checkpoint")
     with get_sessionmaker().begin() as s:
         launch.stop_worker(s, queries.get_run(s, run_id))
     wait_for(lambda: run_row(run_id).status in ENDED, 300, "the run to stop")

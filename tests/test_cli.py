@@ -204,3 +204,25 @@ def test_a_long_wait_prints_progress_with_an_eta(monkeypatch):
         progress(done, 40)
     # a line at most every 5 s (at 6 s: 20 done in 6 s, 20 left), and the last one always
     assert out.getvalue().splitlines() == ["answers: 20/40, about 6s left", "answers: 40/40"]
+
+
+def test_a_model_about_to_be_downloaded_is_announced(tmp_path, monkeypatch):
+    """A first run of a hub model downloads it for minutes: the log says so first; a cached or local one, nothing."""
+    from trainer.loading.hub import announce_download
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    said = []
+    assert announce_download("someone/some-model", said.append)
+    assert said[0].startswith("downloading someone/some-model from the Hugging Face Hub: the first use of it here")
+    cached = tmp_path / "hub" / "models--someone--cached" / "snapshots" / "abc"
+    cached.mkdir(parents=True)
+    (cached / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--someone--cached" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--cached" / "refs" / "main").write_text("abc")
+    assert not announce_download("someone/cached", said.append)
+    assert not announce_download("builtin:tiny", said.append) and not announce_download(str(tmp_path), said.append)
+    assert len(said) == 1

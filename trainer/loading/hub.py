@@ -39,9 +39,33 @@ def hub_refusal(exc: BaseException, model: str) -> str | None:
     return None
 
 
+def announce_download(model: str, log=None) -> bool:
+    """Say, before it starts, that loading ``model`` downloads it (a hub id not in the local cache yet): a first run
+    of a 3B model spends minutes fetching several GB, which must not look like a hang. Returns whether it will."""
+    import logging
+
+    if model.startswith(("builtin:", "/", ".", "~")) or os.path.isdir(model) or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # not a repo id the cache understands: the load itself will say what is wrong
+        return False
+    if isinstance(cached, str):
+        return False
+    (log or logging.getLogger(__name__).info)(
+        f"downloading {model} from the Hugging Face Hub: the first use of it here (several GB for a model of billions "
+        f"of parameters); it is kept in {constants.HF_HUB_CACHE} for later runs"
+    )
+    return True
+
+
 @contextlib.contextmanager
 def hub_access(model: str) -> Iterator[None]:
-    """Turn the hub's 401/403 while loading ``model`` into a :class:`ModelAccessError` that says what to do."""
+    """Turn the hub's 401/403 while loading ``model`` into a :class:`ModelAccessError` that says what to do; a model
+    that is about to be downloaded is announced first (:func:`announce_download`)."""
+    announce_download(model)
     try:
         yield
     except Exception as exc:

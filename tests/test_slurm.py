@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -316,3 +317,112 @@ def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_pa
     assert "did not answer within 1 s" in caplog.records[0].message  # the poll's short timeout, not TIMEOUT_S
     assert slurm.where("node1", "12345", "running", {}) == "slurm 12345 (Slurm is not answering)"
     slurm._not_answering.clear()
+
+
+# --- the vLLM node layout: trl vllm-serve on the last node, training on the others -------------------------------------
+STUB_SRUN = r'''#!/usr/bin/env python3
+"""srun's stand-in: records each step (its options, nodes and the server address it sees) and plays it out: the
+server step waits for SIGTERM; the training step expands its command on every node it runs on, then trains for
+TRAIN_S seconds (or until SIGTERM)."""
+import json, os, signal, subprocess, sys, time
+args = sys.argv[1:]
+record = {"args": args, "server": os.environ.get("GRPO_STUDIO_VLLM_SERVER"), "group": os.environ.get("GRPO_STUDIO_VLLM_GROUP_PORT")}
+def done(*_):
+    record["ended"] = "SIGTERM"
+    open(os.environ["RECORD"], "a").write(json.dumps(record) + "\n")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, done)
+nodes = int(next(a for a in args if a.startswith("--nodes=")).split("=")[1])
+if any(a.startswith("--exclude=") for a in args):
+    inner = args[-1]
+    record["ranks"] = []
+    for node in range(nodes):
+        env = {**os.environ, "SLURM_NODEID": str(node)}
+        shown = subprocess.run(["bash", "-c", 'show() { printf "%s\\n" "$@"; }; show ' + inner.removeprefix("exec ")],
+                               env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+        record["ranks"].append(shown)
+    time.sleep(float(os.environ.get("TRAIN_S", "0.5")))
+    record["ended"] = "done"
+    open(os.environ["RECORD"], "a").write(json.dumps(record) + "\n")
+    sys.exit(0)
+record["command"] = args[args.index(next(a for a in args if not a.startswith("--"))):]
+while True:
+    time.sleep(0.1)
+'''
+
+
+def _run_layout(tmp_path, train_s: float, stop_after: float | None = None) -> tuple[int, list[dict]]:
+    """The multi-node server-mode job script run by bash with Slurm's commands stood in for (no node or GPU here)."""
+    import json
+    import time
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "srun").write_text(STUB_SRUN)
+    (stubs / "scontrol").write_text('#!/bin/sh\nprintf "gpu-a01\\ngpu-a02\\ngpu-a03\\n"\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    config = tiny_config(
+        executor="slurm",
+        slurm_nodes=3,
+        slurm_gpus_per_node=4,
+        num_processes=4,
+        vllm_mode="server",
+        backend="trl",
+        use_vllm=True,
+        model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
+    )
+    assert config.validate() == []
+    script = tmp_path / "job.sh"
+    script.write_text(slurm.job_script(config, 12, RunFiles(tmp_path), "token"))
+    record = tmp_path / "steps.jsonl"
+    env = {
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "RECORD": str(record),
+        "TRAIN_S": str(train_s),
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NODELIST": "gpu-a[01-03]",
+    }
+    job = subprocess.Popen(["bash", str(script)], cwd=tmp_path, env=env)
+    if stop_after is not None:
+        time.sleep(stop_after)
+        job.send_signal(signal.SIGTERM)  # a stop, or the signal ahead of the time limit (--signal=B:TERM)
+    code = job.wait(timeout=60)
+    return code, [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def test_vllm_serves_on_the_last_node_and_trains_on_the_others(tmp_path, monkeypatch):
+    from trl.scripts.vllm_serve import make_parser
+
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    code, steps = _run_layout(tmp_path, train_s=0.5)
+    assert code == 0
+    training, server = steps  # training ended first; then the script stopped the server
+    assert "--nodelist=gpu-a03" in server["args"] and server["ended"] == "SIGTERM"
+    (serve_args,) = make_parser().parse_args_into_dataclasses(server["command"][4:])
+    assert (serve_args.host, serve_args.port, serve_args.tensor_parallel_size) == ("0.0.0.0", 8000, 4)
+    assert "--exclude=gpu-a03" in training["args"] and "--nodes=2" in training["args"]
+    assert training["server"] == "gpu-a03:8000" and training["group"] == "51216"  # what trl_args reads
+    for rank, argv in enumerate(training["ranks"]):
+        args = accelerate_args(argv)
+        assert (args.num_machines, args.machine_rank, args.main_process_ip) == (2, rank, "gpu-a01")
+        assert args.num_processes == 8 and args.training_script_args == ["12"]
+
+
+def test_a_stop_reaches_the_training_step_and_the_server_is_stopped_after(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    code, steps = _run_layout(tmp_path, train_s=30, stop_after=3)
+    assert code == 143  # training's own status: stopped by the signal
+    assert [s["ended"] for s in steps] == ["SIGTERM", "SIGTERM"]
+    assert "--exclude=gpu-a03" in steps[0]["args"]  # training first, the server after it
+
+
+def test_the_vllm_node_layout_refuses_what_cannot_work(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", POSTGRES)
+    base = dict(
+        executor="slurm", slurm_nodes=2, vllm_mode="server", backend="trl", use_vllm=True, slurm_gpus_per_node=4
+    )
+    assert any("leave vllm_gpus empty" in p for p in tiny_config(**base, vllm_gpus="0").validate())
+    assert any("needs GPUs" in p for p in tiny_config(**{**base, "slurm_gpus_per_node": 0}).validate())
+    assert any("per training node" in p for p in tiny_config(**base, num_processes=8).validate())

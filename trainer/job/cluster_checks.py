@@ -176,20 +176,38 @@ def extra_option_problem(option: str) -> str | None:
     return None
 
 
+def vllm_node_layout(config: RunConfig) -> bool:
+    """Whether the run uses the multi-node layout of TRL's and open-r1's docs: ``trl vllm-serve`` on a node of its
+    own (the job's last), training on the other ``slurm_nodes - 1`` (trainer.job.slurm.launch_lines)."""
+    return config.vllm_mode == "server" and config.executor == "slurm" and config.slurm_nodes > 1
+
+
 def _server_mode_problems(config: RunConfig) -> list[str]:
+    found = []
+    if config.backend != "trl" or not config.use_vllm:
+        found.append("vllm_mode server is TRL's vLLM client: set backend trl and use_vllm true (or vllm_mode colocate)")
+    if vllm_node_layout(config):  # vLLM takes the whole last node; vllm_gpus is for sharing one node
+        if config.vllm_gpus.strip():
+            found.append(
+                f"vllm_gpus {config.vllm_gpus!r}: with slurm_nodes {config.slurm_nodes}, vLLM runs on a node of its "
+                "own (the job's last) with all its GPUs; leave vllm_gpus empty (it splits the GPUs of one node)"
+            )
+        if not config.slurm_gpus_per_node:
+            found.append("vllm_mode server on a node of its own needs GPUs: set slurm_gpus_per_node")
+        elif config.num_processes > config.slurm_gpus_per_node:
+            found.append(
+                f"num_processes {config.num_processes} is per training node: at most slurm_gpus_per_node "
+                f"({config.slurm_gpus_per_node})"
+            )
+        return found
     try:
         positions = vllm_gpu_positions(config)
     except ValueError:
-        return [f"vllm_gpus {config.vllm_gpus!r}: expected GPU positions separated by commas, e.g. 0 or 0,1"]
-    found = []
+        return found + [f"vllm_gpus {config.vllm_gpus!r}: expected GPU positions separated by commas, e.g. 0 or 0,1"]
     if not positions:
         found.append("vllm_mode server needs vllm_gpus: the GPUs set aside for generation, e.g. 0")
     if len(set(positions)) != len(positions):
         found.append(f"vllm_gpus {config.vllm_gpus!r} names a GPU twice")
-    if config.backend != "trl" or not config.use_vllm:
-        found.append("vllm_mode server is TRL's vLLM client: set backend trl and use_vllm true (or vllm_mode colocate)")
-    if config.executor == "slurm" and config.slurm_nodes > 1:
-        found.append("vllm_mode server runs on one node: set slurm_nodes 1 (or vllm_mode colocate)")
     gpus = config.slurm_gpus_per_node if config.executor == "slurm" else 0
     if gpus and (max(positions, default=0) >= gpus or len(positions) + config.num_processes > gpus):
         found.append(

@@ -37,9 +37,17 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
-from trainer.job.cluster_checks import extra_option, slurm_seconds, stop_margin
-from trainer.job.commands import MAIN_NODE, PACKAGE_ROOT, node_command, supervised, worker_command
+from trainer.job.cluster_checks import extra_option, slurm_seconds, stop_margin, vllm_node_layout
+from trainer.job.commands import (
+    MAIN_NODE,
+    PACKAGE_ROOT,
+    node_command,
+    supervised,
+    vllm_serve_command,
+    worker_command,
+)
 from trainer.job.run_files import RunFiles
+from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
 from trainer.safe_text import printable
 
 log = logging.getLogger(__name__)
@@ -167,9 +175,17 @@ def sbatch_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# Where the vLLM node serves in the multi-node layout (its node is the job's own: no other job shares the ports).
+VLLM_NODE = "$GRPO_STUDIO_VLLM_NODE"
+VLLM_PORT, VLLM_GROUP_PORT = 8000, 51216  # trl vllm-serve's default port; TRL's default weight-sync group port
+
+
 def launch_lines(config: RunConfig, run_id: int) -> list[str]:
     """The script's last lines: the worker on one node (``exec``, so Slurm's signals reach it directly), or
-    ``srun`` running accelerate once per node with the first node as the rendezvous."""
+    ``srun`` running accelerate once per node with the first node as the rendezvous, or (server mode on several
+    nodes) :func:`vllm_node_lines`."""
+    if vllm_node_layout(config):
+        return vllm_node_lines(config, run_id)
     if config.slurm_nodes > 1:
         inner = shlex.join(node_command(run_id, config.slurm_nodes, config.num_processes, config.deepspeed_stage))
         for name in ("$SLURM_NODEID", MAIN_NODE):  # expanded by each node's shell, not quoted away
@@ -182,6 +198,46 @@ def launch_lines(config: RunConfig, run_id: int) -> list[str]:
     if config.vllm_mode == "server":
         command = supervised(run_id, command)
     return ["exec " + shlex.join(command)]
+
+
+def vllm_node_lines(config: RunConfig, run_id: int) -> list[str]:
+    """The layout TRL's docs and open-r1 use for multi-node GRPO: ``trl vllm-serve`` on the job's last node (all its
+    GPUs, tensor parallel, listening on the job's network), accelerate on the other ``slurm_nodes - 1`` (Slurm
+    numbers the nodes of an allocation 0.., the last is excluded, so ``$SLURM_NODEID`` is the machine rank), every
+    trainer pointed at the server's host and port (trainer.job.trl_args). Neither step is ``exec``ed: the script
+    forwards SIGTERM (a stop, the time limit's early signal) to the training step, waits for it, then stops the
+    server, and exits with training's status."""
+    from trainer.loading.backend import model_path
+
+    nodes = config.slurm_nodes - 1
+    serve = vllm_serve_command(
+        model_path(config),
+        config.slurm_gpus_per_node,
+        VLLM_PORT,
+        config.vllm_gpu_memory_utilization,
+        config.max_seq_length,
+        host="0.0.0.0",
+    )
+    inner = shlex.join(node_command(run_id, nodes, config.num_processes, config.deepspeed_stage))
+    for name in ("$SLURM_NODEID", MAIN_NODE):  # expanded by each node's shell, not quoted away
+        inner = inner.replace(shlex.quote(name), f'"{name}"')
+    hosts = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
+    return [
+        f"export {MAIN_NODE[1:]}=$({hosts} | head -n 1) {VLLM_NODE[1:]}=$({hosts} | tail -n 1)",
+        f'export {VLLM_SERVER_ENV}="{VLLM_NODE}:{VLLM_PORT}" {VLLM_GROUP_PORT_ENV}={VLLM_GROUP_PORT}',
+        f'srun --nodes=1 --ntasks=1 --nodelist="{VLLM_NODE}" {shlex.join(serve)} > vllm-server.log 2>&1 &',
+        "server=$!",
+        f'srun --nodes={nodes} --ntasks-per-node=1 --exclude="{VLLM_NODE}" --kill-on-bad-exit=1 bash -c '
+        + shlex.quote(inner)
+        + " &",
+        "training=$!",
+        "trap 'kill -TERM \"$training\" 2>/dev/null' TERM",
+        # set -e is on: every status is caught, so a stop's interrupted wait or the server's end can't cut the script
+        'while kill -0 "$training" 2>/dev/null; do wait "$training" && status=0 || status=$?; done',
+        'kill -TERM "$server" 2>/dev/null || true',
+        'wait "$server" 2>/dev/null || true',
+        'exit "${status:-1}"',
+    ]
 
 
 def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> str:

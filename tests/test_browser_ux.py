@@ -170,7 +170,9 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
             plot = page.locator("#chart-reward .nsewdrag").first.bounding_box()
             return (legend, plot) if legend and plot else None
 
-        legend, plot = wait_for(boxes, 90, "the reward chart's legend and plot area")  # redrawn each tick: under load a drawing takes a while
+        legend, plot = wait_for(
+            boxes, 90, "the reward chart's legend and plot area"
+        )  # redrawn each tick: under load a drawing takes a while
         assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # under the plot area, not over it
         # a zoom survives the redraws of a live run: drag a box over the plot, then let new steps arrive
         page.mouse.move(plot["x"] + plot["width"] * 0.1, plot["y"] + plot["height"] * 0.2)

@@ -58,7 +58,10 @@ def test_the_build_records_the_time_it_took_and_its_spec(tmp_path, monkeypatch):
     # 4 steps of a hidden-size-16 model: only what the build records is under test, not what the model learns
     spec = tiny.TinySpec(hidden_size=16, intermediate_size=32, num_heads=2, sft_steps=4)
     info = json.loads((tiny.build_tiny_model(tmp_path, spec) / "grpo_studio_tiny.json").read_text())
-    assert info == {"spec": asdict(spec), "build_seconds": 12.3}
+    assert (info["spec"], info["build_seconds"]) == (asdict(spec), 12.3)
+    import torch
+
+    assert info["built_with"]["torch"] == torch.__version__  # what made it, for the shipped copy's record
 
 
 def test_tiny_threads_sets_the_workers_thread_count_for_a_block_and_puts_it_back():

@@ -45,6 +45,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from time import monotonic as _clock  # the warm-up's ETA; the build's own time is time.perf_counter's
 
 from trainer.config import SYSTEM_PROMPT
 from trainer.loading.data import Problem, arithmetic_problems, arithmetic_solution, make_prompt
@@ -265,7 +266,7 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
     problem with a carry is drawn, its answer forgets the carry with probability ``spec.carry_slip``."""
     import torch
 
-    started = time.perf_counter()
+    started = _clock()
     examples = warm_up_examples(tokenizer)
     rng = random.Random(spec.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.sft_lr, weight_decay=0.0)
@@ -293,7 +294,7 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
         schedule.step()
         optimizer.zero_grad()
         if step % 100 == 0 or step == spec.sft_steps - 1:
-            left = (time.perf_counter() - started) / (step + 1) * (spec.sft_steps - step - 1)
+            left = (_clock() - started) / (step + 1) * (spec.sft_steps - step - 1)
             log.info(
                 "building the built-in model (once; it is cached): warm-up pass %d/%d, loss %.3f, about %.0f s left",
                 step + 1,

@@ -8,24 +8,32 @@ committed before its checkpoint is written, so nothing before a checkpoint is lo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, retry_transient
 from trainer.job.run_files import RunFiles, checkpoint_step
 
 
-def prepare_resume(files: RunFiles, run_id: int, log_line: Callable[[str], None]) -> Path | None:
+def prepare_resume(
+    files: RunFiles, run_id: int, log_line: Callable[[str], None], deadline: float | None = None
+) -> Path | None:
     """The checkpoint to resume ``run_id`` from (None: start at step 0), after removing checkpoints that a killed
-    worker left half-written and dropping the rows logged after the one returned."""
+    worker left half-written and dropping the rows logged after the one returned (retried while the database does
+    not answer, until ``time.monotonic()`` passes ``deadline``)."""
     for name in files.prune_partial_checkpoints():
         log_line(f"removed {name}: the previous worker died while saving it")
     checkpoint = files.latest_checkpoint()
     if checkpoint is not None:
         step = checkpoint_step(checkpoint)
-        with get_sessionmaker().begin() as session:
-            queries.drop_steps_after(session, run_id, step)
+
+        def drop() -> None:
+            with get_sessionmaker().begin() as session:
+                queries.drop_steps_after(session, run_id, step)
+
+        retry_transient(drop, deadline if deadline is not None else time.monotonic(), "the resumed steps")
         log_line(f"resuming from {checkpoint.name}: steps continue from {step}")
     return checkpoint
 

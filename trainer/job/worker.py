@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, retry_transient
 from storage.models import RunStatus
 from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
@@ -158,7 +158,7 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
 
     stop = stop or StopRequest()
     previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
-    writer = DbWriter(run_id)
+    writer = DbWriter(run_id, spill_path=files.pending_writes)
     reserve = DiskReserve(files.root)  # given back before the final status, so a full disk can't keep it "running"
     status, error = RunStatus.FAILED, None
     try:
@@ -191,12 +191,18 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
             status, error = RunStatus.FAILED, (error or "") + str(exc)
             if is_disk_full(exc):
                 error += "\n" + full_message(files.root)
-        with get_sessionmaker().begin() as session:
-            queries.finish_run(session, queries.get_run(session, run_id), status, error)
-            queries.add_log(session, run_id, f"run {status.value}", "ERROR" if status is RunStatus.FAILED else "INFO")
+        # Retried like any row (issue 23): a database that is late must not turn a finished run into a failed one.
+        deadline = max(writer.deadline or 0.0, time.monotonic() + 60)
+        retry_transient(lambda: _finish(run_id, status, error), deadline, "the run's final status")
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
+
+
+def _finish(run_id: int, status: RunStatus, error: str | None) -> None:
+    with get_sessionmaker().begin() as session:
+        queries.finish_run(session, queries.get_run(session, run_id), status, error)
+        queries.add_log(session, run_id, f"run {status.value}", "ERROR" if status is RunStatus.FAILED else "INFO")
 
 
 def restart_without_unsloth(
@@ -274,10 +280,13 @@ def _train(
         # Without a progress bar the trainer prints every log dict to stdout: the worker log would repeat, in a
         # less readable form, what the database already holds.
         trainer.remove_callback(PrinterCallback)
-    with get_sessionmaker().begin() as session:
-        queries.set_backend(session, run_id, backend.describe())
 
-    checkpoint = prepare_resume(files, run_id, log_line)
+    def record_backend() -> None:
+        with get_sessionmaker().begin() as session:
+            queries.set_backend(session, run_id, backend.describe())
+
+    retry_transient(record_backend, time.monotonic() + writer.grace_seconds, "the model path")
+    checkpoint = prepare_resume(files, run_id, log_line, time.monotonic() + writer.grace_seconds)
     if stop.requested:
         return RunStatus.STOPPED
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

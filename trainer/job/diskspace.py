@@ -97,15 +97,46 @@ class DiskReserve:
             pass
 
 
+class RunDirectoryGone(FileNotFoundError):
+    """The run directory was deleted under the running worker; the message is the run's error."""
+
+
+def gone_message(directory: Path) -> str:
+    """The run's error when its directory was deleted while it trained."""
+    return (
+        f"the run directory {directory} was deleted while the run trained, with its checkpoints: start the run again "
+        "as a new run"
+    )
+
+
+def directory_identity(directory: Path) -> tuple[int, int] | None:
+    """(device, inode) of a directory, or None when it is gone: a directory deleted and made again by a later write
+    (transformers creates the checkpoint path it saves to) is not the run's directory any more."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def make_disk_guard(output_dir: Path, last_checkpoint):
     """A TrainerCallback that, when the trainer is about to save a checkpoint that would not fit, skips the save and
-    stops training; its ``problem`` then holds the run's error. ``last_checkpoint()`` gives the newest checkpoint."""
+    stops training; its ``problem`` then holds the run's error. ``last_checkpoint()`` gives the newest checkpoint.
+    It also stops a run whose directory was deleted under it (``gone`` set): one stat per step."""
     from transformers import TrainerCallback
+
+    identity = directory_identity(output_dir)
 
     class DiskGuard(TrainerCallback):
         problem: str | None = None
+        gone = False
 
         def on_step_end(self, args, state, control, **kwargs):
+            if directory_identity(output_dir) != identity:
+                self.problem, self.gone = gone_message(output_dir), True
+                control.should_save = False
+                control.should_training_stop = True
+                return control
             # DefaultFlowCallback, registered before this one, has just decided whether this step saves
             if control.should_save:
                 fits, needed = checkpoint_fits(output_dir, last_checkpoint())

@@ -35,10 +35,18 @@ from storage.models import RunStatus
 from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
-from trainer.job.checkpoints import prepare_resume
+from trainer.job.checkpoints import ResumeError, prepare_resume
 from trainer.job.commands import with_package_path
 from trainer.job.db_writer import DbWriter
-from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
+from trainer.job.diskspace import (
+    DiskFullError,
+    DiskReserve,
+    RunDirectoryGone,
+    full_message,
+    gone_message,
+    is_disk_full,
+    make_disk_guard,
+)
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import ended_by_slurm, shared_dir_problem
@@ -175,11 +183,11 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         if isinstance(exc, UnsupportedByUnsloth):
             restart_without_unsloth(run_id, raw_config, exc, writer, reserve)  # returns only when it can't
-        error = "".join(traceback.format_exception(exc))
-        if is_disk_full(exc):  # the last line is what the dashboard shows
-            error += str(exc) if isinstance(exc, DiskFullError) else full_message(files.root)
-        log.error("run %d failed:\n%s", run_id, error)
-        writer.log(f"failed: {type(exc).__name__}: {exc}", "ERROR")
+        # The run's error is the sentence a user needs first; the traceback goes to the run's log and worker.log
+        error = failure_sentence(exc, files, run_id)
+        trace = "".join(traceback.format_exception(exc))
+        log.error("run %d failed: %s\n%s", run_id, error, trace)
+        writer.log(f"failed: {error}\n{trace}", "ERROR")
         status = RunStatus.FAILED
         if not isinstance(exc, Exception):
             raise
@@ -188,15 +196,29 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         try:
             writer.close()
         except Exception as exc:  # noqa: BLE001 - the final status below must still be written
-            status, error = RunStatus.FAILED, (error or "") + str(exc)
-            if is_disk_full(exc):
-                error += "\n" + full_message(files.root)
+            status = RunStatus.FAILED
+            error = error or (full_message(files.root) if is_disk_full(exc) else str(exc))
         # Retried like any row (issue 23): a database that is late must not turn a finished run into a failed one.
         deadline = max(writer.deadline or 0.0, time.monotonic() + 60)
         retry_transient(lambda: _finish(run_id, status, error), deadline, "the run's final status")
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
+
+
+def failure_sentence(exc: BaseException, files: RunFiles, run_id: int) -> str:
+    """The one sentence a failed run's error holds (issue 23, item 6): what happened and what to do, for the failures
+    we know; else the exception's first line and where the traceback is."""
+    if not files.root.is_dir():
+        return gone_message(files.root)
+    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone)):
+        return str(exc)
+    if is_disk_full(exc):
+        return full_message(files.root)
+    if isinstance(exc, ValueError) and str(exc).startswith("invalid run config"):
+        return str(exc)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first} (the traceback is in the run's log: grpo-studio logs {run_id})"
 
 
 def _finish(run_id: int, status: RunStatus, error: str | None) -> None:
@@ -290,6 +312,8 @@ def _train(
     if stop.requested:
         return RunStatus.STOPPED
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    if guard.gone:
+        raise RunDirectoryGone(guard.problem)
     if guard.problem:  # stopped before a checkpoint that would not have fitted; the last complete one resumes
         raise DiskFullError(guard.problem)
 

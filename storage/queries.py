@@ -221,21 +221,30 @@ def add_metric_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     if not rows:
         return
     unique = list({(row["run_id"], row["key"], row["step"]): row for row in rows}.values())
-    table = Metric.__table__
-    dialect = session.get_bind().dialect.name
-    if dialect not in ("sqlite", "postgresql"):
-        session.execute(table.insert(), unique)
-        return
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    stmt = insert(table)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["run_id", "key", "step"],
-        set_={"value": stmt.excluded.value, "raw": stmt.excluded.raw, "wall_time": stmt.excluded.wall_time},
-    )
-    session.execute(stmt, unique)
+    session.execute(_metric_upsert(session.get_bind().dialect.name), unique)
+
+
+_UPSERTS: dict[str, Any] = {}
+
+
+def _metric_upsert(dialect: str):
+    """INSERT … ON CONFLICT (run_id, key, step) DO UPDATE for SQLite and PostgreSQL (a plain insert elsewhere), built
+    once per dialect: the writer runs it every second."""
+    if dialect not in _UPSERTS:
+        table = Metric.__table__
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            _UPSERTS[dialect] = table.insert()
+            return _UPSERTS[dialect]
+        stmt = insert(table)
+        _UPSERTS[dialect] = stmt.on_conflict_do_update(
+            index_elements=["run_id", "key", "step"],
+            set_={"value": stmt.excluded.value, "raw": stmt.excluded.raw, "wall_time": stmt.excluded.wall_time},
+        )
+    return _UPSERTS[dialect]
 
 
 def metric_series(session: Session, run_id: int, key: str, after_step: int = -1) -> list[MetricPoint]:

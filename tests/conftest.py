@@ -195,7 +195,8 @@ def postgres_url(postgres_server, request):
     from sqlalchemy import create_engine, text
 
     name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:50] + f"_{os.getpid()}"
-    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    # pre-ping: a fault test may have restarted the server under the pooled connection
+    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))

@@ -79,3 +79,30 @@ def test_with_no_intact_checkpoint_resume_fails_in_one_sentence(tmp_path):
     message = str(raised.value)
     assert message.startswith("no intact checkpoint to resume from: checkpoint-4 (optimizer.pt is cut short")
     assert "checkpoint-2 (" in message and "\n" not in message and message.endswith("start the run again as a new run")
+
+
+def test_rows_an_earlier_worker_could_not_write_are_replayed_up_to_the_resume_step(tmp_path):
+    """A worker whose grace ran out left pending-writes.jsonl; the resume writes its rows of steps up to the
+    checkpoint (later ones are trained again) and its log lines, once."""
+    from trainer.job.db_writer import DbWriter
+    from trainer.job.held_rows import set_aside
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "r", {}, 6).id
+    files = RunFiles(tmp_path)
+    for step in (2, 4):
+        _checkpoint(tmp_path, step)
+    lines = [
+        json.dumps(["metrics", queries.metric_rows(run_id, step, {"reward": step / 10}, 1.0)]) for step in (3, 4, 5)
+    ]
+    files.pending_writes.write_text("\n".join(lines + [json.dumps(["log", ["held line", "INFO"]])]) + "\n")
+    set_aside(files.pending_writes, files.previous_pending_writes)
+    writer = DbWriter(run_id, flush_interval=0.05, spill_path=files.pending_writes)
+    said = []
+    assert prepare_resume(files, run_id, said.append, writer=writer).name == "checkpoint-4"
+    writer.close()
+    with get_sessionmaker().begin() as s:
+        assert [(p.step, p.value) for p in queries.metric_series(s, run_id, "reward")] == [(3, 0.3), (4, 0.4)]
+        assert [line.message for line in queries.log_tail(s, run_id)] == ["held line"]
+    assert "wrote 2 rows an earlier worker of this run could not" in said[0]
+    assert not files.previous_pending_writes.exists()

@@ -3,6 +3,8 @@ away (issue 23, item 6)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.cli import main
 from storage import queries
 from storage.db import get_sessionmaker
@@ -42,3 +44,19 @@ def test_logs_prints_the_runs_lines_with_the_traceback_and_follow_stops_when_it_
     assert out[0].endswith("INFO    model path: plain transformers")
     assert out[1].endswith("ERROR   failed: KeyError: x") and out[2] == "Traceback (most recent call last):"
     assert main(["logs", "999"]) == 2
+
+
+def test_a_checkpoint_estimate_is_the_adapter_and_adams_moments_not_a_flat_64_mb():
+    """Issue 23, item 5: trainable weights x 3 (adapter, exp_avg, exp_avg_sq) plus the small files, with margins; the
+    frozen base weights count for nothing."""
+    import torch
+
+    from trainer.job.diskspace import MARGIN_BYTES, SIZE_MARGIN, SMALL_FILES_BYTES, checkpoint_estimate, checkpoint_fits
+
+    model = torch.nn.Sequential(torch.nn.Linear(1000, 1000), torch.nn.Linear(100, 10))
+    model[0].requires_grad_(False)  # the base: 4 MB that no checkpoint of a LoRA run holds
+    trainable = (100 * 10 + 10) * 4
+    assert checkpoint_estimate(model) == 3 * trainable + SMALL_FILES_BYTES
+    fits, needed = checkpoint_fits(Path("/"), None, checkpoint_estimate(model))
+    assert needed == int((3 * trainable + SMALL_FILES_BYTES) * SIZE_MARGIN) + MARGIN_BYTES
+    assert needed < 6 << 20  # the tiny model's 0.6 MB checkpoints fit on the 24 MB disk of the issue

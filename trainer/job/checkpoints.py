@@ -14,11 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage import queries
 from storage.db import get_sessionmaker, retry_transient
 from trainer.job.checkpoint_check import checkpoint_problem
+from trainer.job.held_rows import read_items
 from trainer.job.run_files import RunFiles, checkpoint_step
+
+if TYPE_CHECKING:
+    from trainer.job.db_writer import DbWriter
 
 DAMAGED_SUFFIX = ".damaged"  # checkpoint-3.damaged: RunFiles lists only checkpoint-<digits>
 
@@ -28,12 +33,17 @@ class ResumeError(RuntimeError):
 
 
 def prepare_resume(
-    files: RunFiles, run_id: int, log_line: Callable[[str], None], deadline: float | None = None
+    files: RunFiles,
+    run_id: int,
+    log_line: Callable[[str], None],
+    deadline: float | None = None,
+    writer: DbWriter | None = None,
 ) -> Path | None:
     """The checkpoint to resume ``run_id`` from (None: start at step 0), after removing checkpoints that a killed
     worker left half-written, setting aside damaged ones (:mod:`trainer.job.checkpoint_check`: the newest intact one
     is used, and the log says which and why), and dropping the rows logged after the one returned (all of them when
-    starting over, so every step appears once). Retried while the database does not answer, until
+    starting over, so every step appears once), then handing ``writer`` what an earlier worker could not write up to
+    that step (:func:`replay_previous`). Retried while the database does not answer, until
     ``time.monotonic()`` passes ``deadline``. Raises :class:`ResumeError` when checkpoints exist but none is intact."""
     for name in files.prune_partial_checkpoints():
         log_line(f"removed {name}: the previous worker died while saving it")
@@ -60,9 +70,32 @@ def prepare_resume(
             queries.drop_steps_after(session, run_id, step)
 
     retry_transient(drop, deadline if deadline is not None else time.monotonic(), "the resumed steps")
+    if writer is not None:
+        replay_previous(files, writer, step, log_line)
     if checkpoint is not None:
         log_line(f"resuming from {checkpoint.name}: steps continue from {step}")
     return checkpoint
+
+
+def replay_previous(files: RunFiles, writer: DbWriter, step: int, log_line: Callable[[str], None]) -> None:
+    """Hand the writer the rows an earlier worker of this run held when it ended without writing them (its grace
+    ran out, or it was killed during an outage): those of steps up to ``step``, where this attempt continues, and its
+    log lines. Later steps are logged again by this attempt; its own progress replaces the old one."""
+    items = read_items(files.previous_pending_writes)
+    if not items:
+        return
+    kept = 0
+    for kind, payload in items:
+        if kind in ("metrics", "samples"):
+            rows = [row for row in payload if row["step"] <= step]
+            if rows:
+                (writer.metrics if kind == "metrics" else writer.samples)(rows)
+                kept += len(rows)
+        elif kind == "log":
+            writer.log(*payload)
+    writer.flush()
+    files.previous_pending_writes.unlink(missing_ok=True)
+    log_line(f"wrote {kept} rows an earlier worker of this run could not (kept in {files.pending_writes.name})")
 
 
 def follow_config_after_resume(args, state, optimizer, lr_scheduler) -> float | None:

@@ -93,6 +93,33 @@ class HeldRows:
         if not self.file_count:
             return []
         if self._file_items is None:
-            with open(self.path, encoding="utf-8") as f:
-                self._file_items = [tuple(json.loads(line)) for line in f if line.strip()]
+            self._file_items = read_items(self.path)
         return list(self._file_items)
+
+
+def read_items(path: Path) -> list[Item]:
+    """The items of a held-rows file, in order ([] when there is none); a last line cut short by a kill is skipped."""
+    items = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    items.append(tuple(json.loads(line)))
+                except ValueError:
+                    log.warning("skipped a cut line of %s", path)
+    except FileNotFoundError:
+        pass
+    return items
+
+
+def set_aside(path: Path, previous: Path) -> None:
+    """Move an earlier worker's held rows out of the way of this one's (appended to ``previous`` if that exists:
+    two workers in a row may have left rows)."""
+    if not path.is_file():
+        return
+    if previous.is_file():
+        with open(previous, "a", encoding="utf-8") as f:
+            f.write(path.read_text(encoding="utf-8"))
+        path.unlink()
+    else:
+        path.replace(previous)

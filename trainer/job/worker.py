@@ -47,6 +47,7 @@ from trainer.job.diskspace import (
     is_disk_full,
     make_disk_guard,
 )
+from trainer.job.held_rows import set_aside
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import ended_by_slurm, shared_dir_problem
@@ -166,6 +167,8 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
 
     stop = stop or StopRequest()
     previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
+    # an earlier worker's unwritten rows, replayed once the resume step is known (checkpoints.replay_previous)
+    set_aside(files.pending_writes, files.previous_pending_writes)
     writer = DbWriter(run_id, spill_path=files.pending_writes)
     reserve = DiskReserve(files.root)  # given back before the final status, so a full disk can't keep it "running"
     status, error = RunStatus.FAILED, None
@@ -308,7 +311,7 @@ def _train(
             queries.set_backend(session, run_id, backend.describe())
 
     retry_transient(record_backend, time.monotonic() + writer.grace_seconds, "the model path")
-    checkpoint = prepare_resume(files, run_id, log_line, time.monotonic() + writer.grace_seconds)
+    checkpoint = prepare_resume(files, run_id, log_line, time.monotonic() + writer.grace_seconds, writer)
     if stop.requested:
         return RunStatus.STOPPED
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

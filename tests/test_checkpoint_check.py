@@ -65,6 +65,10 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint_saying_which_and_why(
     assert "adapter_model.safetensors is cut short" in lines[0]
     assert [p.name for p in RunFiles(tmp_path).complete_checkpoints()] == ["checkpoint-2", "checkpoint-4"]
     assert (RunFiles(tmp_path).checkpoints / "checkpoint-6.damaged").is_dir()  # kept, out of the way
+    # step 6 saved again by the resumed run and damaged again: set aside beside the first copy
+    _truncate(_checkpoint(tmp_path, 6) / "optimizer.pt")
+    assert prepare_resume(RunFiles(tmp_path), run_id, lines.append).name == "checkpoint-4"
+    assert (RunFiles(tmp_path).checkpoints / "checkpoint-6.damaged.2").is_dir()
     with get_sessionmaker().begin() as s:
         assert [p.step for p in queries.metric_series(s, run_id, "reward")] == [1, 2, 3, 4]
 

@@ -55,7 +55,7 @@ def prepare_resume(
             break
         damaged.append(f"{candidate.name} ({problem})")
         # out of the way of later resumes, forks and the adapter list, but kept for whoever wants to look
-        candidate.rename(candidate.with_name(candidate.name + DAMAGED_SUFFIX))
+        candidate.rename(_aside_name(candidate))
     if damaged and checkpoint is None:
         raise ResumeError(
             f"no intact checkpoint to resume from: {'; '.join(damaged)} (set aside with a {DAMAGED_SUFFIX} suffix); "
@@ -75,6 +75,15 @@ def prepare_resume(
     if checkpoint is not None:
         log_line(f"resuming from {checkpoint.name}: steps continue from {step}")
     return checkpoint
+
+
+def _aside_name(checkpoint: Path) -> Path:
+    """checkpoint-N.damaged, or .damaged.2, .damaged.3 when an earlier damaged copy of step N is already aside."""
+    target, n = checkpoint.with_name(checkpoint.name + DAMAGED_SUFFIX), 1
+    while target.exists():
+        n += 1
+        target = checkpoint.with_name(f"{checkpoint.name}{DAMAGED_SUFFIX}.{n}")
+    return target
 
 
 def replay_previous(files: RunFiles, writer: DbWriter, step: int, log_line: Callable[[str], None]) -> None:

@@ -99,13 +99,13 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_the_run_completes(
     monkeypatch.setenv("DATABASE_URL", postgres_url)  # the worker process inherits it
     reset_engine()
     try:
-        run_id = _start(tiny_config(name="pg-restart", max_steps=30, save_steps=10))
+        run_id = _start(tiny_config(name="pg-restart", max_steps=12, save_steps=6))
         wait_for(lambda: run_row(run_id).current_step >= 2, 300, "two steps")
         postgres_cluster.restart(down_seconds=5)  # connections terminated, then refused for 5 s
         wait_for(lambda: run_row(run_id).status in TERMINAL, 300, "the run to end")
         run = run_row(run_id)
         assert run.status == "completed", run.error
-        assert_every_step_whole(run_id, 30)
+        assert_every_step_whole(run_id, 12)
         note = next(line for line in _log(run_id) if line.startswith("the database did not take writes for "))
         assert "rows" in note
     finally:
@@ -120,7 +120,7 @@ def test_a_frozen_worker_reads_stalled_then_completes_when_it_thaws(tiny_model_p
     from app.liveness import liveness_problem
 
     monkeypatch.setenv("GRPO_STUDIO_STALL_AFTER_S", "8")  # the readers' threshold (30 s by default): a shorter test
-    run_id = _start(tiny_config(name="frozen", max_steps=30, save_steps=10))
+    run_id = _start(tiny_config(name="frozen", max_steps=12, save_steps=6))
     wait_for(lambda: run_row(run_id).current_step >= 2, 300, "two steps")
     pid = run_row(run_id).pid
     os.kill(pid, signal.SIGSTOP)
@@ -139,7 +139,7 @@ def test_a_frozen_worker_reads_stalled_then_completes_when_it_thaws(tiny_model_p
     run = run_row(run_id)
     assert run.status == "completed", run.error
     assert liveness_problem(run) is None
-    assert_every_step_whole(run_id, 30)
+    assert_every_step_whole(run_id, 12)
 
 
 def test_resume_skips_a_truncated_checkpoint_and_with_none_intact_fails_in_one_sentence(tiny_model_path, capsys):
@@ -190,7 +190,7 @@ def test_a_run_directory_deleted_mid_run_ends_the_run_in_one_sentence(tiny_model
     import shutil
     from pathlib import Path
 
-    run_id = _start(tiny_config(name="deleted", max_steps=30, save_steps=10))
+    run_id = _start(tiny_config(name="deleted", max_steps=12, save_steps=6))
     wait_for(lambda: run_row(run_id).current_step >= 2, 300, "two steps")
     root = Path(run_row(run_id).output_dir)
     shutil.rmtree(root)
@@ -201,5 +201,5 @@ def test_a_run_directory_deleted_mid_run_ends_the_run_in_one_sentence(tiny_model
         f"the run directory {root} was deleted while the run trained, with its checkpoints: start the run again as a "
         "new run"
     )
-    assert 2 <= run.current_step < 30
+    assert 2 <= run.current_step < 12
     assert_every_step_whole(run_id, run.current_step)

@@ -7,6 +7,7 @@
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
+    grpo-studio logs RUN_ID [--follow]       a run's log (the traceback of a failure too); --follow until it ends
     grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
     grpo-studio export RUN_ID --zip/--merge/--push   the adapter as a zip, merged into the base, or to the Hub
     grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs, compare)
@@ -122,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
     _command(sub, "runs", cmd_runs, "list runs")
     _command(sub, "presets", cmd_presets, "list the ready-made configs (run one with: grpo-studio run NAME)")
+    p = _command(sub, "logs", cmd_logs, "print a run's log, with the traceback of a failure", _add_run_id)
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the run ends")
     p = _command(sub, "eval", cmd_eval, "score base and tuned on held-out problems", _add_run_id)
     p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
     p.add_argument(
@@ -279,6 +282,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
+    from app.liveness import liveness_problem
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.job.launch import poll_slurm, reconcile
@@ -301,6 +305,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             )
             for r in runs
         ]
+        problems = {r.id: problem[1] for r in runs if (problem := liveness_problem(r))}
     if not rows:
         print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
         return 0
@@ -310,7 +315,32 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"{run_id:>4}  {printable(name, one_line=True)[:28]:<28} {status:<10} {step:>11}  {shown:<11}  {place}")
         if error:
             print(f"{'':6}error: {printable(error, one_line=True)[:200]}")
+        if run_id in problems:  # a frozen worker or a hanging step must not read as a healthy "running"
+            print(f"{'':>6}{problems[run_id]}")
     return 0
+
+
+def cmd_logs(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:
+    """Print a run's log lines, oldest first; with ``--follow``, new ones as they arrive until the run has ended."""
+    import time
+
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    last_id = 0
+    while True:
+        with get_sessionmaker().begin() as session:
+            run = _find_run(session, args.run_id)
+            if run is None:
+                return 2
+            lines = queries.log_since(session, args.run_id, last_id)
+            ended = run.status.terminal
+        for line in lines:
+            print(f"{line.created_at:%Y-%m-%d %H:%M:%S} {line.level:<7} {line.message}", flush=True)
+            last_id = line.id
+        if not args.follow or (ended and not lines):
+            return 0
+        time.sleep(poll_seconds)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

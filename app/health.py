@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.charts import Series
+from app.liveness import liveness_problem
 
 WINDOW = 10  # recent steps an alert looks at: long enough to ignore one noisy step, short enough to react
 
@@ -115,3 +116,16 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
                 )
             )
     return alerts
+
+
+def liveness_alerts(run, now=None) -> list[Alert]:
+    """The stalled or slow-step alert of a running run (app/liveness.py), with what to check."""
+    problem = liveness_problem(run, now)
+    if problem is None:
+        return []
+    name, message = problem
+    if name == "stalled":
+        hint = "the worker process is frozen or gone (suspended, out of memory, its machine down): check it, or stop and resume the run"
+    else:
+        hint = "the worker is alive but this step has not ended: a generation or reward may hang; see the raw worker output"
+    return [Alert(name, message, hint)]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.liveness import liveness_problem
 from storage import queries
 from storage.models import Run, RunStatus
 from storage.series import series_since
@@ -57,6 +58,9 @@ def progress_text(run: Run, now: datetime | None = None, logged: np.ndarray | No
     end = end if end.tzinfo else end.replace(tzinfo=UTC)
     elapsed = (end - started).total_seconds()
     text += f" · {duration(elapsed)} elapsed"
+    problem = liveness_problem(run, now)
+    if problem is not None:  # no ETA for a run that is not moving
+        return text + f" · **{problem[1]}**"
     if run.status == RunStatus.RUNNING and run.current_step > 0 and run.total_steps > run.current_step:
         left = eta(run.total_steps - run.current_step, elapsed, run.current_step, logged)
         text += f" · ETA {duration(left)}" if left is not None else " · ETA after the next step"

@@ -124,6 +124,65 @@ def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
     return f"the database {where} failed: {reason}"
 
 
+# What a database says when waiting cures it: SQLite busy or locked by another process, a PostgreSQL server that
+# dropped the connection (restarted, failed over) or is not accepting connections yet.
+_TRANSIENT = (
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "connection refused",
+    "server closed the connection",
+    "terminating connection",
+    "could not connect",
+    "connection failed",
+    "connection is closed",
+    "connection timed out",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a database failure is one that waiting cures (see ``_TRANSIENT``), as opposed to one that a retry
+    would only repeat: a full disk, a damaged file, a constraint."""
+    from sqlalchemy.exc import DBAPIError, DisconnectionError
+
+    if isinstance(exc, DisconnectionError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+        return True
+    if not isinstance(exc, DBAPIError) or type(exc).__name__ not in ("OperationalError", "InterfaceError"):
+        return False
+    text = str(exc.orig or exc).lower()
+    return "disk is full" not in text and any(words in text for words in _TRANSIENT)
+
+
+def retry_transient(action, deadline: float, what: str, wait_cap: float = 5.0):
+    """``action()`` (which opens its own transaction), tried again with backoff while it fails with a transient error
+    and ``time.monotonic()`` is before ``deadline``; returns its result or raises the last error. For the few writes
+    a worker makes outside its writer thread (the backend line, a resume's dropped steps, the final status)."""
+    import logging
+    import time
+
+    delay, waited_since = 0.25, None
+    while True:
+        try:
+            result = action()
+        except Exception as exc:
+            if not is_transient(exc) or time.monotonic() >= deadline:
+                raise
+            if waited_since is None:
+                waited_since = time.monotonic()
+                logging.getLogger(__name__).warning("writing %s: %s; retrying", what, describe_error(exc))
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0.0)))
+            delay = min(delay * 2, wait_cap)
+            continue
+        if waited_since is not None:
+            logging.getLogger(__name__).warning(
+                "wrote %s after waiting %.0f s for the database", what, time.monotonic() - waited_since
+            )
+        return result
+
+
 def get_engine() -> Engine:
     """The process-wide engine, created (with the schema) on first use."""
     global _engine

@@ -119,6 +119,12 @@ class Run(Base):
     # Not a foreign key: a fork outlives its parent's deletion and still says where its first steps came from.
     parent_run_id: Mapped[int | None] = mapped_column(Integer)
     parent_step: Mapped[int | None] = mapped_column(Integer)
+    # Liveness, written by the worker (trainer/job/db_writer.py): a heartbeat every few seconds from its writer
+    # thread, whatever the training loop does, and when the latest step ended with the recent steps' median
+    # duration. Neither moving is a frozen worker; only the heartbeat moving is a slow step (app/liveness.py).
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    stepped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    step_seconds: Mapped[float | None] = mapped_column(Float)
 
     metrics: Mapped[list[Metric]] = owned_rows()
     metric_chunks: Mapped[list[MetricChunk]] = owned_rows()
@@ -136,9 +142,10 @@ class Metric(RunRow, Base):
     """One logged scalar: ``key`` at ``step`` of ``run_id``, as TRL logged it."""
 
     __tablename__ = "metrics"
-    # (run, key, step): one chart's series after a step; (run, step): everything new since the last poll.
+    # (run, key, step): one chart's series after a step, and unique: a key has one value per step (the writer upserts:
+    # TRL's end-of-training log repeats ``epoch`` at the last step); (run, step): everything new since the last poll.
     __table_args__ = (
-        Index("ix_metrics_run_key_step", "run_id", "key", "step"),
+        Index("ix_metrics_run_key_step", "run_id", "key", "step", unique=True),
         Index("ix_metrics_run_step", "run_id", "step"),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -117,6 +118,8 @@ def mark_running(
     run.error = None
     run.started_at = run.started_at or utcnow()
     run.finished_at = None
+    # a fresh liveness record: a resumed run's last step time is the previous worker's, not this one's
+    run.heartbeat_at, run.stepped_at, run.step_seconds = utcnow(), None, None
 
 
 def set_backend(session: Session, run_id: int, description: str) -> None:
@@ -124,12 +127,29 @@ def set_backend(session: Session, run_id: int, description: str) -> None:
     session.execute(update(Run).where(Run.id == run_id).values(backend=description))
 
 
-def set_progress(session: Session, run_id: int, current_step: int, total_steps: int | None = None) -> None:
-    """Update the run's step counter (and total, when known)."""
-    values: dict[str, int] = {"current_step": current_step}
+def set_progress(
+    session: Session,
+    run_id: int,
+    current_step: int,
+    total_steps: int | None = None,
+    stepped_at: datetime | None = None,
+    step_seconds: float | None = None,
+) -> None:
+    """Update the run's step counter (and total, when known); the worker also says when the step ended and how long
+    recent steps took (the liveness columns of :class:`Run`)."""
+    values: dict[str, Any] = {"current_step": current_step}
     if total_steps is not None:
         values["total_steps"] = total_steps
+    if stepped_at is not None:
+        values["stepped_at"] = stepped_at
+    if step_seconds is not None:
+        values["step_seconds"] = step_seconds
     session.execute(update(Run).where(Run.id == run_id).values(values))
+
+
+def heartbeat(session: Session, run_id: int, at: datetime | None = None) -> None:
+    """Record that the run's worker is alive now (its writer thread calls this every few seconds)."""
+    session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=at or utcnow()))
 
 
 def drop_steps_after(session: Session, run_id: int, step: int) -> None:
@@ -199,9 +219,39 @@ def metric_rows(run_id: int, step: int, logs: dict[str, Any], wall_time: float) 
 
 
 def add_metric_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Bulk-insert rows made by :func:`metric_rows`."""
-    if rows:
-        session.execute(Metric.__table__.insert(), list(rows))
+    """Bulk-insert rows made by :func:`metric_rows`; a key logged again at a step replaces its value there.
+
+    One row per (run, key, step) is enforced by the unique index: TRL's end-of-training log repeats ``epoch`` at the
+    last step, and a write replayed after a lost connection may have been committed already. Duplicates within
+    ``rows`` are folded first (the last wins), because PostgreSQL refuses one statement that updates a row twice.
+    """
+    if not rows:
+        return
+    unique = list({(row["run_id"], row["key"], row["step"]): row for row in rows}.values())
+    session.execute(_metric_upsert(session.get_bind().dialect.name), unique)
+
+
+_UPSERTS: dict[str, Any] = {}
+
+
+def _metric_upsert(dialect: str):
+    """INSERT … ON CONFLICT (run_id, key, step) DO UPDATE for SQLite and PostgreSQL (a plain insert elsewhere), built
+    once per dialect: the writer runs it every second."""
+    if dialect not in _UPSERTS:
+        table = Metric.__table__
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            _UPSERTS[dialect] = table.insert()
+            return _UPSERTS[dialect]
+        stmt = insert(table)
+        _UPSERTS[dialect] = stmt.on_conflict_do_update(
+            index_elements=["run_id", "key", "step"],
+            set_={"value": stmt.excluded.value, "raw": stmt.excluded.raw, "wall_time": stmt.excluded.wall_time},
+        )
+    return _UPSERTS[dialect]
 
 
 def metric_series(session: Session, run_id: int, key: str, after_step: int = -1) -> list[MetricPoint]:
@@ -284,6 +334,12 @@ def samples_at(session: Session, run_id: int, step: int) -> Sequence[Sample]:
 def add_log(session: Session, run_id: int, message: str, level: str = "INFO") -> None:
     """Append a line to a run's log."""
     session.add(RunLog(run_id=run_id, message=message, level=level))
+
+
+def log_since(session: Session, run_id: int, after_id: int = 0) -> list[RunLog]:
+    """A run's log lines with an id after ``after_id``, oldest first (``grpo-studio logs --follow`` polls this)."""
+    stmt = select(RunLog).where(RunLog.run_id == run_id, RunLog.id > after_id).order_by(RunLog.id)
+    return list(session.scalars(stmt).all())
 
 
 def log_tail(session: Session, run_id: int, limit: int = 50) -> list[RunLog]:

@@ -46,6 +46,9 @@ class RunSummary:
     evaluation: dict | None  # the latest held-out evaluation's results, if any
     host: str | None = None  # where the worker runs: a host, or a Slurm job's nodes
     slurm_job_id: str | None = None
+    heartbeat_at: datetime | None = None  # liveness (storage/models.py, app/liveness.py)
+    stepped_at: datetime | None = None
+    step_seconds: float | None = None
 
 
 _RUN_COLUMNS = (
@@ -60,6 +63,9 @@ _RUN_COLUMNS = (
     Run.config["dataset_name"].as_string(),
     Run.host,
     Run.slurm_job_id,
+    Run.heartbeat_at,
+    Run.stepped_at,
+    Run.step_seconds,
 )
 _FINISHED_EVALUATIONS = select(func.count(Evaluation.id), func.max(Evaluation.id)).where(
     Evaluation.status == RunStatus.COMPLETED
@@ -146,8 +152,10 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
 
 
 def _summary(row, latest: tuple) -> RunSummary:
-    *run, host, slurm_job_id = row
-    return RunSummary(*run, *latest, host=host, slurm_job_id=slurm_job_id)
+    *run, host, slurm_job_id, beat, stepped, pace = row
+    return RunSummary(
+        *run, *latest, host=host, slurm_job_id=slurm_job_id, heartbeat_at=beat, stepped_at=stepped, step_seconds=pace
+    )
 
 
 def matching(summaries: list[RunSummary], search: str | None) -> list[RunSummary]:

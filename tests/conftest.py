@@ -114,8 +114,32 @@ def format_learner_path(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("format-learner"), TinySpec(sft_steps=60))
 
 
+class PostgresCluster:
+    """The throw-away cluster's controls: ``url``, and ``restart()`` for the fault tests (None ``data``: a server of
+    your own, which the tests don't restart)."""
+
+    def __init__(self, url: str, as_user: list[str] | None = None, bindir=None, data=None, options: str = "") -> None:
+        self.url, self.as_user, self.bindir, self.data, self.options = url, as_user or [], bindir, data, options
+
+    def pg_ctl(self, *args: str) -> None:
+        import subprocess
+
+        command = [*self.as_user, self.bindir / "pg_ctl", "-D", self.data, *args]
+        subprocess.run(command, check=True, capture_output=True)
+
+    def restart(self, down_seconds: float) -> None:
+        """Stop the server (``-m fast``: open connections are terminated, as a restart does), wait, start it."""
+        import time
+
+        if self.data is None:
+            pytest.skip("GRPO_STUDIO_TEST_POSTGRES_URL names a server of your own: not restarted by the tests")
+        self.pg_ctl("-m", "fast", "-w", "stop")
+        time.sleep(down_seconds)
+        self.pg_ctl("-o", self.options, "-w", "-l", str(self.data / "log"), "start")
+
+
 @pytest.fixture(scope="session")
-def postgres_server():
+def postgres_cluster():
     """A throw-away PostgreSQL server for the session: ``$GRPO_STUDIO_TEST_POSTGRES_URL`` when set (a server of your
     own), else a cluster made here with Debian's ``postgresql`` package (``initdb`` in a temp dir, trust auth, a free
     port on 127.0.0.1), stopped at the end. Skips the PostgreSQL tests when neither is available."""
@@ -128,7 +152,7 @@ def postgres_server():
 
     url = os.environ.get("GRPO_STUDIO_TEST_POSTGRES_URL")
     if url:
-        yield url
+        yield PostgresCluster(url)
         return
     pytest.importorskip("psycopg", reason="the PostgreSQL tests need psycopg (pip install 'psycopg[binary]')")
     binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
@@ -146,16 +170,21 @@ def postgres_server():
     )
     port = free_port()
     options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run(
-        [*as_user, bindir / "pg_ctl", "-D", data, "-o", options, "-w", "-l", data / "log", "start"],
-        check=True,
-        capture_output=True,
+    cluster = PostgresCluster(
+        f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", as_user, bindir, data, options
     )
+    cluster.pg_ctl("-o", options, "-w", "-l", str(data / "log"), "start")
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        yield cluster
     finally:
         subprocess.run([*as_user, bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(postgres_cluster) -> str:
+    """The URL of the session's PostgreSQL server (see postgres_cluster)."""
+    return postgres_cluster.url
 
 
 @pytest.fixture
@@ -166,7 +195,8 @@ def postgres_url(postgres_server, request):
     from sqlalchemy import create_engine, text
 
     name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:50] + f"_{os.getpid()}"
-    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    # pre-ping: a fault test may have restarted the server under the pooled connection
+    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))

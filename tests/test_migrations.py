@@ -76,3 +76,25 @@ def test_processes_starting_at_once_migrate_once(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE) for _ in range(3)]
     assert [p.communicate(timeout=120)[0].strip() for p in procs] == [b"ok"] * 3
     assert current_revision(make_engine(f"sqlite:///{path}")) == HEAD
+
+
+def test_duplicate_metric_rows_of_an_old_database_fold_into_the_newest(tmp_path):
+    """Issue 23, item 4: a database from before 0006 holds two ``epoch`` rows at a run's last step; the upgrade keeps
+    the newer one and makes (run, key, step) unique."""
+    path = _database_from_0_1(tmp_path / "dup.db")
+    with sqlite3.connect(path) as con:
+        run_id = con.execute("SELECT id FROM runs WHERE name = 'tiny-offline'").fetchone()[0]
+        for value in (0.9, 1.0):
+            con.execute(
+                "INSERT INTO metrics (run_id, step, key, value, raw, wall_time) VALUES (?, 3, 'epoch', ?, NULL, 9)",
+                (run_id, value),
+            )
+    engine = make_engine(f"sqlite:///{path}")
+    Session = sessionmaker(engine, expire_on_commit=False)
+    with Session.begin() as s:
+        assert [(p.step, p.value) for p in queries.metric_series(s, run_id, "epoch")] == [(3, 1.0)]
+        assert len(queries.metric_series(s, run_id, "reward")) == 3  # rows without a duplicate untouched
+    with sqlite3.connect(path) as con:
+        unique = [row for row in con.execute("PRAGMA index_list(metrics)") if row[1] == "ix_metrics_run_key_step"]
+        assert unique and unique[0][2] == 1
+    engine.dispose()

@@ -233,3 +233,44 @@ def test_a_server_that_refuses_more_connections_is_one_sentence():
 
     text = describe_error(RuntimeError("FATAL:  sorry, too many clients already"))
     assert "refuses more connections" in text and f"holds up to {POOL_SIZE}" in text and "max_connections" in text
+
+
+def test_a_key_logged_twice_at_a_step_keeps_one_row_with_the_last_value(Session):
+    """Issue 23, item 4: TRL's end-of-training log repeats ``epoch`` at the last step; the metric table keeps one row
+    per (run, key, step), in one batch or across two, and the index refuses a plain second insert."""
+    from sqlalchemy.exc import IntegrityError
+
+    with Session.begin() as s:
+        run_id = queries.create_run(s, "r", {}, 2).id
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 2, {"epoch": 0.5, "loss": 1.0}, 1.0))
+        queries.add_metric_rows(
+            s,
+            queries.metric_rows(run_id, 2, {"epoch": 0.75}, 2.0) + queries.metric_rows(run_id, 2, {"epoch": 1.0}, 3.0),
+        )
+    with Session.begin() as s:
+        counts = s.execute(text("SELECT key, COUNT(*) FROM metrics GROUP BY key ORDER BY key")).all()
+        assert [tuple(c) for c in counts] == [("epoch", 1), ("loss", 1)]
+        assert [(p.step, p.value, p.wall_time) for p in queries.metric_series(s, run_id, "epoch")] == [(2, 1.0, 3.0)]
+    with pytest.raises(IntegrityError):
+        with Session.begin() as s:
+            s.execute(Metric.__table__.insert(), queries.metric_rows(run_id, 2, {"loss": 2.0}, 4.0))
+
+
+def test_liveness_columns_start_fresh_and_follow_progress(Session):
+    """mark_running gives a (resumed) run a new heartbeat and no step time; set_progress and heartbeat move them."""
+    from datetime import UTC, datetime
+
+    with Session.begin() as s:
+        run = queries.create_run(s, "r", {}, 10)
+        queries.mark_running(s, run, pid=1, output_dir="/tmp/x")
+        run_id = run.id
+    with Session.begin() as s:
+        run = queries.get_run(s, run_id)
+        assert run.heartbeat_at is not None and (run.stepped_at, run.step_seconds) == (None, None)
+        at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        queries.set_progress(s, run_id, 3, stepped_at=at, step_seconds=1.5)
+        queries.heartbeat(s, run_id, at)
+    with Session.begin() as s:
+        run = queries.get_run(s, run_id)
+        stepped, beat = (t.replace(tzinfo=UTC) if t.tzinfo is None else t for t in (run.stepped_at, run.heartbeat_at))
+        assert (run.current_step, stepped, beat, run.step_seconds) == (3, at, at, 1.5)

@@ -12,7 +12,7 @@ import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.charts import CHARTS, build_all
-from app.health import health_alerts
+from app.health import health_alerts, liveness_alerts
 from app.monitor_state import RunCache, progress_text
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
@@ -48,9 +48,10 @@ def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[in
     return caches
 
 
-def health_markdown(series, max_completion_length: int | None) -> str:
-    """The alert banner: every failure sign with its hint, or nothing."""
-    alerts = health_alerts(series, max_completion_length)
+def health_markdown(series, max_completion_length: int | None, run=None) -> str:
+    """The alert banner: every failure sign with its hint (a frozen worker or a hanging step of ``run`` first), or
+    nothing."""
+    alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
     if not alerts:
         return ""
     return "\n".join(f"⚠️ **{a.message}** — {a.hint}" for a in alerts)
@@ -184,7 +185,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     return MonitorView(
         header,
         caches,
-        banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length")),
+        banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"), main),
         figures=build_all(
             labels,
             smoothing or 0.0,

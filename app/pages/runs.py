@@ -10,6 +10,7 @@ import gradio as gr
 
 from app.access import PATH_FIELDS, Access, custom_reward_problems
 from app.errors import user_error
+from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
@@ -62,7 +63,7 @@ def _row(run: RunSummary, positions: dict[str, int]) -> list:
     return [
         run.id,
         run.name,
-        str(run.status),
+        status_text(run),
         f"{run.current_step}/{run.total_steps}",
         "" if run.last_reward is None else round(run.last_reward, 3),
         "" if run.last_kl is None else round(run.last_kl, 4),
@@ -72,6 +73,12 @@ def _row(run: RunSummary, positions: dict[str, int]) -> list:
         run.dataset or "",
         where(run.host, run.slurm_job_id, str(run.status), positions),
     ]
+
+
+def status_text(run: RunSummary) -> str:
+    """The status, with what is wrong when a running run's worker froze or its step hangs (app/liveness.py)."""
+    problem = liveness_problem(run)
+    return f"{run.status} · {problem[1]}" if problem else str(run.status)
 
 
 def _duration(run: RunSummary) -> str:

@@ -2,8 +2,12 @@
 
 Two parts:
 
-- before each checkpoint, the worker checks the free space of the run directory against what the last checkpoint
-  took (plus a margin) and stops training cleanly when it would not fit, with "disk full: N MB free in DIR";
+- before each checkpoint, the worker checks the free space of the run directory against what a checkpoint of this
+  run will hold and stops training cleanly when it would not fit, with "disk full: N MB free in DIR". Before the
+  first checkpoint that is estimated from the model (issue 23, item 5: a flat 64 MB refused 0.6 MB checkpoints on a
+  24 MB disk): the trainable weights (the adapter), AdamW's two moment buffers of the same size, and the tokenizer
+  (Trainer saves it in every checkpoint), with a margin; after it, the larger of that and the last checkpoint's
+  real size;
 - a small reserve file, written when the worker starts, is deleted before the worker writes its final status, so
   that SQLite has room for that last transaction (and the log for its last lines) even when the disk filled up
   under the worker for some other reason.
@@ -17,7 +21,9 @@ import shutil
 from pathlib import Path
 
 RESERVE_BYTES = 8 << 20  # room for the final status transaction, its WAL pages and the last log lines
-MARGIN_BYTES = 64 << 20  # kept free beyond a checkpoint's size: the database and the worker log go on growing
+MARGIN_BYTES = 4 << 20  # kept free beyond a checkpoint: SQLite's WAL (up to ~4 MB before it checkpoints), the logs
+SIZE_MARGIN = 1.25  # on the checkpoint's own size: JSON states, scheduler and RNG files, file-system blocks
+SMALL_FILES_BYTES = 1 << 20  # trainer_state.json, scheduler.pt, rng_state.pth, training_args.bin, configs
 RESERVE_NAME = ".disk-reserve"
 
 
@@ -66,10 +72,29 @@ def directory_bytes(path: Path) -> int:
     return total
 
 
-def checkpoint_fits(output_dir: Path, last_checkpoint: Path | None) -> tuple[bool, int]:
-    """Whether the next checkpoint fits on the run's disk, and the bytes it is expected to need (the last
-    checkpoint's size, or nothing known before the first, plus the margin)."""
-    needed = (directory_bytes(last_checkpoint) if last_checkpoint else 0) + MARGIN_BYTES
+def checkpoint_estimate(model, tokenizer=None) -> int:
+    """Bytes a checkpoint of this run will hold, from the model: the trainable weights once (the adapter) and twice
+    more for AdamW's ``exp_avg`` and ``exp_avg_sq`` (same shapes and dtype), the tokenizer's files, the small ones."""
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return 3 * trainable + tokenizer_bytes(tokenizer) + SMALL_FILES_BYTES
+
+
+def tokenizer_bytes(tokenizer) -> int:
+    """About what ``save_pretrained`` writes for a tokenizer: a fast tokenizer's tokenizer.json (the bulk of it)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(
+        getattr(tokenizer, "tokenizer", None), "backend_tokenizer", None
+    )
+    try:
+        return len(backend.to_str().encode()) if backend is not None else 0
+    except Exception:  # noqa: BLE001 - an estimate: a tokenizer that can't say is counted in the margin
+        return 0
+
+
+def checkpoint_fits(output_dir: Path, last_checkpoint: Path | None, estimate: int = 0) -> tuple[bool, int]:
+    """Whether the next checkpoint fits on the run's disk, and the bytes it is expected to need: the larger of the
+    ``estimate`` (:func:`checkpoint_estimate`) and the last checkpoint's size, with the margins."""
+    size = max(estimate, directory_bytes(last_checkpoint) if last_checkpoint else 0)
+    needed = int(size * SIZE_MARGIN) + MARGIN_BYTES
     return free_bytes(output_dir) >= needed, needed
 
 
@@ -97,18 +122,54 @@ class DiskReserve:
             pass
 
 
+class RunDirectoryGone(FileNotFoundError):
+    """The run directory was deleted under the running worker; the message is the run's error."""
+
+
+def gone_message(directory: Path) -> str:
+    """The run's error when its directory was deleted while it trained."""
+    return (
+        f"the run directory {directory} was deleted while the run trained, with its checkpoints: start the run again "
+        "as a new run"
+    )
+
+
+def directory_identity(directory: Path) -> tuple[int, int] | None:
+    """(device, inode) of a directory, or None when it is gone: a directory deleted and made again by a later write
+    (transformers creates the checkpoint path it saves to) is not the run's directory any more."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def make_disk_guard(output_dir: Path, last_checkpoint):
     """A TrainerCallback that, when the trainer is about to save a checkpoint that would not fit, skips the save and
-    stops training; its ``problem`` then holds the run's error. ``last_checkpoint()`` gives the newest checkpoint."""
+    stops training; its ``problem`` then holds the run's error. ``last_checkpoint()`` gives the newest checkpoint.
+    It also stops a run whose directory was deleted under it (``gone`` set): one stat per step."""
     from transformers import TrainerCallback
+
+    identity = directory_identity(output_dir)
 
     class DiskGuard(TrainerCallback):
         problem: str | None = None
+        gone = False
+        estimate: int | None = None  # of one checkpoint, from the model: computed at the first save
 
         def on_step_end(self, args, state, control, **kwargs):
+            if directory_identity(output_dir) != identity:
+                self.problem, self.gone = gone_message(output_dir), True
+                control.should_save = False
+                control.should_training_stop = True
+                return control
             # DefaultFlowCallback, registered before this one, has just decided whether this step saves
             if control.should_save:
-                fits, needed = checkpoint_fits(output_dir, last_checkpoint())
+                if self.estimate is None:
+                    model = kwargs.get("model")
+                    tokenizer = kwargs.get("processing_class")
+                    self.estimate = checkpoint_estimate(model, tokenizer) if model is not None else 0
+                fits, needed = checkpoint_fits(output_dir, last_checkpoint(), self.estimate)
                 if not fits:
                     self.problem = full_message(output_dir, needed)
                     control.should_save = False

@@ -9,6 +9,8 @@
         .shared-marker             a token the dashboard writes for the job to find (is the data dir shared?)
         .shared-seen               written by the job's worker when it found it
         vllm-server.log            the output of the run's vLLM server (vllm_mode server, trainer.job.vllm_server)
+        pending-writes.jsonl       rows the worker holds while the database does not answer (trainer.job.held_rows)
+        pending-writes.previous.jsonl   what an earlier worker of the run could not write; replayed on resume
 
 Paths and file operations only: no database access and no torch (the dashboard imports this at start-up).
 """
@@ -62,6 +64,8 @@ class RunFiles:
     shared_marker = InRun(".shared-marker", "The dashboard's token for the Slurm job to find.")
     node_marker = InRun(".shared-seen", "The job's answer: it found the token, so the data dir is shared.")
     vllm_log = InRun("vllm-server.log", "The output of the run's vLLM server.")
+    pending_writes = InRun("pending-writes.jsonl", "Rows held while the database does not answer.")
+    previous_pending_writes = InRun("pending-writes.previous.jsonl", "An earlier worker's unwritten rows.")
 
     def create(self) -> RunFiles:
         """Make the root directory (and its parents) if missing; returns self."""

@@ -30,15 +30,24 @@ from pathlib import Path
 from typing import Any
 
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, retry_transient
 from storage.models import RunStatus
 from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
-from trainer.job.checkpoints import prepare_resume
+from trainer.job.checkpoints import ResumeError, prepare_resume
 from trainer.job.commands import with_package_path
 from trainer.job.db_writer import DbWriter
-from trainer.job.diskspace import DiskFullError, DiskReserve, full_message, is_disk_full, make_disk_guard
+from trainer.job.diskspace import (
+    DiskFullError,
+    DiskReserve,
+    RunDirectoryGone,
+    full_message,
+    gone_message,
+    is_disk_full,
+    make_disk_guard,
+)
+from trainer.job.held_rows import set_aside
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import shared_dir_problem, stop_reason
@@ -158,7 +167,9 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
 
     stop = stop or StopRequest()
     previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
-    writer = DbWriter(run_id)
+    # an earlier worker's unwritten rows, replayed once the resume step is known (checkpoints.replay_previous)
+    set_aside(files.pending_writes, files.previous_pending_writes)
+    writer = DbWriter(run_id, spill_path=files.pending_writes)
     reserve = DiskReserve(files.root)  # given back before the final status, so a full disk can't keep it "running"
     status, error = RunStatus.FAILED, None
     try:
@@ -177,11 +188,11 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a terminal status
         if isinstance(exc, UnsupportedByUnsloth):
             restart_without_unsloth(run_id, raw_config, exc, writer, reserve)  # returns only when it can't
-        error = "".join(traceback.format_exception(exc))
-        if is_disk_full(exc):  # the last line is what the dashboard shows
-            error += str(exc) if isinstance(exc, DiskFullError) else full_message(files.root)
-        log.error("run %d failed:\n%s", run_id, error)
-        writer.log(f"failed: {type(exc).__name__}: {exc}", "ERROR")
+        # The run's error is the sentence a user needs first; the traceback goes to the run's log and worker.log
+        error = failure_sentence(exc, files, run_id)
+        trace = "".join(traceback.format_exception(exc))
+        log.error("run %d failed: %s\n%s", run_id, error, trace)
+        writer.log(f"failed: {error}\n{trace}", "ERROR")
         status = RunStatus.FAILED
         if not isinstance(exc, Exception):
             raise
@@ -190,25 +201,40 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         try:
             writer.close()
         except Exception as exc:  # noqa: BLE001 - the final status below must still be written
-            status, error = RunStatus.FAILED, (error or "") + str(exc)
-            if is_disk_full(exc):
-                error += "\n" + full_message(files.root)
-        with get_sessionmaker().begin() as session:
-            if status is RunStatus.QUEUED:  # requeued by Slurm: not an end; the job runs this worker again
-                queries.requeued(session, queries.get_run(session, run_id))
-                queries.add_log(session, run_id, error or "requeued by Slurm")
-            else:
-                queries.finish_run(session, queries.get_run(session, run_id), status, error)
-                level = "ERROR" if status is RunStatus.FAILED else "INFO"
-                queries.add_log(
-                    session,
-                    run_id,
-                    f"run {status.value}" + (f": {error}" if status is RunStatus.STOPPED and error else ""),
-                    level,
-                )
+            status = RunStatus.FAILED
+            error = error or (full_message(files.root) if is_disk_full(exc) else str(exc))
+        # Retried like any row (issue 23): a database that is late must not turn a finished run into a failed one.
+        deadline = max(writer.deadline or 0.0, time.monotonic() + 60)
+        retry_transient(lambda: _finish(run_id, status, error), deadline, "the run's final status")
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status
+
+
+def failure_sentence(exc: BaseException, files: RunFiles, run_id: int) -> str:
+    """The one sentence a failed run's error holds (issue 23, item 6): what happened and what to do, for the failures
+    we know; else the exception's first line and where the traceback is."""
+    if not files.root.is_dir():
+        return gone_message(files.root)
+    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone)):
+        return str(exc)
+    if is_disk_full(exc):
+        return full_message(files.root)
+    if isinstance(exc, ValueError) and str(exc).startswith("invalid run config"):
+        return str(exc)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first} (the traceback is in the run's log: grpo-studio logs {run_id})"
+
+
+def _finish(run_id: int, status: RunStatus, error: str | None) -> None:
+    with get_sessionmaker().begin() as session:
+        if status is RunStatus.QUEUED:  # requeued by Slurm: not an end; the job runs this worker again
+            queries.requeued(session, queries.get_run(session, run_id))
+            queries.add_log(session, run_id, error or "requeued by Slurm")
+            return
+        queries.finish_run(session, queries.get_run(session, run_id), status, error)
+        note = f": {error}" if status is RunStatus.STOPPED and error else ""  # a time-limit stop says so
+        queries.add_log(session, run_id, f"run {status.value}{note}", "ERROR" if status is RunStatus.FAILED else "INFO")
 
 
 def restart_without_unsloth(
@@ -286,13 +312,18 @@ def _train(
         # Without a progress bar the trainer prints every log dict to stdout: the worker log would repeat, in a
         # less readable form, what the database already holds.
         trainer.remove_callback(PrinterCallback)
-    with get_sessionmaker().begin() as session:
-        queries.set_backend(session, run_id, backend.describe())
 
-    checkpoint = prepare_resume(files, run_id, log_line)
+    def record_backend() -> None:
+        with get_sessionmaker().begin() as session:
+            queries.set_backend(session, run_id, backend.describe())
+
+    retry_transient(record_backend, time.monotonic() + writer.grace_seconds, "the model path")
+    checkpoint = prepare_resume(files, run_id, log_line, time.monotonic() + writer.grace_seconds, writer)
     if stop.requested:
         return RunStatus.STOPPED
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    if guard.gone:
+        raise RunDirectoryGone(guard.problem)
     if guard.problem:  # stopped before a checkpoint that would not have fitted; the last complete one resumes
         raise DiskFullError(guard.problem)
 

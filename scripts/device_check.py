@@ -44,8 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 GIB = 2**30
 STAGES = ["plain", "plain-4bit", "unsloth-4bit", "compare", "gpu-busy"]
-# Seconds per stage: model loading (and Unsloth's compilation) dominates, not the few training steps.
-TIMEOUTS = {"plain": 300, "plain-4bit": 300, "unsloth-4bit": 420, "compare": 180, "gpu-busy": 60}
+# Seconds per stage: imports, model loading and Unsloth's compilation dominate, not the few training steps. Together
+# under ten minutes, so a hang anywhere still leaves a summary inside a 10-minute allocation.
+TIMEOUTS = {"plain": 120, "plain-4bit": 120, "unsloth-4bit": 210, "compare": 90, "gpu-busy": 30}
 # What each stage needs beyond the plain install, checked in the stage's process.
 NEEDS = {"plain-4bit": ["bitsandbytes"], "unsloth-4bit": ["unsloth", "bitsandbytes"]}
 CUDA_ONLY = ("plain-4bit", "unsloth-4bit")

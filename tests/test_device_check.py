@@ -36,11 +36,16 @@ def test_defaults_are_the_builtin_model_offline(device_check):
     assert env["HF_HUB_OFFLINE"] == "1" and env["GRPO_STUDIO_HOME"] == "/tmp/x" and env["CUDA_VISIBLE_DEVICES"] == ""
 
 
+def test_every_stage_has_a_timeout_and_all_fit_a_ten_minute_allocation(device_check):
+    assert set(device_check.TIMEOUTS) == set(device_check.STAGES)
+    assert sum(device_check.TIMEOUTS.values()) < 600
+
+
 def test_a_row_says_ok_failed_or_skipped_with_its_figures(device_check):
     ok = {"stage": "plain", "status": "ok", "seconds_per_step": 0.25, "peak_gpu_gib": 1.5, "wall_s": 20.0}
     assert device_check.row_line(ok) == "plain         ok: 0.250 s/step, peak 1.50 GiB, 20.0 s in all"
-    failed = {"stage": "unsloth-4bit", "status": "failed", "error": "timed out after 420 s", "wall_s": 420}
-    assert device_check.row_line(failed) == "unsloth-4bit  failed: timed out after 420 s"
+    failed = {"stage": "unsloth-4bit", "status": "failed", "error": "timed out after 210 s", "wall_s": 210}
+    assert device_check.row_line(failed) == "unsloth-4bit  failed: timed out after 210 s"
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ FlashInfer's target architectures, never whether a CUDA compiler exists (v1/samp
 flashinfer 0.7.0.post1 jit/core.py:108-120 ``check_cuda_arch`` looks at architectures only, and
 jit/cpp_ext.py:68-87 ``get_cuda_version`` falls back to torch's CUDA version without nvcc). Start-up profiling then
 samples with top_p and top_k set (vllm 0.32 v1/worker/gpu_model_runner.py:5947-5967), and FlashInfer 0.7 compiles its
-sampling kernels on first use (flashinfer sampling.py:66-68 → jit/sampling.py:21-30, built by jit/core.py:315-330
+sampling kernels on first use (flashinfer sampling.py:66-68 → jit/sampling.py:21-30, built by jit/core.py:315-335
 with ``<cuda home>/bin/nvcc``, where jit/cpp_ext.py:48-65 takes the CUDA home from CUDA_HOME, CUDA_PATH,
 ``which nvcc`` or /usr/local/cuda). On a machine without nvcc (the Docker image's CUDA runtime base, or
 ``pip install ".[gpu]"`` on a host without a CUDA toolkit) every engine therefore dies at start-up. Unsloth's own engine

@@ -275,6 +275,16 @@ def test_a_cpu_user_takes_no_lease(tmp_path, monkeypatch):
         pass
 
 
+def test_slurm_jobs_on_one_node_do_not_share_a_lease(monkeypatch, tmp_path):
+    """Slurm hands each job GPUs of its own and may number them from 0 in each job: two jobs never wait on each other."""
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    first = gpu_lease.lease_path("0", tmp_path)
+    monkeypatch.setenv("SLURM_JOB_ID", "102")
+    assert gpu_lease.lease_path("0", tmp_path) != first
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert gpu_lease.lease_path("0", tmp_path) not in (first, gpu_lease.lease_path("1", tmp_path))
+
+
 def test_physical_gpu_follows_cuda_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
     assert (gpu_lease.physical_gpu(0), gpu_lease.physical_gpu(1)) == ("4", "5")

@@ -14,7 +14,8 @@ dead holder never keeps the lease (the stale-holder case needs no clean-up code)
 GPU memory. Descriptors are opened close-on-exec, so a program the holder *executes* does not inherit it.
 
 The lease is taken on the GPU path only (its callers check that the model goes on CUDA): a CPU run takes none, so
-nothing changes for it. The host name is in the file name because a Slurm cluster shares one data dir between nodes.
+nothing changes for it. The host name is in the file name because a Slurm cluster shares one data dir between nodes, and a Slurm job's id
+too, because Slurm gives each job GPUs of its own (and may call them 0 in every job).
 Where the file system cannot lock (some network mounts), the lease is skipped with a warning: not coordinating is
 better than refusing every GPU user.
 """
@@ -84,7 +85,11 @@ def lease_path(gpu: str, root: Path | None = None) -> Path:
         from storage.db import data_dir
 
         root = data_dir()
-    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in f"{socket.gethostname()}-gpu{gpu}")
+    # Inside a Slurm job the GPUs are the job's own (Slurm allocated them, and may number them from 0 in every job):
+    # its processes coordinate among themselves, never with another job's.
+    job = os.environ.get("SLURM_JOB_ID")
+    name = f"{socket.gethostname()}-{f'slurm{job}-' if job else ''}gpu{gpu}"
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in name)
     return Path(root) / LEASE_DIR / f"{safe}.lock"
 
 

@@ -18,7 +18,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     TRITON_CACHE_DIR=/data/cache/triton \
     TORCHINDUCTOR_CACHE_DIR=/data/cache/torchinductor \
     VLLM_CACHE_ROOT=/data/cache/vllm \
-    XDG_CACHE_HOME=/data/cache/xdg
+    XDG_CACHE_HOME=/data/cache/xdg \
+    VLLM_USE_FLASHINFER_SAMPLER=0
+# VLLM_USE_FLASHINFER_SAMPLER=0: this runtime base has no nvcc, and vLLM 0.32's default FlashInfer top-k/top-p sampler
+# JIT-compiles its kernels with nvcc during the engine's start-up profiling, so every engine Unsloth does not start
+# itself (Compare's, TRL's colocate engine, trl vllm-serve) would die at start-up (issue 26; the file:line evidence is
+# in docs/gpu-path-evidence.md and trainer/loading/vllm_env.py, which sets the same outside the image).
 
 # python3-dev and build-essential: Triton and vLLM compile kernels at first use. Distribution packages follow the
 # base image's release rather than pinned versions, which break with every Ubuntu point update.
@@ -41,8 +46,11 @@ COPY app/__init__.py app/__init__.py
 COPY trainer/__init__.py trainer/__init__.py
 COPY storage/__init__.py storage/__init__.py
 # The project itself; its dependency ranges (and the gpu extra's pins) live in pyproject.toml.
+# xformers is removed after the install: unsloth pulls xformers 0.0.35, whose extensions are built against CUDA 12
+# (they need libcudart.so.12), so on this CUDA 13 stack every worker logged that it cannot load it. Unsloth imports
+# it optionally and uses PyTorch's attention without it (unsloth 2026.10.9 models/_utils.py:4463-4544).
 # hadolint ignore=DL3013
-RUN pip install ".[gpu]"
+RUN pip install ".[gpu]" && pip uninstall -y xformers
 COPY app app
 COPY trainer trainer
 COPY storage storage

@@ -106,14 +106,18 @@ def measure(path: str, model: str, steps: int) -> dict:
     status = run_worker(run_id)
     with get_sessionmaker().begin() as s:
         run = queries.get_run(s, run_id)
-        step_times = [p.value for p in queries.metric_series(s, run_id, "step_time")][2:]  # skip warm-up steps
-        lengths = [p.value for p in queries.metric_series(s, run_id, "completions/mean_length")][2:]
+        # skip the two warm-up steps when there are more (a shorter run keeps its last step: no division by zero)
+        step_times = [p.value for p in queries.metric_series(s, run_id, "step_time")]
+        lengths = [p.value for p in queries.metric_series(s, run_id, "completions/mean_length")]
+        step_times, lengths = step_times[2:] or step_times[-1:], lengths[2:] or lengths[-1:]
         error, backend = run.error, run.backend
     if status.value != "completed":
         return {"path": path, "error": (error or status.value).strip().splitlines()[-1], "backend": backend}
     problem = label_problem(path, backend)
     if problem:
         return {"path": path, "error": problem, "backend": backend}
+    if not step_times or not lengths:
+        return {"path": path, "error": "the run logged no step times", "backend": backend}
     per_step = sum(step_times) / len(step_times)
     completions = config.per_device_train_batch_size * config.gradient_accumulation_steps
     tokens = sum(lengths) / len(lengths) * completions

@@ -16,7 +16,8 @@ from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
-from trainer.job.launch import LIVE, active_runs
+from trainer.job.gpu_lease import GpuBusy
+from trainer.job.launch import LIVE
 from trainer.job.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
@@ -88,19 +89,14 @@ def pick_example(run_id, index):
 
 
 def gpu_busy() -> str | None:
-    """A message when a training run holds the GPU this panel would load onto, else None."""
-    from trainer.job.launch import gpu_visible
+    """A message when a training run or another process holds the GPU this panel would load onto, else None
+    (trainer.job.launch.gpu_busy)."""
+    from trainer.job import launch
 
-    if not gpu_visible():
+    if not launch.gpu_visible():
         return None
     with get_sessionmaker().begin() as session:
-        busy = active_runs(session)
-    if busy:
-        return (
-            f"Run {busy[0].id} ({busy[0].name}) is training on the GPU right now; sampling here could run it "
-            "out of memory. Try again when it has finished, or stop it."
-        )
-    return None
+        return launch.gpu_busy(session)
 
 
 def release_for_run(run) -> None:
@@ -133,17 +129,20 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     if busy:
         raise user_error(busy)
     config, adapters = _run(run_id)
-    result = compare(
-        config,
-        adapters[adapter],
-        make_prompt(question, config.system_prompt),
-        (reference or "").strip() or None,
-        n=int(n),
-        greedy=bool(greedy),
-        temperature=float(temperature),
-        seed=int(seed),
-        progress=progress,
-    )
+    try:
+        result = compare(
+            config,
+            adapters[adapter],
+            make_prompt(question, config.system_prompt),
+            (reference or "").strip() or None,
+            n=int(n),
+            greedy=bool(greedy),
+            temperature=float(temperature),
+            seed=int(seed),
+            progress=progress,
+        )
+    except GpuBusy as exc:  # another process took the GPU since gpu_busy() looked
+        raise user_error(str(exc)) from exc
     why = result.why()
     tuned_summary = _summary("Tuned", result.tuned, n) + (f"\n\n{why}" if why else "")
     return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), tuned_summary

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from trainer.config import RunConfig
 from trainer.evaluation.sampling import SamplingSettings
-from trainer.evaluation.vllm_sampling import VllmSampler, uses_vllm_engine
+from trainer.evaluation.vllm_sampling import VllmSampler, adapter_signature, uses_vllm_engine
 from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,11 @@ class ModelCache:
         self.adapters: dict[str, str] = {}  # adapter name -> its directory
         self.engine: VllmSampler | None = None  # on the vLLM path, instead of model/tokenizer
         self.notice: str | None = None  # why the model was released, for the panel
+        # The GPU's lease (trainer.job.gpu_lease) while a model is on the GPU. The dashboard is refused at once when
+        # another process holds it (a request must not hang); an evaluation job waits as a worker does.
+        self.lease = None
+        self.lease_what = "the dashboard's Compare panel"
+        self.lease_wait_s = 0.0
 
     def get(self, base_path: str, adapter_dir: Path, progress=None):
         """The PEFT model with ``adapter_dir`` active, loading the base and/or the adapter as needed."""
@@ -91,6 +96,8 @@ class ModelCache:
             self.release()
             if progress:
                 progress(0.1, desc=f"loading {base_path}")
+            if torch.cuda.is_available():
+                self._take_gpu()
             dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
             with hub_access(base_path):
                 base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
@@ -99,7 +106,9 @@ class ModelCache:
             self.tokenizer = load_tokenizer(base_path)
             self.base_path = base_path
             self.model = base
-        name = "a" + str(abs(hash(str(adapter_dir))))
+        # Named by the directory *and* its files, so an adapter rewritten in place (a resumed run saves adapter/
+        # again) is loaded anew rather than served from memory (issue 26, item 3).
+        name = "a" + str(abs(hash((str(adapter_dir), adapter_signature(adapter_dir)))))
         if name not in self.adapters:
             if progress:
                 progress(0.6, desc=f"loading adapter {adapter_dir.name}")
@@ -107,7 +116,12 @@ class ModelCache:
                 self.model = PeftModel.from_pretrained(self.model, str(adapter_dir), adapter_name=name)
             else:
                 self.model.load_adapter(str(adapter_dir), adapter_name=name)
+            stale = [old for old, path in self.adapters.items() if path == str(adapter_dir)]
             self.adapters[name] = str(adapter_dir)
+            self.model.set_adapter(name)
+            for old in stale:  # the same directory's earlier files: not needed again
+                self.model.delete_adapter(old)
+                del self.adapters[old]
         self.model.set_adapter(name)
         self.model.eval()
         return self.model, self.tokenizer
@@ -118,6 +132,7 @@ class ModelCache:
             self.release()
             if progress:
                 progress(0.1, desc=f"starting vLLM for {base_path}")
+            self._take_gpu()
             self.engine = VllmSampler(base_path, config)
             self.base_path = base_path
         self.notice = None
@@ -137,8 +152,15 @@ class ModelCache:
             log.info("compare panel: released its model for %s", run_label)
             return True
 
+    def _take_gpu(self) -> None:
+        """Hold GPU 0's lease (raises trainer.job.gpu_lease.GpuBusy, naming the holder, when another process has it)."""
+        from trainer.job.gpu_lease import acquire, physical_gpu
+
+        if self.lease is None:
+            self.lease = acquire(self.lease_what, physical_gpu(0), wait_s=self.lease_wait_s)
+
     def release(self) -> None:
-        """Drop the cached model (or vLLM engine) and free its memory."""
+        """Drop the cached model (or vLLM engine), free its memory and give the GPU's lease back."""
         if self.engine is not None:
             self.engine.shutdown()
         self.model = self.tokenizer = self.base_path = self.engine = None
@@ -151,6 +173,9 @@ class ModelCache:
                 torch.cuda.empty_cache()
         except ImportError:  # pragma: no cover
             pass
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
 
 CACHE = ModelCache()

@@ -58,13 +58,17 @@ def start_evaluation(run_id: int, adapter: str, k: int, samples: int) -> int:
 
 def run_evaluation(evaluation_id: int) -> RunStatus:
     """The job's body (in its own process): evaluate as the row asks, then end the row."""
+    from trainer.evaluation.compare import CACHE
     from trainer.evaluation.evaluate import evaluate_run
+    from trainer.job.gpu_lease import default_wait
 
     with get_sessionmaker().begin() as session:
         row = queries.get_evaluation(session, evaluation_id)
         if row is None:
             raise SystemExit(f"no evaluation with id {evaluation_id}")
         run_id, adapter, k, samples = row.run_id, row.adapter, row.k, row.samples
+    # A job in its own process: on a GPU it waits for the GPU's lease as a worker does (trainer.job.gpu_lease).
+    CACHE.lease_what, CACHE.lease_wait_s = f"evaluation {evaluation_id} of run {run_id}", default_wait()
     last = 0.0
 
     def on_answers(done: int, total: int) -> None:

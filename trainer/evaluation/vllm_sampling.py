@@ -28,16 +28,31 @@ def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
     return caps.cuda and caps.vllm
 
 
+def adapter_signature(adapter_dir: Path) -> tuple:
+    """What identifies the adapter saved in ``adapter_dir`` now: each file's relative name, size and modification
+    time (ns). A resumed run rewrites ``adapter/`` in place, so the directory's name alone would keep serving the
+    weights vLLM cached the first time (issue 26, item 3). Empty for a directory that is not there."""
+    try:
+        files = sorted(p for p in Path(adapter_dir).rglob("*") if p.is_file())
+        return tuple((str(p.relative_to(adapter_dir)), (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
+    except OSError:  # being rewritten right now: the next request sees the new files
+        return ()
+
+
 class VllmSampler:
     """One vLLM engine on the base model with LoRA enabled: the base side without a LoRA request, the tuned side
     with the run's adapter as one."""
 
     def __init__(self, base_path: str, config: RunConfig) -> None:
+        from trainer.loading.hub import hub_access
+        from trainer.loading.vllm_env import prepare_vllm
+
+        prepare_vllm()  # before vLLM reads its settings: no FlashInfer sampler without nvcc (issue 26)
         from vllm import LLM
 
-        from trainer.loading.hub import hub_access
-
-        self.lora_ids: dict[str, int] = {}  # adapter directory -> its LoRA id (ids must be >= 1 and stay unique)
+        # (adapter directory, its files' signature) -> LoRA id; ids must be >= 1 and name one adapter's weights for the
+        # engine's life, because vLLM keeps the weights it loaded under an id (vllm 0.32 lora/request.py:15-28)
+        self.lora_ids: dict[tuple[str, tuple], int] = {}
         with hub_access(base_path):
             self.llm = LLM(
                 model=base_path,
@@ -72,7 +87,9 @@ class VllmSampler:
         ]
         lora = None
         if adapter_dir is not None:
-            lora_id = self.lora_ids.setdefault(str(adapter_dir), len(self.lora_ids) + 1)
+            lora_id = self.lora_ids.setdefault(
+                (str(adapter_dir), adapter_signature(adapter_dir)), len(self.lora_ids) + 1
+            )
             lora = LoRARequest(lora_name=f"adapter-{lora_id}", lora_int_id=lora_id, lora_path=str(adapter_dir))
         outputs = self.llm.chat([messages] * n, params, use_tqdm=False, lora_request=lora)
         return [out.outputs[0].text for out in outputs]

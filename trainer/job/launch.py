@@ -107,6 +107,25 @@ def gpu_visible() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
 
 
+def gpu_busy(session: Session) -> str | None:
+    """Why this machine's GPU can't take another model now, in one sentence, or None: a training run this data dir
+    knows of holds it, or another process holds its lease (trainer.job.gpu_lease: a CLI worker, an evaluation job, a
+    probe, another dashboard). Always None without a visible GPU, so CPU machines are never told to wait."""
+    from trainer.job.gpu_lease import busy_message, holder, physical_gpu
+
+    if not gpu_visible():
+        return None
+    busy = active_runs(session)
+    if busy:
+        return (
+            f"Run {busy[0].id} ({busy[0].name}) is training on the GPU right now; sampling here could run it "
+            "out of memory. Try again when it has finished, or stop it."
+        )
+    gpu = physical_gpu(0)
+    other = holder(gpu)
+    return busy_message(other, gpu) if other else None
+
+
 def pid_alive(pid: int, started: str | None = None) -> bool:
     """True if ``pid`` is a live (not zombie) process and, given ``started``, the same process that was recorded."""
     try:

@@ -27,8 +27,10 @@ from storage import queries
 from storage.db import get_sessionmaker
 from trainer.job.cluster_checks import vllm_gpu_positions
 from trainer.job.commands import vllm_serve_command
+from trainer.job.gpu_lease import GpuBusy, acquire, default_wait
 from trainer.job.run_files import RunFiles
 from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
+from trainer.loading.vllm_env import vllm_env
 
 SERVER_STOP_WAIT_S = 30
 
@@ -55,6 +57,12 @@ def visible_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
 
 
+def server_env(serve_gpus: list[str]) -> dict[str, str]:
+    """The ``trl vllm-serve`` process's environment: this one's, on the server's GPUs, with what every vLLM engine
+    needs (trainer.loading.vllm_env: no FlashInfer sampler without nvcc)."""
+    return os.environ | vllm_env() | {"CUDA_VISIBLE_DEVICES": ",".join(serve_gpus)}
+
+
 def _log(run_id: int, message: str, level: str = "INFO") -> None:
     with get_sessionmaker().begin() as session:
         queries.add_log(session, run_id, message, level)
@@ -79,7 +87,6 @@ def _die_with_parent() -> None:
 def supervise(run_id: int, training: list[str]) -> int:
     """Start the run's vLLM server, run ``training`` beside it, stop the server; returns training's exit code."""
     from trainer.config import RunConfig
-    from trainer.loading.backend import model_path
 
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, run_id)
@@ -89,6 +96,24 @@ def supervise(run_id: int, training: list[str]) -> int:
     if not train_gpus:
         _log(run_id, f"vllm_gpus {config.vllm_gpus!r} leaves no GPU of this node for training", "ERROR")
         return 1
+    try:  # the server's GPUs' leases (trainer.job.gpu_lease), held by this supervisor while the server lives
+        leases = [
+            acquire(f"run {run_id}'s vLLM server", gpu, wait_s=default_wait(), on_wait=lambda m: _log(run_id, m))
+            for gpu in serve_gpus
+        ]
+    except GpuBusy as exc:
+        _log(run_id, str(exc), "ERROR")
+        return 1
+    try:
+        return _serve_and_train(run_id, config, files, serve_gpus, train_gpus, training)
+    finally:
+        for lease in leases:
+            lease.release()
+
+
+def _serve_and_train(run_id, config, files: RunFiles, serve_gpus, train_gpus, training: list[str]) -> int:
+    from trainer.loading.backend import model_path
+
     port, group_port = free_port(), free_port()
     command = vllm_serve_command(
         model_path(config), len(serve_gpus), port, config.vllm_gpu_memory_utilization, config.max_seq_length
@@ -101,7 +126,7 @@ def supervise(run_id: int, training: list[str]) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # out of the group a stop signals: it serves until the last step is done
             preexec_fn=_die_with_parent,
-            env=os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(serve_gpus)},
+            env=server_env(serve_gpus),
             cwd=str(files.root),
         )
     _log(

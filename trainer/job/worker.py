@@ -47,11 +47,12 @@ from trainer.job.diskspace import (
     is_disk_full,
     make_disk_guard,
 )
+from trainer.job.gpu_lease import lease_for
 from trainer.job.held_rows import set_aside
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import shared_dir_problem, stop_reason
-from trainer.loading.backend import Backend, UnsupportedByUnsloth
+from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
 UNSLOTH_REFUSED = "GRPO_STUDIO_UNSLOTH_REFUSED"
@@ -72,6 +73,10 @@ def start_backend(config: RunConfig) -> Backend:
     backend = select_backend(dataclasses.replace(config, backend="trl") if refusal else config)
     if refusal:
         backend = dataclasses.replace(backend, reason=f"Unsloth could not load the model ({refusal}); {backend.reason}")
+    if backend.use_vllm:
+        from trainer.loading.vllm_env import prepare_vllm
+
+        prepare_vllm()  # before TRL's colocate engine or Unsloth's starts: no FlashInfer JIT without nvcc (issue 26)
     if backend.name == "unsloth":
         import unsloth  # noqa: F401
 
@@ -296,6 +301,22 @@ def _train(
         writer.log(message)
 
     backend = start_backend(config)  # before make_callback, which imports transformers
+    # This GPU's lease (trainer.job.gpu_lease) for the whole training: a busy GPU makes the run wait, bounded, then
+    # fail naming the holder. None is taken on a CPU.
+    with lease_for(backend.device, f"run {run_id}'s worker", log_line, local_rank()):
+        return _train_on(run_id, config, files, writer, stop, show_progress, backend, log_line)
+
+
+def _train_on(
+    run_id: int,
+    config: RunConfig,
+    files: RunFiles,
+    writer: DbWriter,
+    stop: StopRequest,
+    show_progress: bool,
+    backend: Backend,
+    log_line: Callable[[str], None],
+) -> RunStatus:
     callback = make_callback(run_id, writer, stop, config)
     guard = make_disk_guard(files.root, files.latest_checkpoint)
     heldout = make_heldout_callback(
@@ -342,10 +363,13 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
         files = RunFiles(Path(run.output_dir))  # set by the launcher before any process started
     stop.install()
     backend = start_backend(config)
-    trainer = build_trainer(config, files.root, [make_callback(run_id, None, stop, config)], log.info, backend)
-    checkpoint = files.latest_checkpoint()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    trainer.save_model(str(files.adapter))  # collective under DeepSpeed/FSDP; rank 0 writes the files
+    with lease_for(
+        backend.device, f"run {run_id}'s worker (rank {os.environ.get('RANK', '?')})", log.info, local_rank()
+    ):
+        trainer = build_trainer(config, files.root, [make_callback(run_id, None, stop, config)], log.info, backend)
+        checkpoint = files.latest_checkpoint()
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        trainer.save_model(str(files.adapter))  # collective under DeepSpeed/FSDP; rank 0 writes the files
     return RunStatus.STOPPED if stop.requested else RunStatus.COMPLETED
 
 

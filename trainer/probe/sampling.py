@@ -27,6 +27,7 @@ def run_probe(config: RunConfig, prompts: int = DEFAULT_PROMPTS, log=None) -> Pr
 
     from trainer.evaluation.compare import generate_group
     from trainer.evaluation.sampling import SamplingSettings
+    from trainer.job.gpu_lease import lease_for
     from trainer.loading.backend import load_model, select_backend
     from trainer.loading.data import build_dataset
 
@@ -35,48 +36,50 @@ def run_probe(config: RunConfig, prompts: int = DEFAULT_PROMPTS, log=None) -> Pr
     backend = select_backend(plain)
     dataset = build_dataset(config)
     picks = random.Random(config.seed).sample(range(len(dataset)), min(prompts, len(dataset)))
-    log(f"loading {config.model_name_or_path} ({backend.describe()})")
-    model, tokenizer = load_model(plain, backend)
-    model.eval()
-    cuda = backend.device == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    stop_ids = _stop_ids(model, tokenizer)
-    rows, generated, gen_seconds, forward_seconds = [], [], [], []
-    for k, index in enumerate(picks):
-        row = dataset[index]
-        started = time.perf_counter()
-        settings = SamplingSettings.of_run(config, seed=config.seed + k)
-        ids, prompt_length = generate_group(model, tokenizer, row["prompt"], config.num_generations, settings)
-        gen_seconds.append(_since(started, cuda))
-        started = time.perf_counter()
-        with torch.no_grad():
-            model(ids)  # the scoring pass training runs over prompt + completion (timed for the projection)
-        forward_seconds.append(_since(started, cuda))
-        rows.append(row)
-        generated.extend(_trim(seq, stop_ids) for seq in ids[:, prompt_length:].tolist())
-        log(f"group {k + 1} of {len(picks)}: {gen_seconds[-1]:.2f} s")
-    texts = tokenizer.batch_decode([seq for seq, _ in generated], skip_special_tokens=True)
-    scores, errors = score(config, rows, texts, [seq for seq, _ in generated])
-    adapter_params = _lora_parameters(model, config)
-    return build_report(
-        Measured(
-            config=config,
-            prompts=[message_text(row["prompt"], last_user=True) for row in rows],
-            answers=[None if row.get("answer") is None else str(row["answer"]) for row in rows],
-            completions=texts,
-            scores=scores,
-            errors=errors,
-            lengths=[len(seq) for seq, _ in generated],
-            truncated=[not finished for _, finished in generated],
-            # the first group also pays for warming up; later ones are what a long run sees
-            seconds_per_group=_typical(gen_seconds),
-            forward_seconds_per_group=_typical(forward_seconds),
-            device=backend.device,
-            peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
-            adapter_gb=adapter_params * 4 / 1e9,  # fp32 LoRA weights
+    # the GPU's lease (trainer.job.gpu_lease) while the model is loaded; none on a CPU
+    with lease_for(backend.device, f"the probe of {config.name}", log):
+        log(f"loading {config.model_name_or_path} ({backend.describe()})")
+        model, tokenizer = load_model(plain, backend)
+        model.eval()
+        cuda = backend.device == "cuda"
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        stop_ids = _stop_ids(model, tokenizer)
+        rows, generated, gen_seconds, forward_seconds = [], [], [], []
+        for k, index in enumerate(picks):
+            row = dataset[index]
+            started = time.perf_counter()
+            settings = SamplingSettings.of_run(config, seed=config.seed + k)
+            ids, prompt_length = generate_group(model, tokenizer, row["prompt"], config.num_generations, settings)
+            gen_seconds.append(_since(started, cuda))
+            started = time.perf_counter()
+            with torch.no_grad():
+                model(ids)  # the scoring pass training runs over prompt + completion (timed for the projection)
+            forward_seconds.append(_since(started, cuda))
+            rows.append(row)
+            generated.extend(_trim(seq, stop_ids) for seq in ids[:, prompt_length:].tolist())
+            log(f"group {k + 1} of {len(picks)}: {gen_seconds[-1]:.2f} s")
+        texts = tokenizer.batch_decode([seq for seq, _ in generated], skip_special_tokens=True)
+        scores, errors = score(config, rows, texts, [seq for seq, _ in generated])
+        adapter_params = _lora_parameters(model, config)
+        return build_report(
+            Measured(
+                config=config,
+                prompts=[message_text(row["prompt"], last_user=True) for row in rows],
+                answers=[None if row.get("answer") is None else str(row["answer"]) for row in rows],
+                completions=texts,
+                scores=scores,
+                errors=errors,
+                lengths=[len(seq) for seq, _ in generated],
+                truncated=[not finished for _, finished in generated],
+                # the first group also pays for warming up; later ones are what a long run sees
+                seconds_per_group=_typical(gen_seconds),
+                forward_seconds_per_group=_typical(forward_seconds),
+                device=backend.device,
+                peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
+                adapter_gb=adapter_params * 4 / 1e9,  # fp32 LoRA weights
+            )
         )
-    )
 
 
 def score(

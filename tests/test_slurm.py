@@ -426,3 +426,30 @@ def test_the_vllm_node_layout_refuses_what_cannot_work(monkeypatch):
     assert any("leave vllm_gpus empty" in p for p in tiny_config(**base, vllm_gpus="0").validate())
     assert any("needs GPUs" in p for p in tiny_config(**{**base, "slurm_gpus_per_node": 0}).validate())
     assert any("per training node" in p for p in tiny_config(**base, num_processes=8).validate())
+
+
+def test_stop_while_slurm_does_not_answer_is_one_sentence_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    """`grpo-studio stop` with slurmctld down: exit 1 and one sentence (it was a traceback after 21 s), the run as it was."""
+    from app.cli import main
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for command in ("squeue", "sacct", "scancel"):
+        (fake / command).write_text(
+            "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n"
+        )
+        (fake / command).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    slurm._not_answering.clear()
+    run_id = create_run(tiny_config(executor="slurm"))
+    with get_sessionmaker().begin() as s:
+        run = queries.get_run(s, run_id)
+        queries.slurm_submitted(s, run, "4242", str(tmp_path))
+        queries.mark_running(s, run, 1, str(tmp_path), None, "node1")
+    assert main(["stop", str(run_id)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"grpo-studio: run {run_id}: could not reach Slurm") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    with get_sessionmaker().begin() as s:
+        assert queries.get_run(s, run_id).status == "running"
+    slurm._not_answering.clear()

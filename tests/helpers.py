@@ -65,3 +65,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_run(config) -> int:
+    """Insert a run for ``config`` and start its worker as the dashboard does; returns the run's id."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.job.launch import start_worker
+
+    run_id = create_run(config)
+    with get_sessionmaker().begin() as s:
+        start_worker(s, queries.get_run(s, run_id))
+    return run_id
+
+
+def load_script(name: str):
+    """A script under scripts/ imported as a module (they are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

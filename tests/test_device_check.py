@@ -3,22 +3,20 @@ it can't rot, and scripts/device_bundle.sh's shape (making the archive needs PyP
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
 
+from tests.helpers import load_script
+
 from .conftest import ROOT
 
 
 @pytest.fixture(scope="module")
 def device_check():
-    spec = importlib.util.spec_from_file_location("device_check", ROOT / "scripts" / "device_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("device_check.py")
 
 
 def test_step_time_needs_no_second_step(device_check):

@@ -15,20 +15,15 @@ from sqlalchemy import text
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.launch import start_worker
 
-from .helpers import create_run, run_row, tiny_config, wait_for
+from .helpers import run_row, start_run, tiny_config, wait_for
 
 pytestmark = pytest.mark.slow
 
 TERMINAL = ("completed", "failed", "stopped")
 
 
-def _start(config) -> int:
-    run_id = create_run(config)
-    with get_sessionmaker().begin() as s:
-        start_worker(s, queries.get_run(s, run_id))
-    return run_id
+_start = start_run  # insert the run and start its worker as the dashboard does
 
 
 def _counts(run_id: int) -> tuple[dict[tuple[int, str], int], Counter]:

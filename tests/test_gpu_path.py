@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
 from trainer.job.launch import worker_command
 from trainer.loading.backend import BackendError, Capabilities, select_backend
 
@@ -818,10 +819,7 @@ def test_compare_on_the_vllm_path_uses_one_engine_and_a_lora_request_for_the_tun
 # --- item 15: scripts/gpu_check.py ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_check.py")
 
 
 def test_gpu_check_defaults_to_a_small_public_model_and_takes_a_local_one(gpu_check):

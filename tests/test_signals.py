@@ -14,18 +14,14 @@ from storage.db import get_sessionmaker
 from trainer.job.launch import is_alive, reconcile, start_worker
 from trainer.job.run_files import RunFiles
 
-from .helpers import create_run, run_row, tiny_config, wait_for
+from .helpers import create_run, run_row, start_run, tiny_config, wait_for
 
 pytestmark = pytest.mark.slow
 
 TERMINAL = ("completed", "failed", "stopped")
 
 
-def _launch(config) -> int:
-    run_id = create_run(config)
-    with get_sessionmaker().begin() as s:
-        start_worker(s, queries.get_run(s, run_id))
-    return run_id
+_launch = start_run  # insert the run and start its worker as the dashboard does
 
 
 def _steps(run_id: int, key: str = "reward") -> list[int]:

@@ -287,6 +287,16 @@ def test_resources_reach_the_job_script(tmp_path, monkeypatch):
     ]
 
 
+def _running_on_slurm(tmp_path, job_id: str) -> int:
+    """A run recorded as running in Slurm job ``job_id`` on node1 (no job behind it)."""
+    run_id = create_run(tiny_config(executor="slurm"))
+    with get_sessionmaker().begin() as s:
+        run = queries.get_run(s, run_id)
+        queries.slurm_submitted(s, run, job_id, str(tmp_path))
+        queries.mark_running(s, run, 1, str(tmp_path), None, "node1")
+    return run_id
+
+
 def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_path, monkeypatch, caplog):
     """A squeue that hangs (slurmctld down): one poll gives up after its short timeout, says so once, and the
     scheduler's reconcile leaves the runs as they were."""
@@ -301,11 +311,7 @@ def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_pa
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
     monkeypatch.setattr(slurm, "POLL_TIMEOUT_S", 1)
     slurm._not_answering.clear()
-    run_id = create_run(tiny_config(executor="slurm"))
-    with get_sessionmaker().begin() as s:
-        run = queries.get_run(s, run_id)
-        queries.slurm_submitted(s, run, "12345", str(tmp_path))
-        queries.mark_running(s, run, 1, str(tmp_path), None, "node1")
+    run_id = _running_on_slurm(tmp_path, "12345")
     caplog.set_level(logging.WARNING, logger="trainer.job.slurm")
     for _ in range(3):
         assert launch.poll_slurm() is None
@@ -441,11 +447,7 @@ def test_stop_while_slurm_does_not_answer_is_one_sentence_and_changes_nothing(tm
         (fake / command).chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
     slurm._not_answering.clear()
-    run_id = create_run(tiny_config(executor="slurm"))
-    with get_sessionmaker().begin() as s:
-        run = queries.get_run(s, run_id)
-        queries.slurm_submitted(s, run, "4242", str(tmp_path))
-        queries.mark_running(s, run, 1, str(tmp_path), None, "node1")
+    run_id = _running_on_slurm(tmp_path, "4242")
     assert main(["stop", str(run_id)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"grpo-studio: run {run_id}: could not reach Slurm") and "Traceback" not in err

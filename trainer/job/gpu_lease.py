@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.job.processes import process_exists
+
 log = logging.getLogger(__name__)
 
 LEASE_DIR = "gpu-leases"
@@ -60,7 +62,7 @@ class Holder:
         when = time.strftime("%H:%M:%S", time.localtime(self.since))
         if self.pid <= 0:
             return f"another process (since {when})"
-        alive = "" if _pid_alive(self.pid) else "; that process has exited, so a process it started still holds it"
+        alive = "" if process_exists(self.pid) else "; that process has exited, so a process it started still holds it"
         return f"pid {self.pid} ({self.what}) since {when}{alive}"
 
 
@@ -96,16 +98,6 @@ def lease_path(gpu: str, root: Path | None = None) -> Path:
 # Leases this process holds: path -> [file descriptor, how many holders in this process]. flock locks belong to an
 # open file description, so a second open() of the same file in this process would wait for itself.
 _HELD: dict[Path, list[int]] = {}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read_holder(path: Path) -> Holder | None:

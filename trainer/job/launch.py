@@ -24,6 +24,7 @@ from storage.db import data_dir, get_sessionmaker
 from storage.models import Run, RunStatus
 from trainer.job import slurm
 from trainer.job.commands import supervised, with_package_path, worker_command
+from trainer.job.processes import process_exists
 from trainer.job.run_files import RunFiles
 from trainer.loading.backend import cache_env
 
@@ -128,12 +129,8 @@ def gpu_busy(session: Session) -> str | None:
 
 def pid_alive(pid: int, started: str | None = None) -> bool:
     """True if ``pid`` is a live (not zombie) process and, given ``started``, the same process that was recorded."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not process_exists(pid):
         return False
-    except PermissionError:
-        return True
     _reap(pid)
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()

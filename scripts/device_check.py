@@ -29,6 +29,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -276,6 +277,10 @@ def spawn_stage(args: argparse.Namespace, stage: str, home: str, log) -> dict:
         start_new_session=True,
     )
     tail: list[str] = []
+    header = f"[{stage}] started: {shlex.join(command[1:])} (timeout {timeout:.0f} s)"
+    print(header, flush=True)
+    log.write(header + "\n")  # every stage has a line in the log, however quiet it is
+    log.flush()
 
     def stream() -> None:
         for line in process.stdout:

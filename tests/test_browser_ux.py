@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, use_database
 from .helpers import run_row, wait_for
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _box, _points, _set, open_page, start_server
 
@@ -24,8 +24,11 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def server(trained_run):
-    """`grpo-studio serve` on the session database, which holds the finished shared run."""
+def server(trained_run, session_database):
+    """`grpo-studio serve` on the session database, which holds the finished shared run. Pointed at it here: a
+    module fixture is set up before the test's own database fixture, and the shared run may have been trained by an
+    earlier module, so the environment may still name the last test's database."""
+    use_database(session_database)
     yield from start_server("serve-ux.log")
 
 

@@ -97,9 +97,12 @@ def test_built_model_answers_in_format_and_partly_right(tiny_model_path):
     assert info["build_seconds"] > 0
     from dataclasses import asdict
 
-    from trainer.loading.tiny import DEFAULT_SPEC
+    from trainer.loading.tiny import DEFAULT_SPEC, SHIPPED
 
-    assert info["spec"] == asdict(DEFAULT_SPEC) and tiny_model_path.name == DEFAULT_SPEC.cache_name
+    assert info["spec"] == asdict(DEFAULT_SPEC) and tiny_model_path in (
+        SHIPPED,
+        SHIPPED.parent / DEFAULT_SPEC.cache_name,
+    )
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
     score = score_heldout(model, load_tokenizer(str(tiny_model_path)), arithmetic_problems("test"), SYSTEM_PROMPT)
     assert score.formatted > 0.9

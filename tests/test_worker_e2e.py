@@ -103,7 +103,9 @@ def test_adapter_changed_and_base_weights_did_not(finished_run, tiny_model_path)
 
     run_id, before, base_weights = finished_run
     adapter_dir = RunFiles(Path(run_row(run_id).output_dir)).adapter
-    assert adapter_dir.parent.parent == tiny_model_path.parent.parent / "runs"
+    from storage.db import data_dir
+
+    assert adapter_dir.parent.parent == data_dir() / "runs"  # the run's files under the data dir
     assert (adapter_dir / "adapter_model.safetensors").is_file()
     assert _digest(base_weights) == before
     tensors = load_file(adapter_dir / "adapter_model.safetensors")

@@ -115,17 +115,18 @@ def exit_text(exit_code: str) -> str:
     return f"exit code {code}" if int(code) else ""
 
 
-def slurm(*args: str) -> str:
-    """Run a Slurm command and return its output; raises :class:`SlurmError` when it is missing or fails."""
+def slurm(*args: str, timeout: float = TIMEOUT_S) -> str:
+    """Run a Slurm command and return its output; raises :class:`SlurmError` when it is missing, fails or does not
+    answer within ``timeout`` seconds (a tick's poll passes a shorter one)."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         raise SlurmError(
             f"{args[0]} not found: the slurm executor needs Slurm's client commands (sbatch, squeue, scancel) on the "
             "PATH of the machine that runs the dashboard"
         ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{args[0]} did not answer within {TIMEOUT_S} s: is slurmctld reachable?") from None
+        raise SlurmError(f"{args[0]} did not answer within {timeout:g} s: is slurmctld reachable?") from None
     if done.returncode != 0:
         raise SlurmError(f"{shlex.join(args)} failed: {(done.stderr or done.stdout).strip()}")
     return done.stdout
@@ -295,8 +296,13 @@ def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, Jo
         return {}
     timeout = POLL_TIMEOUT_S if timeout is None else timeout
     try:
-        out = _slurm_within(
-            timeout, "squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}", "--format=%i|%T|%r|%N"
+        out = slurm(
+            "squeue",
+            "--noheader",
+            "--states=all",
+            f"--jobs={','.join(job_ids)}",
+            "--format=%i|%T|%r|%N",
+            timeout=timeout,
         )
     except SlurmError as exc:
         if "Invalid job id" not in str(exc):
@@ -312,14 +318,14 @@ def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, Jo
     missing = [job_id for job_id, state in states.items() if state is None]
     if missing:
         try:
-            out = _slurm_within(
-                timeout,
+            out = slurm(
                 "sacct",
                 "--noheader",
                 "--parsable2",
                 "-X",
                 f"--jobs={','.join(missing)}",
                 "--format=JobID,State,Reason,NodeList,ExitCode",
+                timeout=timeout,
             )
         except SlurmError:  # no accounting database
             out = ""
@@ -335,7 +341,7 @@ def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, Jo
 def _scontrol_exit_code(job_id: str, timeout: float) -> str:
     """An ended job's ExitCode ("code:signal") from ``scontrol show job``, or "" when it can't be read."""
     try:
-        out = _slurm_within(timeout, "scontrol", "show", "job", "-o", job_id)
+        out = slurm("scontrol", "show", "job", "-o", job_id, timeout=timeout)
     except SlurmError:
         return ""
     found = re.search(r"\bExitCode=(\d+:\d+)", out)
@@ -352,19 +358,6 @@ def _silent(exc: SlurmError) -> None:
 def slurm_not_answering() -> str | None:
     """What the last poll found when Slurm did not answer, or None."""
     return _not_answering[0] if _not_answering else None
-
-
-def _slurm_within(timeout: float, *args: str) -> str:
-    """:func:`slurm` with a shorter time limit."""
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        return slurm(*args)  # the same sentence as every other call
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"{args[0]} did not answer within {timeout:g} s: is slurmctld reachable?") from None
-    if done.returncode != 0:
-        raise SlurmError(f"{shlex.join(args)} failed: {(done.stderr or done.stdout).strip()}")
-    return done.stdout
 
 
 def job_state(job_id: str) -> JobState | None:
@@ -467,8 +460,8 @@ def queue_positions() -> dict[str, Waiting]:
     """Each pending job's place in its partition's queue, in Slurm's priority order, with its pending reason (one
     squeue; {} when Slurm does not answer)."""
     try:
-        out = _slurm_within(
-            POLL_TIMEOUT_S, "squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P|%r"
+        out = slurm(
+            "squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P|%r", timeout=POLL_TIMEOUT_S
         )
     except SlurmError as exc:
         _silent(exc)

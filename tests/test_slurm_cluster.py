@@ -24,11 +24,22 @@ pytestmark = pytest.mark.slow
 ENDED = ("completed", "failed", "stopped")
 
 
+def _job_ids() -> set[str]:
+    """The ids of every job Slurm holds now, pending or running."""
+    out = subprocess.run(["squeue", "--noheader", "--format=%i"], capture_output=True, text=True, timeout=30).stdout
+    return set(out.split())
+
+
 @pytest.fixture
 def on_slurm(slurm_cluster, postgres_url, tiny_model_path):
-    """This test's PostgreSQL database, for the test and (through the job's exported environment) its workers."""
+    """This test's PostgreSQL database, for the test and (through the job's exported environment) its workers. The
+    jobs a test leaves in Slurm's queue are cancelled after it, so no test sees another's job ahead of its own."""
     use_database(postgres_url)
-    return slurm_cluster
+    before = _job_ids()
+    yield slurm_cluster
+    left = sorted(_job_ids() - before)
+    if left:
+        subprocess.run(["scancel", *left], check=False, timeout=30)
 
 
 def schedule() -> list[int]:
@@ -148,8 +159,9 @@ def test_a_job_that_can_never_start_says_why(on_slurm):
 
     try:
         wait_for(lambda: "PartitionNodeLimit" in reason(), 60, "Slurm's pending reason")
+        position = slurm.queue_positions()[job_id].position  # 1 unless a job outside this test waits ahead of it
         assert reason() == (
-            f"slurm {job_id}, queue #1, can never start: PartitionNodeLimit (it asks for more nodes than the partition "
+            f"slurm {job_id}, queue #{position}, can never start: PartitionNodeLimit (it asks for more nodes than the partition "
             "has)"
         )
         assert "can never start" in _cli("runs").stdout

@@ -33,10 +33,12 @@ ACCEPTED = {
 
 @dataclass(frozen=True)
 class Access:
-    """The operator's choices for this dashboard: custom reward code allowed or not, and extra readable dirs."""
+    """The operator's choices for this dashboard: custom reward code allowed or not, and extra readable dirs.
+    ``any_path``: no path rule at all (the command line's, app.actions.OPERATOR: its user owns the machine)."""
 
     allow_custom_rewards: bool = False
     allowed_dirs: tuple[str, ...] = ()
+    any_path: bool = False
 
     def roots(self) -> list[Path]:
         """Directories under which local paths are accepted (the data dir first)."""
@@ -44,6 +46,8 @@ class Access:
 
     def path_problems(self, settings: dict) -> list[str]:
         """One problem per model or data-set field of a config mapping that the dashboard won't read."""
+        if self.any_path:
+            return []
         return [p for name in PATH_FIELDS if (p := self.value_problem(name, str(settings.get(name) or "")))]
 
     def value_problem(self, field: str, value: str) -> str | None:
@@ -84,6 +88,6 @@ def custom_reward_problems(access: Access, reward_funcs: list[str]) -> list[str]
     if not custom or access.allow_custom_rewards:
         return []
     return [
-        f"custom reward {', '.join(custom)}: custom reward code runs arbitrary Python, so the dashboard "
+        f"reward_funcs: custom reward {', '.join(custom)}: custom reward code runs arbitrary Python, so the dashboard "
         "only accepts it when started with --allow-custom-rewards"
     ]

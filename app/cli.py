@@ -9,7 +9,7 @@
     grpo-studio runs                         list runs with status, step and last reward
     grpo-studio logs RUN_ID [--follow]       a run's log (the traceback of a failure too); --follow until it ends
     grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
-    grpo-studio export RUN_ID --zip/--merge/--push   the adapter as a zip, merged into the base, or to the Hub
+    grpo-studio export RUN_ID --zip/--merge/--push/--metrics   the adapter zipped, merged or pushed; metrics as CSV
     grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs, compare)
     grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
 
@@ -22,11 +22,16 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.cli_output import follow, foreground, quiet_libraries, quiet_logging, started_text, version
 from app.cli_probe_fork import cmd_fork, cmd_probe, fork_options, probe_options
 from app.terminal import guarded_terminal
 from trainer.safe_text import printable
+
+if TYPE_CHECKING:
+    from app.actions import ActionError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,10 +52,13 @@ def _main(argv: Sequence[str] | None) -> int:
     quiet_libraries()  # every command: the libraries' warnings and progress bars say nothing about a run
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.actions import ActionError
     from storage.db import StorageError, describe_error
 
     try:
         return args.func(args)
+    except ActionError as exc:  # a refusal: what is wrong, one sentence (or one problem a line)
+        return _refused(exc)
     except StorageError as exc:  # a damaged or unreachable database: one sentence, no traceback
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
@@ -137,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", metavar="DIR", help="merge into the base and save a full model directory")
     p.add_argument("--push", metavar="REPO", help="push to this Hub repo (the merged model with --merge)")
     p.add_argument("--token", help="Hugging Face token (default: $HF_TOKEN)")
+    p.add_argument("--metrics", metavar="FILE", help="write the run's metrics, a column per key, as .csv or .parquet")
 
     p = _command(sub, "serve", cmd_serve, "start the dashboard")
     p.add_argument(
@@ -179,38 +188,29 @@ def _parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate the config (exit 2 with every problem, starting nothing), create the run, train it."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-    from trainer.config import ConfigError, load_and_validate
+    from app import actions
     from trainer.presets import resolve_preset
 
-    try:
-        config, notes = load_and_validate(resolve_preset(args.config), name=args.name)
-    except (ConfigError, OSError) as exc:
-        print(f"grpo-studio: {args.config}: {exc}", file=sys.stderr)
-        return 2
-    for note in notes + config.warnings():
+    source = Path(resolve_preset(args.config))
+    checked = actions.validate(source, actions.OPERATOR, name=args.name)
+    if checked.problems:
+        return _refused(actions.ActionError(f"{args.config}: invalid run config", checked.problems))
+    for note in checked.notes + checked.warnings:
         print(f"note: {note}", file=sys.stderr)
-    from trainer.job.launch import start_worker
-
-    on_slurm = config.executor == "slurm"
-    with get_sessionmaker().begin() as session:
-        run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
-        run_id = run.id
-        started = start_worker(session, run) if args.detach or on_slurm else None
-    if not args.detach and not on_slurm:
-        print(f"run {run_id}: {config.name}")
-        return foreground(run_id)
-    return _started(run_id, started, args.detach, "started")
+    launched = actions.launch(checked.config, actions.OPERATOR, start="detached" if args.detach else "here")
+    if launched.started is None:
+        print(f"run {launched.run_id}: {launched.name}")
+        return foreground(launched.run_id)
+    return _started(launched.run_id, launched.started, args.detach, "started")
 
 
-def _started(run_id: int, started: int | str | None, detach: bool, verb: str) -> int:
+def _started(run_id: int, started: int | str, detach: bool, verb: str) -> int:
     """What ``run`` and ``resume`` say after starting a worker elsewhere: a Slurm job refused (exit 1, with Slurm's
     words), a detached worker (exit 0), or a Slurm job followed in the foreground as ``run`` follows a local one."""
-    from storage import queries
-    from storage.db import get_sessionmaker
+    if started == "":
+        from storage import queries
+        from storage.db import get_sessionmaker
 
-    if started is None:
         with get_sessionmaker().begin() as session:
             error = queries.get_run(session, run_id).error or "Slurm refused the job"
         print(f"grpo-studio: run {run_id}: {error.strip().splitlines()[0]}", file=sys.stderr)
@@ -222,6 +222,17 @@ def _started(run_id: int, started: int | str | None, detach: bool, verb: str) ->
     return follow(run_id)
 
 
+def _refused(exc: ActionError) -> int:
+    """Print an action's refusal (every problem of a config, one a line) and return its exit code."""
+    if len(exc.problems) > 1 or exc.problems != [exc.message]:
+        print(f"grpo-studio: {exc.message}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+    else:
+        print(f"grpo-studio: {exc.message}", file=sys.stderr)
+    return exc.exit_code
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """Train an existing run in this process: what ``python -m trainer.job.worker RUN_ID`` does."""
     from trainer.job.worker import main as worker_main
@@ -231,41 +242,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stopped or failed run."""
-    from storage.db import get_sessionmaker
-    from trainer.job.launch import start_worker
+    from app import actions
 
-    with get_sessionmaker().begin() as session:
-        run = _find_run(session, args.run_id)
-        if run is None:
-            return 2
-        if not run.status.resumable:
-            print(f"grpo-studio: run {run.id} is {run.status}; only stopped or failed runs resume", file=sys.stderr)
-            return 2
-        on_slurm = (run.config or {}).get("executor") == "slurm"
-        started = start_worker(session, run) if args.detach or on_slurm else None
-    if not args.detach and not on_slurm:
+    started = actions.resume(args.run_id, start="detached" if args.detach else "here")
+    if started is None:
         return foreground(args.run_id)
     return _started(args.run_id, started, args.detach, "resumed")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """Send a stop request to a run's worker."""
-    from storage.db import get_sessionmaker
-    from trainer.job.launch import stop_worker
-    from trainer.job.slurm import SlurmError
+    from app import actions
 
-    try:
-        with get_sessionmaker().begin() as session:
-            run = _find_run(session, args.run_id)
-            if run is None:
-                return 2
-            sent = stop_worker(session, run)
-    except SlurmError as exc:  # nothing was changed: the transaction rolled back
-        print(
-            f"grpo-studio: run {args.run_id}: could not reach Slurm ({exc}); try again when it answers", file=sys.stderr
-        )
-        return 1
-    print(f"run {args.run_id}: " + ("stop requested" if sent else "no live worker; marked stopped if it was live"))
+    sent = actions.stop(args.run_id)
+    print(f"run {args.run_id}: " + ("stop requested" if sent else "stopped before a worker took it"))
     return 0
 
 
@@ -282,109 +272,98 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
-    from app.liveness import liveness_problem
-    from storage import queries
+    from app import actions
     from storage.db import get_sessionmaker
     from trainer.job.launch import poll_slurm, reconcile
-    from trainer.job.slurm import queue_positions, where
 
     states = poll_slurm()  # one squeue for every live job, before the transaction
     with get_sessionmaker().begin() as session:
         reconcile(session, states)
-        runs = queries.list_runs(session)
-        positions = queue_positions() if any(r.slurm_job_id and r.status == "queued" for r in runs) else {}
-        rows = [
-            (
-                r.id,
-                r.name,
-                str(r.status),
-                f"{r.current_step}/{r.total_steps}",
-                queries.last_metric(session, r.id, "reward"),
-                where(r.host, r.slurm_job_id, str(r.status), positions),
-                (r.error or "").strip().splitlines()[-1] if r.error and r.error.strip() else "",
-            )
-            for r in runs
-        ]
-        problems = {r.id: problem[1] for r in runs if (problem := liveness_problem(r))}
-    if not rows:
+    summaries = actions.runs()
+    if not summaries:
         print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
         return 0
+    places = actions.places(summaries)
+    errors = _errors([s.id for s in summaries])
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  {'last reward':<11}  where")
-    for run_id, name, status, step, reward, place, error in rows:
-        shown = "-" if reward is None else f"{reward:.3f}"
-        print(f"{run_id:>4}  {printable(name, one_line=True)[:28]:<28} {status:<10} {step:>11}  {shown:<11}  {place}")
-        if error:
-            print(f"{'':6}error: {printable(error, one_line=True)[:200]}")
-        if run_id in problems:  # a frozen worker or a hanging step must not read as a healthy "running"
-            print(f"{'':>6}{problems[run_id]}")
+    for s in summaries:
+        run = actions.run_json(s, places[s.id])
+        step = f"{s.current_step}/{s.total_steps}"
+        shown = "-" if s.last_reward is None else f"{s.last_reward:.3f}"
+        name = printable(s.name, one_line=True)[:28]
+        print(f"{s.id:>4}  {name:<28} {s.status!s:<10} {step:>11}  {shown:<11}  {run['where']}")
+        if errors.get(s.id):
+            print(f"{'':6}error: {printable(errors[s.id], one_line=True)[:200]}")
+        if run["health"]:  # a frozen worker or a hanging step must not read as a healthy "running"
+            print(f"{'':>6}{run['health']}")
     return 0
+
+
+def _errors(run_ids: list[int]) -> dict[int, str]:
+    """Each run's error, its last line (the runs list shows one line a run)."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as session:
+        errors = {r.id: r.error for r in queries.list_runs(session) if r.id in run_ids}
+    return {i: e.strip().splitlines()[-1] for i, e in errors.items() if e and e.strip()}
 
 
 def cmd_logs(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:
     """Print a run's log lines, oldest first; with ``--follow``, new ones as they arrive until the run has ended."""
     import time
+    from datetime import datetime
 
-    from storage import queries
-    from storage.db import get_sessionmaker
+    from app import actions
 
-    last_id = 0
+    after = 0
     while True:
-        with get_sessionmaker().begin() as session:
-            run = _find_run(session, args.run_id)
-            if run is None:
-                return 2
-            lines = queries.log_since(session, args.run_id, last_id)
-            ended = run.status.terminal
-        for line in lines:
-            print(f"{line.created_at:%Y-%m-%d %H:%M:%S} {line.level:<7} {line.message}", flush=True)
-            last_id = line.id
-        if not args.follow or (ended and not lines):
+        read = actions.log(args.run_id, after)
+        for line in read["lines"]:
+            stamp = datetime.fromisoformat(line["time"])
+            print(f"{stamp:%Y-%m-%d %H:%M:%S} {line['level']:<7} {line['message']}", flush=True)
+        after = read["next_after"]
+        if not args.follow or (read["ended"] and not read["lines"]):
             return 0
         time.sleep(poll_seconds)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
-    from app.cli_output import Progress
-    from trainer.evaluation.evaluate import EvaluationError, evaluate_run
-    from trainer.evaluation.run_lookup import RunLookupError
+    from app import actions
+    from app.cli_output import Progress, evaluation_lines
 
     print(f"scoring base and tuned on up to {args.k} held-out problems (greedy, then {args.samples} samples each)")
-    try:
-        results = evaluate_run(args.run_id, args.k, args.samples, args.adapter, on_answers=Progress("answers"))
-    except (EvaluationError, RunLookupError) as exc:
-        print(f"grpo-studio: {exc}", file=sys.stderr)
-        return 2
-    from app.cli_output import evaluation_lines
-
+    results = actions.evaluate(
+        args.run_id, args.adapter, args.k, args.samples, here=True, on_answers=Progress("answers")
+    )
     print("\n".join(evaluation_lines(results, args.run_id, args.adapter, args.samples)))
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Zip, merge and/or push a run's adapter."""
-    from pathlib import Path
+    """Zip, merge and/or push a run's adapter; write its metrics as CSV or Parquet."""
+    from app import actions
 
-    from storage.db import new_export_dir
-    from trainer.evaluation.export import merge, push, shareable_adapter, zip_adapter
-    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
-
-    if not (args.zip or args.merge or args.push):
-        print("grpo-studio: export needs --zip PATH, --merge DIR and/or --push REPO", file=sys.stderr)
+    if not (args.zip or args.merge or args.push or args.metrics):
+        print("grpo-studio: export needs --zip PATH, --merge DIR, --push REPO and/or --metrics FILE", file=sys.stderr)
         return 2
-    try:
-        config, adapter_dir = run_adapter(args.run_id, args.adapter)
-        folder = shareable_adapter(args.run_id, config, adapter_dir, new_export_dir() / "adapter")
-        if args.zip:
-            print(f"adapter zipped to {zip_adapter(folder, Path(args.zip))}")
-        if args.merge:
-            folder = merge(config, adapter_dir, Path(args.merge))
-            print(f"merged model saved to {folder}")
-        if args.push:
-            print(f"pushed to {push(folder, args.push, args.token)}")
-    except RunLookupError as exc:  # ExportError included
-        print(f"grpo-studio: {exc}", file=sys.stderr)
+    if args.push and not (args.token or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")):
+        print(
+            "grpo-studio: --push needs a Hugging Face token with write access: --token, or set HF_TOKEN",
+            file=sys.stderr,
+        )
         return 2
+    for line in actions.export(
+        args.run_id,
+        args.adapter,
+        zip_to=args.zip,
+        merge_into=args.merge,
+        push_to=args.push,
+        token=args.token,
+        metrics_to=args.metrics,
+    ):
+        print(line)
     return 0
 
 

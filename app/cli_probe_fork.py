@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from app.cli_output import foreground, started_text
 
@@ -26,26 +27,28 @@ def fork_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """Print the probe's report of a config: exit 0, 3 when it says the run would learn nothing, 2 for a bad config
-    (what ``python -m trainer.probe`` does, the dashboard's probe job)."""
+    (the probe runs in this process, its progress on stderr; the dashboard runs the same probe as a child job)."""
+    from app import actions
     from trainer.presets import resolve_preset
-    from trainer.probe.__main__ import main as probe_main
+    from trainer.probe.job import WASTED_EXIT
 
-    return probe_main([str(resolve_preset(args.config)), "--prompts", str(args.prompts)])
+    source = Path(resolve_preset(args.config))
+    probed = actions.probe(
+        source, actions.OPERATOR, args.prompts, here=True, log=lambda line: print(line, file=sys.stderr)
+    )
+    print(probed.report.to_text())
+    return WASTED_EXIT if probed.report.verdict == "wasted" else 0
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
     """Create a fork of a run at a checkpoint and train it (foreground unless --detach)."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-    from trainer.job.fork import ForkError, fork_run, parse_settings
+    from app import actions
 
-    try:
-        run_id = fork_run(args.run_id, args.step, parse_settings(args.set), args.name)
-    except ForkError as exc:
-        print(f"grpo-studio: {exc}", file=sys.stderr)
-        return 2
+    run_id = actions.fork(args.run_id, args.step, args.set, actions.OPERATOR, args.name)
     print(f"run {run_id}: fork of run {args.run_id} at step {args.step}; steps continue from {args.step + 1}")
     if args.detach:
+        from storage import queries
+        from storage.db import get_sessionmaker
         from trainer.job.launch import start_worker
 
         with get_sessionmaker().begin() as session:

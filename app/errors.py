@@ -14,3 +14,9 @@ def user_error(message: str) -> gr.Error:
     """The gr.Error to raise for ``message``; the server's log gets one line saying what the user was told."""
     log.info("user error: %s", message)
     return gr.Error(message, print_exception=False)
+
+
+def show(elem_id: str) -> str:
+    """Browser code (an event's ``js``) bringing the answer ``elem_id`` into view where the user pressed: the New run
+    form is taller than a screen, and on a phone a row of buttons is a tall stack above its answer."""
+    return f"() => {{ document.querySelector('#{elem_id}')?.scrollIntoView({{block: 'nearest'}}); return []; }}"

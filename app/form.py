@@ -10,6 +10,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from trainer import config_review as review
 from trainer.config import GROUPS, ConfigError, RunConfig
 from trainer.presets import tiny_demo
 
@@ -136,10 +137,10 @@ def config_from_form(
     """Build a config from the form's widget values. Returns (config, problems); config is None if a value could
     not even be read, and problems lists everything wrong at once (see RunConfig.validate for the two checks)."""
     try:
-        config, _ = RunConfig.from_dict(form_mapping(names, values), check_files=check_files)
+        config, _ = RunConfig.from_dict(form_mapping(names, values))
     except ConfigError as exc:
         return None, exc.problems
-    return config, config.validate(check_rewards=check_rewards, check_files=check_files)
+    return config, review.problems(config, check_rewards=check_rewards, check_files=check_files)
 
 
 def problems_by_field(problems: list[str], names: list[str]) -> dict[str, list[str]]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.charts import Series
 from app.liveness import liveness_problem
+
+if TYPE_CHECKING:  # the figures' module imports Plotly: the command line reads alerts without it
+    from app.charts import Series
 
 WINDOW = 10  # recent steps an alert looks at: long enough to ignore one noisy step, short enough to react
 

@@ -20,6 +20,7 @@ import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
+from app import api
 from app.access import Access
 from app.guard import BodyLimit, LoginGuard
 from app.pages import compare, monitor, new_run, runs
@@ -86,6 +87,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
     # Gradio keeps each upload in its cache; the New run page copies a data set under the data dir at once, so a
     # cached upload older than an hour is no longer needed by anyone (checked every hour).
     with gr.Blocks(title="grpo-studio", delete_cache=(3600, 3600)) as demo:
+        api.register(access)  # first, so the named endpoints keep their names (app/api.py)
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
         with gr.Tabs() as tabs:
             with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
@@ -128,6 +130,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             [table, run_picker, overlay, compare_picker, shown],
             show_progress="hidden",
         )
+    api.hide_widget_events(demo)
     return demo
 
 

@@ -9,14 +9,16 @@ import sys
 import pytest
 import yaml
 
-from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig, load_and_validate
+from trainer import config_review as review
+from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig
+from trainer.config_review import load_and_validate
 
 from .conftest import ROOT
 
 
 def test_defaults_are_the_reference_recipe_stated_explicitly():
     c = RunConfig()
-    assert c.validate() == []
+    assert review.problems(c) == []
     assert (c.beta, c.loss_type, c.num_generations, c.learning_rate) == (0.04, "grpo", 8, 5e-6)
     assert (c.max_prompt_length, c.max_completion_length, c.max_steps) == (256, 200, 250)
     assert (c.warmup_ratio, c.max_grad_norm, c.lora_r, c.lora_alpha) == (0.1, 0.1, 32, 64)
@@ -57,12 +59,12 @@ def test_every_field_has_help_group_and_range_metadata():
     ],
 )
 def test_each_invalid_value_has_its_own_message(change, message):
-    problems = RunConfig(**change).validate()
+    problems = review.problems(RunConfig(**change))
     assert any(message in p for p in problems), problems
 
 
 def test_all_problems_are_reported_at_once():
-    problems = RunConfig(num_generations=1, beta=-1.0, loss_type="x", reward_funcs=["nope"], lora_r=0).validate()
+    problems = review.problems(RunConfig(num_generations=1, beta=-1.0, loss_type="x", reward_funcs=["nope"], lora_r=0))
     assert len(problems) == 5, problems
 
 
@@ -164,7 +166,7 @@ def test_settings_marked_for_trl_reach_grpo_config(tmp_path):
     flagged = {f.name: f.metadata["trl"] for f in dataclasses.fields(RunConfig) if f.metadata["trl"]}
     assert set(flagged) == set(CHANGED_FOR_TRL)
     config = RunConfig(**CHANGED_FOR_TRL)
-    assert config.validate() == []
+    assert review.problems(config) == []
     grpo = to_trl(config, str(tmp_path)).grpo
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
     arrived = {name: (name if trl is True else trl) for name, trl in flagged.items()}

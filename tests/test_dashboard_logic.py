@@ -16,6 +16,7 @@ from app.monitor_state import RunCache, progress_text
 from app.server import parse_auth
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.presets import presets
 
@@ -54,7 +55,7 @@ def test_presets_are_valid_and_the_tiny_one_is_offline():
     all_presets = presets()
     assert len(all_presets) == 4
     for name, config in all_presets.items():
-        assert config.validate() == [], name
+        assert review.problems(config) == [], name
     tiny = all_presets["Tiny offline demo (CPU)"]
     assert (tiny.model_name_or_path, tiny.dataset_name, tiny.use_vllm) == ("builtin:tiny", "builtin:arithmetic", False)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import load_script
+from trainer import config_review as review
 from trainer.job.launch import worker_command
 from trainer.loading.backend import BackendError, Capabilities, select_backend
 
@@ -69,10 +70,10 @@ def test_multi_process_command_uses_accelerate_launch():
 
 
 def test_multi_process_config_checks_the_global_batch():
-    problems = tiny_config(num_generations=4, per_device_train_batch_size=2, num_processes=3).validate()
+    problems = review.problems(tiny_config(num_generations=4, per_device_train_batch_size=2, num_processes=3))
     assert any("× 3 processes = 6 completions per step is not divisible by the group size 4" in p for p in problems)
-    assert tiny_config(num_generations=4, per_device_train_batch_size=2, num_processes=2).validate() == []
-    assert any("needs num_processes of 2" in p for p in tiny_config(deepspeed_stage=2).validate())
+    assert review.problems(tiny_config(num_generations=4, per_device_train_batch_size=2, num_processes=2)) == []
+    assert any("needs num_processes of 2" in p for p in review.problems(tiny_config(deepspeed_stage=2)))
 
 
 def test_dockerfile_has_its_required_parts():
@@ -404,7 +405,7 @@ def test_unsloth_path_hands_unsloth_the_rank_device_and_vllm_settings(fake_gpu, 
 def test_deepspeed_stage_needs_deepspeed_installed(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a))
-    problems = tiny_config(num_processes=2, per_device_train_batch_size=4, deepspeed_stage=2).validate()
+    problems = review.problems(tiny_config(num_processes=2, per_device_train_batch_size=4, deepspeed_stage=2))
     assert problems == [
         "deepspeed_stage 2 needs DeepSpeed, which is not installed: pip install 'grpo-studio[deepspeed]' "
         "(or set deepspeed_stage: 0)"
@@ -412,7 +413,7 @@ def test_deepspeed_stage_needs_deepspeed_installed(monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: object() if name == "deepspeed" else real(name, *a)
     )
-    assert tiny_config(num_processes=2, per_device_train_batch_size=4, deepspeed_stage=2).validate() == []
+    assert review.problems(tiny_config(num_processes=2, per_device_train_batch_size=4, deepspeed_stage=2)) == []
 
 
 def test_deepspeed_extra_exists():
@@ -424,10 +425,10 @@ def test_deepspeed_extra_exists():
 
 def test_lora_rank_above_512_is_refused_when_vllm_will_generate():
     refused = "lora_r 1024: vLLM serves LoRA ranks up to 512; lower lora_r or set use_vllm: false"
-    assert refused in tiny_config(**QWEN, lora_r=1024, lora_alpha=1024).validate()
-    assert tiny_config(**QWEN, lora_r=512, lora_alpha=1024).validate() == []
-    assert tiny_config(**{**QWEN, "use_vllm": False}, lora_r=1024, lora_alpha=1024).validate() == []
-    assert tiny_config(**QWEN, backend="plain", lora_r=1024, lora_alpha=1024).validate() == []
+    assert refused in review.problems(tiny_config(**QWEN, lora_r=1024, lora_alpha=1024))
+    assert review.problems(tiny_config(**QWEN, lora_r=512, lora_alpha=1024)) == []
+    assert review.problems(tiny_config(**{**QWEN, "use_vllm": False}, lora_r=1024, lora_alpha=1024)) == []
+    assert review.problems(tiny_config(**QWEN, backend="plain", lora_r=1024, lora_alpha=1024)) == []
 
 
 # --- item 7: an ungated default model, and a clear message when the hub says no ---------------------------------------

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.evaluation.evaluate import EvaluationError, heldout_for, heldout_problems
 from trainer.loading import heldout as heldout_module
@@ -100,17 +101,19 @@ def test_hub_data_whose_other_splits_repeat_the_training_one_is_refused(monkeypa
     ],
 )
 def test_validation_refuses_eval_steps_on_data_without_heldout_problems(overrides, message):
-    problems = RunConfig(eval_steps=10, **overrides).validate(check_rewards=False)
+    problems = review.problems(RunConfig(eval_steps=10, **overrides), check_rewards=False)
     assert [p for p in problems if "eval_steps 10: no held-out problems" in p and message in p], problems
-    assert not [p for p in RunConfig(eval_steps=0, **overrides).validate(check_rewards=False) if "held-out" in p]
+    assert not [
+        p for p in review.problems(RunConfig(eval_steps=0, **overrides), check_rewards=False) if "held-out" in p
+    ]
 
 
 def test_validation_refuses_eval_steps_on_a_single_local_file(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text('{"question": "q", "answer": "1"}\n')
-    problems = RunConfig(dataset_name=str(path), eval_steps=10).validate(check_rewards=False)
+    problems = review.problems(RunConfig(dataset_name=str(path), eval_steps=10), check_rewards=False)
     assert [p for p in problems if "eval_steps 10" in p and "single local file" in p], problems
-    fixed = RunConfig(dataset_name=str(path), eval_steps=10, heldout_fraction=0.5).validate(check_rewards=False)
+    fixed = review.problems(RunConfig(dataset_name=str(path), eval_steps=10, heldout_fraction=0.5), check_rewards=False)
     assert not [p for p in fixed if "held-out" in p]
 
 
@@ -147,9 +150,11 @@ def test_the_periodic_curve_logs_where_its_problems_come_from():
 def test_the_built_in_model_warns_when_heldout_problems_are_ones_its_warm_up_saw():
     from .helpers import tiny_config
 
-    assert not [w for w in tiny_config().warnings() if "warmed up on" in w]  # the demo: train split, "test" held out
+    assert not [
+        w for w in review.warnings(tiny_config()) if "warmed up on" in w
+    ]  # the demo: train split, "test" held out
     for overrides in ({"dataset_split": "test"}, {"heldout_fraction": 0.2}):
-        assert [w for w in tiny_config(**overrides).warnings() if "held out of this run, not of the model" in w]
+        assert [w for w in review.warnings(tiny_config(**overrides)) if "held out of this run, not of the model" in w]
 
 
 def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainer import config_review as review
 from trainer.scoring.custom_rewards import load_custom_reward
 from trainer.scoring.rewards import (
     REWARDS,
@@ -243,9 +244,9 @@ def test_reward_mix_warnings():
 def test_config_warns_about_a_format_only_mix_on_arithmetic():
     from trainer.config import RunConfig
 
-    warnings = RunConfig(dataset_name="builtin:arithmetic", reward_funcs=["int"]).warnings()
+    warnings = review.warnings(RunConfig(dataset_name="builtin:arithmetic", reward_funcs=["int"]))
     assert any("whole numbers" in w for w in warnings)
-    assert RunConfig(dataset_name="builtin:arithmetic").warnings() == []
+    assert review.warnings(RunConfig(dataset_name="builtin:arithmetic")) == []
 
 
 def test_nested_tags_take_the_innermost_complete_answer():

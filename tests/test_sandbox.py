@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_attacks import TWO_SUM, TWO_SUM_TESTS, attacks
+from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.scoring import sandbox
 from trainer.scoring.code_tasks import CODE_PROBLEMS
@@ -436,7 +437,9 @@ def no_isolation(monkeypatch):
 
 def _code_tests_problems() -> list[str]:
     return [
-        p for p in RunConfig(reward_funcs=["code_tests"], dataset_name="builtin:code").validate() if "code_tests" in p
+        p
+        for p in review.problems(RunConfig(reward_funcs=["code_tests"], dataset_name="builtin:code"))
+        if "code_tests" in p
     ]
 
 

@@ -17,6 +17,7 @@ from app.pages import new_run
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
+from trainer import config_review as review
 from trainer.config import ConfigError, RunConfig
 from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 
@@ -145,7 +146,7 @@ def test_an_oversized_config_is_refused_before_parsing(tmp_path):
 
 def test_oversized_values_are_refused_and_never_echoed():
     config, _ = RunConfig.from_dict({"system_prompt": "y" * 50_000, "name": "n" * 5000})
-    problems = config.validate(check_files=False)
+    problems = review.problems(config, check_files=False)
     assert any("system_prompt is 50,000 characters long: at most 20,000" in p for p in problems)
     assert all(len(p) < 300 for p in problems)
     with pytest.raises(ConfigError) as err:

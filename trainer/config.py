@@ -3,9 +3,13 @@
 The dashboard form, the CLI, YAML/JSON files and the worker all use this dataclass. Each field carries in its
 metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid range (``min``/``max``, or
 ``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
-(trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list. The checks behind
-:meth:`RunConfig.validate` live in trainer.config_review (the whole config) and trainer.config_checks (one value),
-and those that look at a model or data set with the code that loads it (trainer.loading.backend, trainer.loading.data).
+(trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list.
+
+This module is ground: it imports nothing from trainer.loading, trainer.job or trainer.scoring (tests/test_config.py
+checks what ``import trainer.config`` loads). :meth:`RunConfig.field_problems` are the rules the config itself can
+check (each field's range, settings that go together); the checks that look at a model, a data set, the reward
+registry, the GPU path or a cluster are composed above it, in trainer.config_review (``problems``, ``warnings``,
+``load_and_validate``).
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
@@ -26,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from trainer import config_checks as checks
-from trainer import config_review as review
 from trainer.config_fields import (  # noqa: F401 - re-exported
     EXECUTORS,
     GROUPS,
@@ -224,16 +227,16 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], check_files: bool = True) -> tuple[RunConfig, list[str]]:
+    def from_dict(cls, data: dict[str, Any]) -> tuple[RunConfig, list[str]]:
         """Build a config from a flat mapping.
 
         Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
-        :class:`ConfigError` listing every problem; range checks are left to :meth:`validate`.
+        :class:`ConfigError` listing every problem (with the range problems of the values that did parse, so a second
+        try isn't needed); everything else is left to trainer.config_review.problems.
         """
         kwargs, problems, notes = checks.read_values(data, typing.get_type_hints(cls))
         if problems:
-            # Report the range problems of the values that did parse too, so a second try isn't needed.
-            problems.extend(cls(**kwargs).validate(check_rewards=False, check_files=check_files))
+            problems.extend(cls(**kwargs).field_problems())
             raise ConfigError(problems)
         return cls(**kwargs), notes
 
@@ -250,14 +253,22 @@ class RunConfig:
         write_mapping(path, self.to_dict())
 
     # ---------------------------------------------------------------------------------------------------------------
-    def validate(self, check_rewards: bool = True, check_files: bool = True) -> list[str]:
-        """Every problem with this config, in plain words (an empty list means valid); see
-        trainer.config_review.problems for what ``check_rewards`` and ``check_files`` do."""
-        return review.problems(self, check_rewards=check_rewards, check_files=check_files)
-
-    def warnings(self) -> list[str]:
-        """Things that are valid but probably not what the user wants (trainer.config_review.warnings)."""
-        return review.warnings(self)
+    def field_problems(self) -> list[str]:
+        """The problems this config shows on its own: a value out of its field's range, an empty name, a batch that
+        doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.config_review.problems adds
+        the checks that look outside the config)."""
+        found: list[str] = []
+        for f in dataclasses.fields(self):
+            if f.name != "num_generations":  # check_batch words its range in GRPO terms
+                found.extend(checks.check_range(f, getattr(self, f.name)))
+        if not self.name.strip():
+            found.append("name is empty: give the run a name")
+        batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
+        found.extend(checks.check_batch(*batch, group=self.num_generations))
+        found.extend(checks.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
+        if not self.lora_target_modules:
+            found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
+        return found
 
     def weights(self) -> list[float]:
         """The reward weights, 1.0 each where none were given."""
@@ -269,8 +280,23 @@ class RunConfig:
         return batch * (self.slurm_nodes if self.executor == "slurm" else 1) // self.num_generations
 
     def with_absolute_paths(self, base: Path) -> RunConfig:
-        """This config with its relative local paths made absolute against ``base`` (trainer.config_review)."""
-        return review.with_absolute_paths(self, base)
+        """This config with its relative local paths (model directory, data file, custom reward files) made absolute
+        against ``base``, the directory they were checked from: a launched worker runs in its run directory."""
+
+        def absolute(text: str) -> str:
+            path = Path(text).expanduser()
+            return str(base / path) if not path.is_absolute() and (base / path).exists() else text
+
+        rewards = []
+        for name in self.reward_funcs:
+            target, sep, func = name.rpartition(":")
+            rewards.append(absolute(target) + sep + func if target.endswith(".py") else name)
+        return dataclasses.replace(
+            self,
+            model_name_or_path=absolute(self.model_name_or_path),
+            dataset_name=absolute(self.dataset_name),
+            reward_funcs=rewards,
+        )
 
 
 class ConfigError(ValueError):
@@ -279,15 +305,3 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("invalid run config:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-def load_and_validate(path: str | Path, name: str | None = None) -> tuple[RunConfig, list[str]]:
-    """Load a config file (its run named ``name`` when given: the CLI's ``--name``, validated like the file's own)
-    and validate it; raises :class:`ConfigError` with every problem, returns notes."""
-    config, notes = RunConfig.load(path)
-    if name:
-        config = dataclasses.replace(config, name=name)
-    problems = config.validate()
-    if problems:
-        raise ConfigError(problems)
-    return config, notes

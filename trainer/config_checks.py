@@ -1,10 +1,9 @@
 """The checks behind RunConfig: reading a value into its field's type, and the per-field and per-setting rules.
 
-These take plain values (a field and its value, a list of reward names), not a RunConfig, so that ``trainer.config``
-can import them without this module importing it back. Checks that need to look at something outside the config
-live with the code that loads that thing and are called by :meth:`RunConfig.validate` too: the data set
-(``trainer.loading.data.check_dataset``), the model and the GPU path (``trainer.loading.backend.check_model``,
-``gpu_path_problems``).
+These take plain values (a field and its value, a batch's sizes), not a RunConfig, so that ``trainer.config`` can
+import them without this module importing it back; they import nothing from trainer.loading, trainer.job or
+trainer.scoring. Checks that need something outside the config (the reward registry, a model, a data set, the GPU
+path, a cluster) are composed above RunConfig, in trainer.config_review.
 
 Every message names the setting, the value it got (shortened, so a huge value is never echoed whole) and what is
 expected, e.g. "beta -1: expected a value from 0 to 10".
@@ -13,13 +12,10 @@ expected, e.g. "beta -1: expected a value from 0 to 10".
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from typing import Any
 
 from trainer.safe_text import text_problem
-from trainer.scoring.rewards import REWARDS, load_custom_reward
-from trainer.scoring.sandbox import code_tests_refusal
 
 # Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
 MAX_TEXT_CHARS = 1_000
@@ -27,8 +23,6 @@ MAX_PROMPT_CHARS = 20_000
 MAX_LIST_ITEMS = 64
 # The one text setting that may span lines; every other one reaches a job script, a command line or a terminal.
 MULTILINE_FIELDS = ("system_prompt",)
-# A custom reward: "path/to/file.py:function" or "package.module:function".
-CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
 
 
 # --- reading values -------------------------------------------------------------------------------------------------
@@ -187,34 +181,3 @@ def check_lengths(prompt: int, completion: int, sequence: int) -> list[str]:
         f"max_prompt_length {prompt} + max_completion_length {completion} exceeds max_seq_length {sequence}: "
         "raise max_seq_length or shorten one of them"
     ]
-
-
-def check_rewards(reward_funcs: list[str], reward_weights: list[float], import_custom: bool) -> list[str]:
-    """Known reward names or custom ``file.py:function`` references (imported and dry-run with ``import_custom``),
-    one weight per function, and a sandbox for ``code_tests``."""
-    problems = []
-    if not reward_funcs:
-        problems.append("reward_funcs is empty: choose at least one reward function")
-    for name in reward_funcs:
-        if name in REWARDS:
-            continue
-        if CUSTOM_REWARD.match(name):
-            if import_custom:
-                try:
-                    load_custom_reward(name)
-                except ValueError as exc:
-                    problems.append(str(exc))
-            continue
-        problems.append(
-            f"unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))} "
-            "or give path/to/file.py:function"
-        )
-    if reward_weights and len(reward_weights) != len(reward_funcs):
-        problems.append(
-            f"{len(reward_weights)} reward weights for {len(reward_funcs)} reward functions: "
-            "give one weight per function, or none for all 1.0"
-        )
-    # code_tests without isolation here, unless the operator accepted the risk
-    if "code_tests" in reward_funcs and (refusal := code_tests_refusal()):
-        problems.append(refusal)
-    return problems

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app import actions
 from app.errors import user_error
 from app.pages import evaluation
 from storage import queries
@@ -88,17 +89,6 @@ def pick_example(run_id, index):
     return problem.question, problem.answer
 
 
-def gpu_busy() -> str | None:
-    """A message when a training run or another process holds the GPU this panel would load onto, else None
-    (trainer.job.launch.gpu_busy)."""
-    from trainer.job import launch
-
-    if not launch.gpu_visible():
-        return None
-    with get_sessionmaker().begin() as session:
-        return launch.gpu_busy(session)
-
-
 def release_for_run(run) -> None:
     """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free this panel's model so the
     worker (vLLM in particular) finds the GPU memory it needs; the panel says so (:func:`panel_notice`)."""
@@ -125,7 +115,7 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
         raise user_error("pick a run that has a saved adapter, and a checkpoint")
     if not (question or "").strip():
         raise user_error("type a prompt or pick one from the run's data set")
-    busy = gpu_busy()
+    busy = actions.gpu_busy()
     if busy:
         raise user_error(busy)
     config, adapters = _run(run_id)
@@ -163,16 +153,14 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     """Merge the adapter into the base and offer the model directory as a zip."""
     import shutil
 
-    from trainer.evaluation.export import merge
-    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
-
-    try:
-        config, adapter_dir = run_adapter(int(run_id), adapter or "final")
-    except (RunLookupError, TypeError) as exc:
-        raise user_error(str(exc)) from exc
+    if run_id in (None, ""):
+        raise user_error("pick a run first")
     progress(0.2, desc="merging")
     target = new_export_dir() / f"run-{int(run_id)}-merged"
-    merge(config, adapter_dir, target)
+    try:
+        actions.export(int(run_id), adapter or "final", merge_into=target)
+    except actions.ActionError as exc:
+        raise user_error(exc.message) from None
     archive = shutil.make_archive(str(target), "zip", target)
     return archive, f"Merged model (safetensors + tokenizer) ready: {Path(archive).name}"
 
@@ -180,24 +168,16 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
 def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message in the
     export box, worded for this page (the command line's "--token" means nothing here)."""
-    import os
-
-    from trainer.evaluation.export import merge, push, shareable_adapter
-    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
-
     if not (repo or "").strip():
         return "❌ give a Hub repo id, e.g. you/my-grpo-adapter"
-    token = (token or "").strip() or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
-    if not token:
-        return "❌ paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
+    if run_id in (None, ""):
+        return "❌ pick a run first"
+    merged_dir = new_export_dir() / "merged" if merged else None
     try:
-        config, adapter_dir = run_adapter(int(run_id), adapter or "final")
-        folder = shareable_adapter(int(run_id), config, adapter_dir, new_export_dir() / "adapter")
-        if merged:
-            folder = merge(config, adapter_dir, new_export_dir() / "merged")
-        return f"Pushed to {push(folder, repo.strip(), token)}"
-    except (RunLookupError, TypeError) as exc:  # ExportError included
-        return f"❌ {exc}"
+        (line,) = actions.export(int(run_id), adapter or "final", merge_into=merged_dir, push_to=repo, token=token)[-1:]
+    except actions.ActionError as exc:
+        return f"❌ {exc.message}"
+    return line[0].upper() + line[1:]
 
 
 def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:

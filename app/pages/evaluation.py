@@ -18,21 +18,14 @@ LABELS = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("
 
 
 def start(run_id, adapter, k, samples) -> str:
-    """Start an evaluation job for the picked run and checkpoint; a clear message when it can't be."""
-    from app.pages.compare import gpu_busy
-    from trainer.evaluation.eval_job import start_evaluation
-    from trainer.evaluation.evaluate import EvaluationError
-    from trainer.evaluation.run_lookup import RunLookupError
+    """Start an evaluation job for the picked run and checkpoint (app.actions.evaluate); a clear message when it
+    can't be."""
+    from app import actions
 
-    if run_id is None or not adapter:
-        raise user_error("pick a run and a checkpoint")
-    busy = gpu_busy()
-    if busy:
-        raise user_error(busy)
     try:
-        evaluation_id = start_evaluation(int(run_id), adapter, int(k or 0), int(samples or 0))
-    except (EvaluationError, RunLookupError) as exc:
-        raise user_error(str(exc)) from exc
+        evaluation_id = actions.evaluate(run_id, adapter, int(k or 0), int(samples or 0))
+    except actions.ActionError as exc:
+        raise user_error(exc.message) from None
     return f"Evaluation {evaluation_id} started: loading the model…"
 
 

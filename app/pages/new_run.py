@@ -9,8 +9,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.access import Access, custom_reward_problems
-from app.errors import user_error
+from app import actions
+from app.access import Access
+from app.errors import show, user_error
 from app.form import (
     GROUP_TITLES,
     FieldSpec,
@@ -21,17 +22,16 @@ from app.form import (
     problems_by_field,
     to_widget_value,
 )
-from app.pages.compare import gpu_busy
 from app.pages.data_files import local_chat_template, upload_dataset
-from storage import queries
-from storage.db import get_sessionmaker, new_export_dir, slug
+from storage.db import new_export_dir, slug
 from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
 from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 from trainer.presets import presets
-from trainer.probe.job import ProbeError, probe_in_child
-from trainer.probe.report import ProbeReport
 from trainer.scoring.rewards import REWARDS
+
+# brings the answer under the buttons into view (the form is taller than a screen; a phone scrolls far)
+SHOW_STATUS = show("new-run-status")
 
 SPECS: list[FieldSpec] = [spec for _, fields in grouped_fields() for spec in fields]
 NAMES = [s.name for s in SPECS]
@@ -49,16 +49,9 @@ def apply_preset(name: str) -> list[Any]:
 
 
 def validate(access: Access, *values: Any) -> tuple[RunConfig | None, list[str]]:
-    """The config the form describes and every problem with it, under the operator's rules (see app/access.py): a
-    path outside the allowed directories is refused before anything reads it, and custom reward code is neither
-    imported nor accepted unless allowed."""
-    refused = access.path_problems(form_mapping(NAMES, list(values)))
-    config, problems = config_from_form(
-        NAMES, list(values), check_rewards=access.allow_custom_rewards, check_files=not refused
-    )
-    if config is not None:
-        problems = problems + custom_reward_problems(access, config.reward_funcs)
-    return config, refused + problems
+    """The config the form describes and every problem with it, under the operator's rules (app.actions.validate)."""
+    checked = actions.validate(form_mapping(NAMES, list(values)), access, warn=False)
+    return checked.config, checked.problems
 
 
 def problems_markdown(problems: list[str]) -> str:
@@ -77,11 +70,9 @@ def check(access: Access, *values: Any) -> str:
 
 def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
     """The validation panel's text and the problems behind it (for :func:`field_marks`)."""
-    config, problems = validate(access, *values)
-    text = problems_markdown(problems)
-    if config is not None and not problems:
-        text += "".join(f"\n\n⚠️ {w}" for w in config.warnings())
-    return text, problems
+    checked = actions.validate(form_mapping(NAMES, list(values)), access)
+    text = problems_markdown(checked.problems)
+    return text + "".join(f"\n\n⚠️ {w}" for w in checked.warnings), checked.problems
 
 
 def launch(access: Access, *values: Any) -> str:
@@ -97,31 +88,34 @@ def launch_probed(access: Access, probed: dict | None, *values: Any) -> str:
 def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[str, list[str]]:
     """The launch message (or the problems that stopped it) and those problems. The probe's samples become the
     run's step 0 when ``probed`` (what :func:`probe` returned) is of this very config, whatever its name."""
-    config, problems = validate(access, *values)
-    if problems or config is None:
-        return problems_markdown(problems), problems
-    same = probed is not None and {**probed["config"], "name": config.name} == config.to_dict()
-    with get_sessionmaker().begin() as session:
-        run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
-        run_id = run.id
-        if same:
-            queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
-    kept = " The probe's samples are its step 0." if same else ""
+    try:
+        launched = actions.launch(form_mapping(NAMES, list(values)), access, probed=probed)
+    except actions.ActionError as exc:
+        return problems_markdown(exc.problems), exc.problems
+    kept = " The probe's samples are its step 0." if launched.kept_probe else ""
     return (
-        f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. "
-        f"[Follow it under Monitor](?tab=monitor&run={run_id}).{kept}",
+        f"🚀 Run {launched.run_id} (**{launched.name}**) queued: it starts as soon as a training slot is free. "
+        f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
         [],
     )
 
 
-def field_marks(problems: list[str]) -> list[Any]:
+def field_help(spec: FieldSpec, allow_custom: bool) -> str:
+    """A field's help under its label; the rewards' offers the custom ``file.py:function`` form only where the
+    operator allowed custom reward code."""
+    if spec.kind == "rewards" and not allow_custom:
+        return "Reward functions by name (see the rewards list)."
+    return spec.help
+
+
+def field_marks(problems: list[str], allow_custom: bool = False) -> list[Any]:
     """One widget update per form field: a field with a problem shows it in red under its label, every other
     field its usual help (so fixing one problem clears its mark at the next check)."""
     found = problems_by_field(problems, NAMES)
     return [
         gr.update(info="❌ " + "; ".join(found[s.name]), elem_classes=["field-invalid"])
         if s.name in found
-        else gr.update(info=s.help, elem_classes=[])
+        else gr.update(info=field_help(s, allow_custom), elem_classes=[])
         for s in SPECS
     ]
 
@@ -140,17 +134,11 @@ def save_draft(*values: Any) -> dict:
 def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
     """Run the pre-launch probe of the form's config as a child process (torch stays out of this one): its report,
     and what :func:`launch_probed` needs to keep its samples."""
-    config, problems = validate(access, *values)
-    if problems or config is None:
-        return problems_markdown(problems), None
-    busy = gpu_busy()
-    if busy:
-        return f"❌ {busy}", None
     try:
-        report = probe_in_child(config)
-    except ProbeError as exc:
-        return f"❌ {exc}", None
-    return report.to_text(), {"config": config.to_dict(), "report": report.to_dict()}
+        probed = actions.probe(form_mapping(NAMES, list(values)), access)
+    except actions.ActionError as exc:
+        return (problems_markdown(exc.problems) if exc.exit_code == 2 else f"❌ {exc.message}"), None  # 2: the config
+    return probed.report.to_text(), probed.kept
 
 
 def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
@@ -169,7 +157,7 @@ def import_yaml(file: str | None) -> list[Any]:
     if not file:
         raise user_error("choose a .yaml or .json config file")
     try:  # parsed in a child process with limits: a hostile file costs that process, not the dashboard
-        config, notes = RunConfig.from_dict(read_mapping_isolated(file), check_files=False)
+        config, notes = RunConfig.from_dict(read_mapping_isolated(file))
     except ConfigFileError as exc:
         raise user_error(str(exc).replace(str(file), Path(file).name)) from None
     except ConfigError as exc:
@@ -245,7 +233,10 @@ def _widget(spec: FieldSpec, allow_custom: bool):
     if spec.kind == "float":
         return gr.Number(**common)
     if spec.kind == "rewards":
-        return gr.Dropdown(choices=sorted(REWARDS), multiselect=True, allow_custom_value=allow_custom, **common)
+        # a typed name is always kept (an unknown one is reported as a problem beside the field, never dropped); the
+        # custom form is offered only where the operator allowed custom reward code
+        common["info"] = field_help(spec, allow_custom)
+        return gr.Dropdown(choices=sorted(REWARDS), multiselect=True, allow_custom_value=True, **common)
     if spec.kind == "multiline":
         return gr.Textbox(lines=4, **common)
     return gr.Textbox(**common)
@@ -286,19 +277,20 @@ def build(access: Access) -> Form:
         launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
         export_button = gr.Button("Export YAML")
         imported = gr.UploadButton("Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
+    # the answer right under the buttons (every problem, and a mark beside each field it names), scrolled into view
+    status = gr.Markdown(elem_id="new-run-status")
     gr.Markdown(
         "**Probe** samples a few groups from the base model with these settings and scores them with these rewards, "
         "before any training: it says whether the run can learn (groups whose answers all score alike teach GRPO "
         "nothing), how many answers hit the length limit, and how long a step will take. Launch right after, and "
         "its samples are the run's step 0."
     )
-    status = gr.Markdown(elem_id="new-run-status")
     exported = gr.File(label="Exported config", interactive=False, visible=False)
     form = Form(widgets, status, draft)
 
     def marked(report):
         text, problems = report
-        return [*field_marks(problems), text]
+        return [*field_marks(problems, allow_custom), text]
 
     def exported_file(access_rules, *values):
         path, text = export_yaml(access_rules, *values)
@@ -306,10 +298,14 @@ def build(access: Access) -> Form:
 
     dataset_widget = widgets[NAMES.index("dataset_name")]
     preset.input(apply_preset, preset, widgets)
-    check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status])
+    check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status]).then(
+        None, js=SHOW_STATUS
+    )
     probed = gr.State(None)
-    probe_button.click(probe, [allow, *widgets], [status, probed])
-    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status])
+    probe_button.click(probe, [allow, *widgets], [status, probed]).then(None, js=SHOW_STATUS)
+    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status]).then(
+        None, js=SHOW_STATUS
+    )
     export_button.click(exported_file, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])

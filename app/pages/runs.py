@@ -8,20 +8,14 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.access import PATH_FIELDS, Access, custom_reward_problems
-from app.errors import user_error
+from app import actions
+from app.access import Access
+from app.errors import show, user_error
 from app.liveness import liveness_problem
-from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
-from storage.models import Run
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
-from trainer.config_checks import coerce
-from trainer.evaluation.export import shareable_adapter, zip_adapter
-from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
-from trainer.job.launch import LIVE, is_alive, stop_worker
-from trainer.job.run_files import RunFiles
-from trainer.job.slurm import queue_positions, where
+from trainer.job.fork import checkpoint_steps
 
 COLUMNS = [
     "id",
@@ -43,19 +37,17 @@ WIDTHS = ["4%", "14%", "7%", "7%", "7%", "6%", "10%", "7%", "13%", "13%", "12%"]
 # --- callbacks ------------------------------------------------------------------------------------------------------
 def run_rows(search: str | None = None) -> list[list]:
     """One table row per run (newest first), or per run whose name contains ``search`` or whose id it is."""
-    with get_sessionmaker().begin() as session:
-        return table_rows(run_summaries(session, search=search))
+    return table_rows(actions.runs(search))
 
 
 def table_rows(summaries: list[RunSummary]) -> list[list]:
     """The Runs table's rows, from the one-statement run list (storage/summaries.py); one squeue call for the queue
     positions when a run waits in Slurm's queue."""
-    waiting = any(s.slurm_job_id and s.status == "queued" for s in summaries)
-    positions = queue_positions() if waiting else {}
-    return [_row(summary, positions) for summary in summaries]
+    places = actions.places(summaries)
+    return [_row(summary, places[summary.id]) for summary in summaries]
 
 
-def _row(run: RunSummary, positions: dict[str, int]) -> list:
+def _row(run: RunSummary, place: str) -> list:
     heldout = ""
     if run.evaluation:
         # one decimal, as the Compare page shows it: 53.5 % and 54.4 % must not both read "54%"
@@ -71,7 +63,7 @@ def _row(run: RunSummary, positions: dict[str, int]) -> list:
         _duration(run),
         run.model or "",
         run.dataset or "",
-        where(run.host, run.slurm_job_id, str(run.status), positions),
+        place,
     ]
 
 
@@ -99,47 +91,32 @@ def run_choices(summaries: list[RunSummary] | None = None) -> list[tuple[str, in
     return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries]
 
 
-def _get(session, run_id) -> Run:
-    if run_id in (None, ""):
-        raise user_error("pick a run first")
-    run = queries.get_run(session, int(run_id))
-    if run is None:
-        raise user_error(f"no run with id {run_id}")
-    return run
+def _acted(action, *args):
+    """An action's result, its refusal raised as the page's gr.Error."""
+    try:
+        return action(*args)
+    except actions.ActionError as exc:
+        raise user_error(exc.message) from None
 
 
 def stop_run(run_id) -> str:
     """Ask a live run to stop at its next step (a waiting run is simply marked stopped)."""
-    with get_sessionmaker().begin() as session:
-        run = _get(session, run_id)
-        if run.status not in LIVE:
-            raise user_error(f"run {run.id} is {run.status}: nothing to stop")
-        sent = stop_worker(session, run)
+    sent = _acted(actions.stop, run_id)
     return f"Run {run_id}: " + (
         "stop requested; it ends at the next step boundary." if sent else "stopped before it started."
     )
 
 
 def resume_run(run_id) -> str:
-    """Queue a stopped or failed run again; the worker continues from its latest checkpoint."""
-    with get_sessionmaker().begin() as session:
-        run = _get(session, run_id)
-        if not run.status.resumable:
-            raise user_error(f"run {run.id} is {run.status}: only stopped or failed runs resume")
-        if is_alive(run):
-            raise user_error(f"run {run.id}'s worker is still shutting down; try again in a few seconds")
-        queries.requeue_run(session, run)
-        queries.add_log(session, run.id, "resume requested")
+    """Queue a stopped or failed run again; the worker continues from its latest checkpoint (a worker still saving
+    after a stop is waited for)."""
+    _acted(actions.resume, run_id)
     return f"Run {run_id} queued to resume from its latest checkpoint."
 
 
 def clone_config(run_id) -> RunConfig:
     """The config of a run, renamed as a copy, for the New run form."""
-    with get_sessionmaker().begin() as session:
-        run = _get(session, run_id)
-        config, _ = RunConfig.from_dict(run.config)
-    config.name = f"{config.name}-copy"
-    return config
+    return _acted(actions.clone, run_id)
 
 
 def fork_steps(run_id):
@@ -150,24 +127,8 @@ def fork_steps(run_id):
 
 def fork(access: Access, run_id, step, settings: str) -> str:
     """Queue a fork of the run from its checkpoint at ``step``, with the changed settings (one key=value a line),
-    under the operator's ``access`` rules, as the New run form is: a changed model or data set must be one the
-    dashboard may read, and custom reward code is neither imported nor accepted unless allowed."""
-    if run_id in (None, "") or step in (None, ""):
-        raise user_error("pick a run and one of its saved checkpoints")
-    try:
-        changes = parse_settings([line for line in (settings or "").splitlines() if line.strip()])
-        refused = access.path_problems({k: v for k, v in changes.items() if k in PATH_FIELDS})
-        if "reward_funcs" in changes:
-            try:
-                rewards = coerce(changes["reward_funcs"], list[str])
-            except (TypeError, ValueError):
-                rewards = []  # the fork's own validation names the wrong type
-            refused += custom_reward_problems(access, rewards)
-        if refused:
-            raise ForkError("; ".join(refused))
-        new_id = fork_run(int(run_id), int(step), changes, check_rewards=access.allow_custom_rewards)
-    except ForkError as exc:
-        raise user_error(str(exc)) from None
+    under the operator's ``access`` rules, as the New run form is (app.actions.fork)."""
+    new_id = _acted(actions.fork, run_id, step, settings or "", access)
     return (
         f"Run {new_id} queued: a fork of run {run_id} from step {step}. Its steps continue from {int(step) + 1}, "
         "and the Monitor draws it over its parent."
@@ -177,29 +138,28 @@ def fork(access: Access, run_id, step, settings: str) -> str:
 def delete_run(run_id, confirmed: bool) -> str:
     """Delete a finished run with its rows and files, after confirmation."""
     if not confirmed:
-        raise user_error("tick 'yes, delete it' to confirm: the run's metrics, samples and files are removed")
-    with get_sessionmaker().begin() as session:
-        run = _get(session, run_id)
-        if run.status in LIVE:
-            raise user_error(f"run {run.id} is {run.status}: stop it before deleting it")
-        output_dir = run.output_dir
-        queries.delete_run(session, run.id)
-    if output_dir:
-        RunFiles(Path(output_dir)).remove()
-    return f"Run {run_id} deleted."
+        raise user_error(f"tick 'yes, delete run {run_id}' to confirm: its metrics, samples and files are removed")
+    name = _acted(actions.delete, run_id)
+    return f"Run {run_id} ({name}) deleted."
 
 
 def adapter_zip(run_id) -> str:
     """A zip of the run's saved LoRA adapter, for download."""
-    with get_sessionmaker().begin() as session:
-        run = _get(session, run_id)
-        adapters = RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
-        config = dict(run.config)
-    if "final" not in adapters:
-        raise user_error(f"run {run_id} has no saved adapter yet (it is written when a run completes or stops)")
-    folder = new_export_dir()
-    shared = shareable_adapter(int(run_id), RunConfig.from_dict(config)[0], adapters["final"], folder / "adapter")
-    return str(zip_adapter(shared, folder / f"run-{int(run_id)}-adapter"))
+    if run_id in (None, ""):
+        raise user_error("pick a run first")
+    target = new_export_dir() / f"run-{int(run_id)}-adapter"
+    (line,) = _acted(lambda: actions.export(int(run_id), "final", zip_to=target))
+    return line.removeprefix("adapter zipped to ")
+
+
+def confirm_label(run_id) -> str:
+    """The delete confirmation's label: it names the run it would delete."""
+    if run_id in (None, ""):
+        return "yes, delete it (pick a run first)"
+    summaries = [s for s in actions.runs(str(int(run_id))) if s.id == int(run_id)]
+    if not summaries:
+        return f"yes, delete run {int(run_id)}"
+    return f"yes, delete run {int(run_id)} ({summaries[0].name}) and its files"
 
 
 def reported(action):
@@ -255,9 +215,13 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
         resume = gr.Button("Resume", elem_id="runs-resume")
         clone = gr.Button("Clone into the form", elem_id="runs-clone")
         download = gr.Button("Download adapter", elem_id="runs-download")
+    # each answer right under the controls that asked for it, inside the viewport where the button was pressed
+    message = gr.Markdown(elem_id="runs-message")
+    archive = gr.File(label="Adapter", interactive=False, visible=False, elem_id="runs-archive")
     with gr.Row():
-        confirm = gr.Checkbox(label="yes, delete it", elem_id="runs-confirm")
+        confirm = gr.Checkbox(label=confirm_label(None), elem_id="runs-confirm")
         delete = gr.Button("Delete run and files", variant="stop", elem_id="runs-delete")
+    delete_message = gr.Markdown(elem_id="runs-delete-message")
     gr.Markdown(
         "**Fork** starts a new run from a saved checkpoint of the picked run with some settings changed (reward "
         "weights, beta, learning rate, temperature, max_steps...); settings that change the adapter's shape are "
@@ -269,25 +233,30 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
             label="Changed settings", placeholder="beta=0.01\nmax_steps=300", lines=2, elem_id="runs-fork-set", scale=2
         )
         fork_button = gr.Button("Fork", elem_id="runs-fork", scale=1)
-    message = gr.Markdown(elem_id="runs-message")
-    archive = gr.File(label="Adapter", interactive=False, visible=False, elem_id="runs-archive")
+    fork_message = gr.Markdown(elem_id="runs-fork-message")
 
     def select(evt: gr.SelectData):
         return evt.row_value[0] if evt.row_value else None
 
     table.select(select, None, run_id)
     search.change(run_rows, search, table, show_progress="hidden")
-    stop.click(reported(stop_run), run_id, message).then(run_rows, search, table)
-    resume.click(reported(resume_run), run_id, message).then(run_rows, search, table)
-    # the confirmation is cleared after every delete, so the next click can't delete another run at once
-    delete.click(lambda r, c: (reported(delete_run)(r, c), False), [run_id, confirm], [message, confirm]).then(
+    stop.click(reported(stop_run), run_id, message).then(None, js=show("runs-message")).then(run_rows, search, table)
+    resume.click(reported(resume_run), run_id, message).then(None, js=show("runs-message")).then(
         run_rows, search, table
     )
+    # the confirmation names the run and is cleared after every delete (and when another run is picked), so the
+    # next click can't delete another run at once
+    delete.click(
+        lambda r, c: (reported(delete_run)(r, c), gr.update(value=False, label=confirm_label(None))),
+        [run_id, confirm],
+        [delete_message, confirm],
+    ).then(None, js=show("runs-delete-message")).then(run_rows, search, table)
     run_id.change(fork_steps, run_id, fork_step)
-    fork_button.click(reported(partial(fork, access)), [run_id, fork_step, fork_settings], message).then(
-        run_rows, search, table
-    )
-    download.click(download_adapter, run_id, [archive, message])
+    run_id.change(lambda r: gr.update(value=False, label=confirm_label(r)), run_id, confirm, show_progress="hidden")
+    fork_button.click(reported(partial(fork, access)), [run_id, fork_step, fork_settings], fork_message).then(
+        None, js=show("runs-fork-message")
+    ).then(run_rows, search, table)
+    download.click(download_adapter, run_id, [archive, message]).then(None, js=show("runs-message"))
     clone.click(
         lambda r: clone_into_form(r, config_values, len(form.fields)),
         run_id,

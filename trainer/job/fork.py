@@ -22,6 +22,7 @@ from typing import Any
 
 from storage import queries
 from storage.db import data_dir, get_sessionmaker
+from trainer import config_review as review
 from trainer.config import ConfigError, RunConfig
 from trainer.job.run_files import RunFiles, checkpoint_step
 
@@ -72,7 +73,7 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int, ch
         config, _ = RunConfig.from_dict({**parent, **changes})
     except ConfigError as exc:
         raise ForkError("; ".join(exc.problems)) from None
-    problems = config.validate(check_rewards=check_rewards)
+    problems = review.problems(config, check_rewards=check_rewards)
     if config.max_steps <= step:
         problems.append(
             f"max_steps {config.max_steps} is not past the fork's step {step}: there would be nothing to train "

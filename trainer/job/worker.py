@@ -32,6 +32,7 @@ from typing import Any
 from storage import queries
 from storage.db import get_sessionmaker, retry_transient
 from storage.models import RunStatus
+from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
@@ -181,7 +182,7 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         config, notes = RunConfig.from_dict(raw_config)
         for note in notes:
             writer.log(note, "WARNING")
-        problems = config.validate()
+        problems = review.problems(config)
         if problems:
             raise ValueError("invalid run config: " + "; ".join(problems))
         writer.keep_samples_every = config.keep_samples_every

@@ -1,0 +1,53 @@
+"""The action layer: one function per user action, called by the dashboard's callbacks (app/pages), the
+``grpo-studio`` commands (app/cli.py) and the named API (app/api.py), which are thin adapters over it.
+
+Each action takes plain values (a RunConfig, a mapping, YAML/JSON text or a file path; ids; options) and returns a
+typed result or raises :class:`ActionError`. The rules the dashboard's operator chose (app/access.py) are an
+argument, so the dashboard and its API apply them in one place; the command line passes :data:`OPERATOR`.
+"""
+
+from app.actions.base import OPERATOR, ActionError, config_of
+from app.actions.jobs import evaluate, export, gpu_busy, probe
+from app.actions.reading import alerts, log, metrics, samples
+from app.actions.runs import (
+    Checked,
+    Launched,
+    clone,
+    delete,
+    fork,
+    launch,
+    places,
+    resume,
+    run_detail,
+    run_json,
+    runs,
+    stop,
+    validate,
+)
+
+__all__ = [
+    "OPERATOR",
+    "ActionError",
+    "Checked",
+    "Launched",
+    "alerts",
+    "clone",
+    "config_of",
+    "delete",
+    "evaluate",
+    "export",
+    "fork",
+    "gpu_busy",
+    "launch",
+    "log",
+    "metrics",
+    "places",
+    "probe",
+    "resume",
+    "run_detail",
+    "run_json",
+    "runs",
+    "samples",
+    "stop",
+    "validate",
+]

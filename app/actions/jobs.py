@@ -1,0 +1,160 @@
+"""The actions that load a model: probe a config before training, evaluate a run on held-out problems, export its
+adapter (a zip, merged into the base, pushed to the Hub) and its metrics (CSV or Parquet). Torch is imported by the
+trainer functions these call, or by the child processes they start, never at import time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.access import Access
+from app.actions.base import ActionError, ConfigSource, problems_message
+from app.actions.reading import metrics
+from app.actions.runs import validate
+from storage.db import get_sessionmaker, new_export_dir
+
+METRIC_FORMATS = (".csv", ".parquet")
+
+
+def gpu_busy() -> str | None:
+    """A message when a training run or another process holds the GPU a probe, an evaluation or Compare would load
+    onto, else None (trainer.job.launch.gpu_busy)."""
+    from trainer.job import launch
+
+    if not launch.gpu_visible():
+        return None
+    with get_sessionmaker().begin() as session:
+        return launch.gpu_busy(session)
+
+
+@dataclass(frozen=True)
+class Probed:
+    """A probe's report, and what :func:`app.actions.runs.launch` needs to keep its samples as the run's step 0."""
+
+    report: Any  # trainer.probe.report.ProbeReport
+    kept: dict
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.report.verdict, "text": self.report.to_text(), "report": self.kept["report"]}
+
+
+def probe(source: ConfigSource, access: Access, prompts: int = 8, here: bool = False, log=None) -> Probed:
+    """Sample and score a few groups of a valid config with the base model, before any training: in a child process
+    (the dashboard: torch stays out of it, an out-of-memory costs the child), or ``here`` (the command line, ``log``
+    hearing about progress)."""
+    checked = validate(source, access)
+    if checked.problems or checked.config is None:
+        raise ActionError(problems_message(checked.problems), checked.problems)
+    if busy := gpu_busy():
+        raise ActionError(busy, exit_code=1)
+    if here:
+        from trainer.probe.sampling import run_probe
+
+        report = run_probe(checked.config, prompts, log=log)
+    else:
+        from trainer.probe.job import ProbeError, probe_in_child
+
+        try:
+            report = probe_in_child(checked.config, prompts)
+        except ProbeError as exc:
+            raise ActionError(str(exc), exit_code=1) from None
+    return Probed(report, {"config": checked.config.to_dict(), "report": report.to_dict()})
+
+
+def evaluate(
+    run_id: int,
+    adapter: str = "final",
+    k: int = 200,
+    samples: int = 4,
+    here: bool = False,
+    on_answers: Callable[[int, int], None] | None = None,
+) -> Any:
+    """Score base and tuned on up to ``k`` held-out problems (greedy, then ``samples`` sampled answers each): as a
+    background job whose id is returned (the dashboard, the API), or ``here``, returning the results (the command
+    line). The result is stored on the run either way (the Runs table's held-out column)."""
+    from trainer.evaluation.evaluate import EvaluationError
+    from trainer.evaluation.run_lookup import RunLookupError
+
+    if run_id in (None, "") or not adapter:
+        raise ActionError("pick a run and a checkpoint")
+    try:
+        if here:
+            from trainer.evaluation.evaluate import evaluate_run
+
+            return evaluate_run(int(run_id), int(k), int(samples), adapter, on_answers=on_answers)
+        if busy := gpu_busy():
+            raise ActionError(busy, exit_code=1)
+        from trainer.evaluation.eval_job import start_evaluation
+
+        return start_evaluation(int(run_id), adapter, int(k), int(samples))
+    except (EvaluationError, RunLookupError) as exc:
+        raise ActionError(str(exc)) from None
+
+
+def export(
+    run_id: int,
+    adapter: str = "final",
+    *,
+    zip_to: str | Path | None = None,
+    merge_into: str | Path | None = None,
+    push_to: str | None = None,
+    token: str | None = None,
+    metrics_to: str | Path | None = None,
+) -> list[str]:
+    """Write what was asked: the adapter as a zip (with its model card), merged into the base model, pushed to a Hub
+    repo (the merged model when ``merge_into`` is given too), the metrics as CSV or Parquet. Returns one line per
+    thing written."""
+    if not (zip_to or merge_into or push_to or metrics_to):
+        raise ActionError("nothing to export: ask for a zip, a merged model, a Hub repo or a metrics file")
+    if metrics_to is not None and Path(metrics_to).suffix.lower() not in METRIC_FORMATS:
+        raise ActionError(f"{metrics_to}: a metrics file ends in .csv or .parquet")
+    done = []
+    if metrics_to is not None:
+        rows = write_metrics(metrics(run_id), Path(metrics_to))
+        done.append(f"metrics ({rows} steps) written to {metrics_to}")
+    if not (zip_to or merge_into or push_to):
+        return done
+    if push_to is not None:
+        token = (token or "").strip() or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+        if not token:
+            raise ActionError(
+                "paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
+            )
+    from trainer.evaluation.export import merge, push, shareable_adapter, zip_adapter
+    from trainer.evaluation.run_lookup import RunLookupError, run_adapter
+
+    try:
+        config, adapter_dir = run_adapter(int(run_id), adapter or "final")
+        folder = shareable_adapter(int(run_id), config, adapter_dir, new_export_dir() / "adapter")
+        if zip_to:
+            done.append(f"adapter zipped to {zip_adapter(folder, Path(zip_to))}")
+        if merge_into:
+            folder = merge(config, adapter_dir, Path(merge_into))
+            done.append(f"merged model saved to {folder}")
+        if push_to:
+            done.append(f"pushed to {push(folder, push_to.strip(), token)}")
+    except RunLookupError as exc:  # ExportError included
+        raise ActionError(str(exc)) from None
+    return done
+
+
+def write_metrics(table: dict[str, list], path: Path) -> int:
+    """Write metric columns (:func:`app.actions.reading.metrics`) as CSV or Parquet; returns the rows written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table(table), path)
+    else:
+        import csv
+
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(list(table))
+            for row in zip(*table.values(), strict=True):
+                writer.writerow(["" if v is None else v for v in row])
+    return len(table["step"])

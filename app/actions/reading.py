@@ -1,0 +1,100 @@
+"""The actions that read what a run wrote: its metric series as columns, its sampled completions, its alerts and its
+log. The Monitor, ``grpo-studio logs`` / ``export --metrics`` and the API (``/metrics``, ``/samples``, ``/alerts``)
+all read through these."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.actions.base import ActionError, find_run
+from app.health import health_alerts, liveness_alerts
+from storage import queries
+from storage.db import get_sessionmaker
+from storage.series import series_since
+
+MAX_SAMPLES = 1_000  # completions one call returns at most (a step of a big run holds a few hundred)
+MAX_LOG_LINES = 5_000
+
+
+def metrics(run_id: int, keys: Sequence[str] | None = None, since_step: int = -1) -> dict[str, list]:
+    """The run's metric series after step ``since_step`` as columns: ``step`` (every step any chosen key was logged
+    at, ascending), ``wall_time``, then one column per key (``keys``: those only; default every key), None where a
+    key was not logged at that step. Unknown keys are refused naming the run's keys."""
+    with get_sessionmaker().begin() as session:
+        find_run(session, run_id)
+        series = series_since(session, int(run_id), int(since_step))
+        known = queries.metric_keys(session, int(run_id))
+    wanted = list(keys) if keys else sorted(series)
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        raise ActionError(f"run {run_id} has no metric {', '.join(map(repr, unknown))}: it logs {', '.join(known)}")
+    return columns({k: series[k] for k in wanted if k in series}, wanted)
+
+
+def columns(series: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str, list]:
+    """Per-key (n, 3) point arrays (step, value, wall time) as aligned columns (see :func:`metrics`)."""
+    steps = sorted({int(s) for points in series.values() for s in points[:, 0]})
+    at = {s: i for i, s in enumerate(steps)}
+    table: dict[str, list] = {"step": steps, "wall_time": [None] * len(steps)}
+    for key in keys:
+        column: list = [None] * len(steps)
+        for step, value, wall in series.get(key, np.empty((0, 3))):
+            i = at[int(step)]
+            column[i] = None if np.isnan(value) else float(value)
+            table["wall_time"][i] = table["wall_time"][i] or float(wall)
+        table[key] = column
+    return table
+
+
+def samples(run_id: int, step: int | None = None, limit: int = 200) -> dict[str, Any]:
+    """The completions sampled at ``step`` (default: the newest sampled step), at most ``limit``, with their rewards
+    and advantages, and the steps that have samples."""
+    limit = max(1, min(int(limit), MAX_SAMPLES))
+    with get_sessionmaker().begin() as session:
+        find_run(session, run_id)
+        steps = queries.sample_steps(session, int(run_id))
+        if step is not None and int(step) not in steps:
+            shown = f"{steps[0]}..{steps[-1]}" if steps else "none yet"
+            raise ActionError(f"run {run_id} kept no samples at step {step} (sampled steps: {shown})")
+        chosen = int(step) if step is not None else (steps[-1] if steps else None)
+        rows = queries.samples_at(session, int(run_id), chosen)[:limit] if chosen is not None else []
+        found = [
+            {
+                "group": s.group_index,
+                "prompt": s.prompt,
+                "completion": s.completion,
+                "reference_answer": s.reference_answer,
+                "rewards": dict(s.rewards),
+                "total_reward": s.total_reward,
+                "advantage": s.advantage,
+            }
+            for s in rows
+        ]
+    return {"step": chosen, "sampled_steps": steps, "samples": found}
+
+
+def alerts(run_id: int) -> list[dict[str, str]]:
+    """The run's failure signs now (a frozen worker or hanging step first, then SPEC.md's signs read off its
+    metrics), each with what to try."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        series = series_since(session, run.id)
+        found = liveness_alerts(run) + health_alerts(series, (run.config or {}).get("max_completion_length"))
+    return [{"name": a.name, "message": a.message, "hint": a.hint} for a in found]
+
+
+def log(run_id: int, after_id: int = 0, limit: int = MAX_LOG_LINES) -> dict[str, Any]:
+    """The run's log lines after line ``after_id``, oldest first (at most ``limit``), whether the run has ended, and
+    the id to ask after next time."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        lines = queries.log_since(session, run.id, int(after_id))[: max(1, int(limit))]
+        ended = run.status.terminal
+        found = [
+            {"id": line.id, "time": line.created_at.isoformat(), "level": line.level, "message": line.message}
+            for line in lines
+        ]
+    return {"lines": found, "ended": ended, "next_after": found[-1]["id"] if found else int(after_id)}

@@ -1,0 +1,261 @@
+"""The actions on runs: validate a config, launch it, stop, resume, fork, clone and delete a run, list the runs and
+describe one. The dashboard's buttons, the ``grpo-studio`` commands and the API (app/api.py) all call these; a rule
+(the operator's path restrictions, custom reward code, what may be deleted) is applied here, once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from app.access import PATH_FIELDS, Access, custom_reward_problems
+from app.actions.base import ActionError, ConfigSource, config_of, find_run, problems_message, read_mapping_of
+from app.liveness import liveness_problem
+from storage import queries
+from storage.db import get_sessionmaker
+from storage.summaries import RunSummary, run_summaries
+from trainer import config_review as review
+from trainer.config import RunConfig
+from trainer.config_checks import coerce
+from trainer.job.fork import ForkError, fork_run, parse_settings
+from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
+from trainer.job.run_files import RunFiles
+from trainer.job.slurm import SlurmError, queue_positions, where
+
+# How long a resume waits for the stopped worker to exit (it saves its adapter first) before it is queued anyway.
+SHUTDOWN_WAIT_S = 120.0
+
+# "queue": the dashboard's scheduler starts it; "detached": a worker starts now in the background; "here": the caller
+# trains it in its own process (a Slurm run is submitted then, and the caller follows the job).
+Start = Literal["queue", "detached", "here"]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A config and what is wrong with it: ``problems`` stop a launch, ``warnings`` (valid but doubtful: read only
+    for a valid config) and ``notes`` (ignored keys) don't."""
+
+    config: RunConfig | None
+    problems: list[str]
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": not self.problems,
+            "problems": self.problems,
+            "warnings": self.warnings,
+            "notes": self.notes,
+            "config": None if self.config is None else self.config.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A run created from a valid config. ``started``: the worker's pid or Slurm job id when one was started now,
+    None when it waits for the scheduler (or the caller trains it), "" when Slurm refused the job (``error`` says)."""
+
+    run_id: int
+    name: str
+    started: int | str | None = None
+    error: str | None = None
+    kept_probe: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "name": self.name, "problems": [], "error": self.error}
+
+
+def validate(source: ConfigSource, access: Access, name: str | None = None, warn: bool = True) -> Checked:
+    """Every problem with a config under the operator's ``access`` rules: a path outside the allowed directories is
+    refused before anything reads it, and custom reward code is neither imported nor accepted unless allowed. A
+    valid config's warnings are read too (``warn``: they read a few rows of the data set)."""
+    try:
+        mapping, _ = read_mapping_of(source) if not isinstance(source, RunConfig) else (source.to_dict(), "")
+    except ActionError as exc:
+        return Checked(None, exc.problems)
+    if name:
+        mapping["name"] = name
+    refused = access.path_problems(mapping)
+    try:
+        config, notes = config_of(mapping)
+    except ActionError as exc:
+        return Checked(None, refused + exc.problems)
+    problems = refused + review.problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
+    problems += custom_reward_problems(access, config.reward_funcs)
+    warnings = review.warnings(config) if warn and not problems else []
+    return Checked(config, problems, warnings, notes)
+
+
+def launch(
+    source: ConfigSource,
+    access: Access,
+    *,
+    name: str | None = None,
+    start: Start = "queue",
+    probed: dict | None = None,
+) -> Launched:
+    """Create a run from a valid config (ActionError with every problem otherwise, and nothing created). The probe's
+    samples become its step 0 when ``probed`` (what app.actions.jobs.probe returned) is of this very config."""
+    checked = validate(source, access, name=name, warn=False)
+    if checked.problems or checked.config is None:
+        raise ActionError(problems_message(checked.problems), checked.problems)
+    config = checked.config
+    same = probed is not None and {**probed["config"], "name": config.name} == config.to_dict()
+    with get_sessionmaker().begin() as session:
+        run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
+        run_id = run.id
+        if same:
+            from trainer.probe.report import ProbeReport
+
+            queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
+        now = start == "detached" or (start == "here" and config.executor == "slurm")
+        started = start_worker(session, run) if now else None
+    return Launched(
+        run_id, config.name, "" if now and started is None else started, _refusal(run_id, now, started), same
+    )
+
+
+def _refusal(run_id: int, tried: bool, started: int | str | None) -> str | None:
+    """Why a worker that was to start now did not (Slurm refused the job), from the run's row."""
+    if not tried or started is not None:
+        return None
+    with get_sessionmaker().begin() as session:
+        error = queries.get_run(session, run_id).error or "Slurm refused the job"
+    return error.strip().splitlines()[0]
+
+
+def stop(run_id: int) -> bool:
+    """Ask a live run to stop at its next step (True: its worker was signalled); a run waiting for a worker is simply
+    marked stopped (False). ActionError for a run that isn't live, or when Slurm doesn't answer (exit 1)."""
+    try:
+        with get_sessionmaker().begin() as session:
+            run = find_run(session, run_id)
+            if run.status not in LIVE:
+                raise ActionError(f"run {run.id} is {run.status}: nothing to stop")
+            return stop_worker(session, run)
+    except SlurmError as exc:  # nothing was changed: the transaction rolled back
+        raise ActionError(
+            f"run {run_id}: could not reach Slurm ({exc}); try again when it answers", exit_code=1
+        ) from None
+
+
+def resume(run_id: int, start: Start = "queue", wait_s: float = SHUTDOWN_WAIT_S) -> int | str | None:
+    """Continue a stopped or failed run from its latest checkpoint: queued for the scheduler, started now, or left for
+    the caller to train (see :data:`Start`). A worker that is still shutting down (a stop was just asked) is waited
+    for, up to ``wait_s``, rather than refused. Returns what :func:`launch`'s ``started`` holds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with get_sessionmaker().begin() as session:
+            run = find_run(session, run_id)
+            if not run.status.resumable:
+                raise ActionError(f"run {run.id} is {run.status}: only stopped or failed runs resume")
+            if not is_alive(run):
+                on_slurm = (run.config or {}).get("executor") == "slurm"
+                if start == "queue":
+                    queries.requeue_run(session, run)
+                    queries.add_log(session, run.id, "resume requested")
+                    return None
+                now = start == "detached" or on_slurm
+                started = start_worker(session, run) if now else None
+                return "" if now and started is None else started
+        if time.monotonic() > deadline:
+            raise ActionError(f"run {run_id}'s worker is still saving and exiting after {wait_s:.0f} s; try again soon")
+        time.sleep(0.5)
+
+
+def fork(
+    run_id: int,
+    step: int,
+    settings: dict[str, Any] | list[str] | str,
+    access: Access,
+    name: str | None = None,
+) -> int:
+    """A new run from the run's checkpoint at ``step`` with changed settings (a mapping, ``key=value`` lines or a
+    list of them), under the operator's ``access`` rules as a launch is; returns the new run's id (it is queued)."""
+    if run_id in (None, "") or step in (None, ""):
+        raise ActionError("pick a run and one of its saved checkpoints")
+    try:
+        if isinstance(settings, str):
+            settings = [line for line in settings.splitlines() if line.strip()]
+        changes = parse_settings(settings) if isinstance(settings, list) else dict(settings)
+        refused = access.path_problems({k: v for k, v in changes.items() if k in PATH_FIELDS})
+        if "reward_funcs" in changes:
+            try:
+                rewards = coerce(changes["reward_funcs"], list[str])
+            except (TypeError, ValueError):
+                rewards = []  # the fork's own validation names the wrong type
+            refused += custom_reward_problems(access, rewards)
+        if refused:
+            raise ForkError("; ".join(refused))
+        return fork_run(int(run_id), int(step), changes, name, check_rewards=access.allow_custom_rewards)
+    except ForkError as exc:
+        raise ActionError(str(exc)) from None
+
+
+def clone(run_id: int) -> RunConfig:
+    """The config of a run, renamed as a copy (``<name>-copy``), to edit and launch."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        config, _ = config_of(dict(run.config))
+    config.name = f"{config.name}-copy"
+    return config
+
+
+def delete(run_id: int) -> str:
+    """Delete a run that is not live, with its metrics, samples, log and files; returns its name."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        if run.status in LIVE:
+            raise ActionError(f"run {run.id} is {run.status}: stop it before deleting it")
+        output_dir, name = run.output_dir, run.name
+        queries.delete_run(session, run.id)
+    if output_dir:
+        RunFiles(Path(output_dir)).remove()
+    return name
+
+
+# --- reading the list -------------------------------------------------------------------------------------------------
+def runs(search: str | None = None) -> list[RunSummary]:
+    """Every run (newest first), or those whose name contains ``search`` or whose id it is."""
+    with get_sessionmaker().begin() as session:
+        return run_summaries(session, search=search)
+
+
+def places(summaries: list[RunSummary]) -> dict[int, str]:
+    """Where each run is ("local", a host, "slurm 12, queue #2 (Resources)"): one squeue when a run waits in
+    Slurm's queue."""
+    waiting = any(s.slurm_job_id and s.status == "queued" for s in summaries)
+    positions = queue_positions() if waiting else {}
+    return {s.id: where(s.host, s.slurm_job_id, str(s.status), positions) for s in summaries}
+
+
+def run_json(summary: RunSummary, place: str = "") -> dict[str, Any]:
+    """A run of the list as JSON-able values (the API's ``/runs`` and ``/run``)."""
+    problem = liveness_problem(summary)
+    return {
+        "id": summary.id,
+        "name": summary.name,
+        "status": str(summary.status),
+        "step": summary.current_step,
+        "total_steps": summary.total_steps,
+        "last_reward": summary.last_reward,
+        "last_kl": summary.last_kl,
+        "model": summary.model,
+        "dataset": summary.dataset,
+        "where": place,
+        "started_at": summary.started_at.isoformat() if summary.started_at else None,
+        "finished_at": summary.finished_at.isoformat() if summary.finished_at else None,
+        "health": problem[1] if problem else None,
+        "heldout": summary.evaluation,
+    }
+
+
+def run_detail(run_id: int) -> dict[str, Any]:
+    """One run as JSON-able values: what the list says, its config and its error (the API's ``/run``)."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        config, error = dict(run.config or {}), run.error
+        (summary,) = [s for s in run_summaries(session, search=str(run.id)) if s.id == run.id]
+    return {**run_json(summary, places([summary])[summary.id]), "config": config, "error": error}

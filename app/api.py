@@ -1,0 +1,148 @@
+"""The dashboard's named API: each user action under a stable name, for scripts and notebooks (``gradio_client``).
+
+    from gradio_client import Client
+    client = Client("http://127.0.0.1:7860/", auth=("user", "password"))
+    run = client.predict(open("my-run.yaml").read(), api_name="/launch")
+
+Every endpoint is a thin adapter over app.actions, under the same operator rules (``--allow-path``,
+``--allow-custom-rewards``) as the dashboard's form, and behind the same ``--auth``. A config is one YAML or JSON
+text; ids are whole numbers; every answer is JSON. A refusal (no such run, a run that can't be stopped) comes back as
+the client's error with one sentence; an invalid config is not an error for ``/launch``: its answer lists the problems
+(``run_id`` None). The widgets' own events are kept off the API page (:func:`hide_widget_events`): they take the
+form's 60-odd values by position and change with the layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from app import actions
+from app.access import Access
+from app.errors import user_error
+
+NAMES = (
+    "validate",
+    "probe",
+    "launch",
+    "stop",
+    "resume",
+    "fork",
+    "delete",
+    "runs",
+    "run",
+    "metrics",
+    "samples",
+    "alerts",
+    "log",
+    "evaluate",
+)
+
+
+def _answer(action, *args, **kwargs):
+    """An action's result; its refusal raised as the client's error (one sentence)."""
+    try:
+        return action(*args, **kwargs)
+    except actions.ActionError as exc:
+        raise user_error(exc.message) from None
+
+
+def endpoints(access: Access) -> dict[str, Any]:
+    """The API's functions by name, under the operator's ``access`` rules. Their type hints and docstrings are what
+    the API page shows (gr.api reads them)."""
+
+    def validate(config: str) -> dict:
+        """Check a run config (YAML or JSON text): every problem at once, the warnings of a valid one, and the config
+        as it would run (defaults filled in)."""
+        return actions.validate(config, access).to_json()
+
+    def probe(config: str, prompts: int = 8) -> dict:
+        """Sample and score a few groups of a valid config with the base model before training: the verdict
+        ("learns", "risky" or "wasted"), the report as text, and its figures."""
+        return _answer(actions.probe, config, access, int(prompts)).to_json()
+
+    def launch(config: str) -> dict:
+        """Queue a run from a config (YAML or JSON text): its run_id and name, or run_id None and every problem (then
+        nothing was created)."""
+        try:
+            return actions.launch(config, access).to_json()
+        except actions.ActionError as exc:
+            return {"run_id": None, "name": None, "problems": exc.problems, "error": None}
+
+    def stop(run_id: int) -> dict:
+        """Ask a live run to stop at its next step boundary (its adapter is saved)."""
+        sent = _answer(actions.stop, run_id)
+        return {"run_id": int(run_id), "stop_sent": sent, "status": _status(run_id)}
+
+    def resume(run_id: int) -> dict:
+        """Queue a stopped or failed run to continue from its latest checkpoint (waits for a worker still saving)."""
+        _answer(actions.resume, run_id)
+        return {"run_id": int(run_id), "status": _status(run_id)}
+
+    def fork(run_id: int, step: int, settings: str = "", name: str = "") -> dict:
+        """A new run from a checkpoint of another, with changed settings (one key=value a line, e.g. beta=0.01);
+        returns the new run's id (it is queued)."""
+        new_id = _answer(actions.fork, run_id, step, settings or "", access, name or None)
+        return {"run_id": new_id, "parent_run_id": int(run_id), "step": int(step)}
+
+    def delete(run_id: int) -> dict:
+        """Delete a run that is not live, with its metrics, samples, log and files."""
+        name = _answer(actions.delete, run_id)
+        return {"run_id": int(run_id), "name": name, "deleted": True}
+
+    def runs(search: str = "") -> list:
+        """Every run, newest first (or those whose name contains ``search``, or whose id it is): id, name, status,
+        step, last reward and KL, model, data set, where it runs, health, held-out results."""
+        summaries = actions.runs(search or None)
+        places = actions.places(summaries)
+        return [actions.run_json(s, places[s.id]) for s in summaries]
+
+    def run(run_id: int) -> dict:
+        """One run: what /runs says of it, with its whole config and its error."""
+        return _answer(actions.run_detail, run_id)
+
+    def metrics(run_id: int, keys: str = "", since_step: int = -1) -> dict:
+        """A run's metric series as columns: "step", "wall_time", then one per key (comma-separated ``keys``, default
+        all), None where a key was not logged at a step; only steps after ``since_step``."""
+        wanted = [k.strip() for k in (keys or "").split(",") if k.strip()]
+        return _answer(actions.metrics, run_id, wanted or None, int(since_step))
+
+    def samples(run_id: int, step: int | None = None, limit: int = 200) -> dict:
+        """The completions sampled at a step (default the newest): prompt, completion, rewards, total, advantage."""
+        return _answer(actions.samples, run_id, step, int(limit))
+
+    def alerts(run_id: int) -> list:
+        """A run's failure signs now, each with what to try."""
+        return _answer(actions.alerts, run_id)
+
+    def log(run_id: int, after_id: int = 0) -> dict:
+        """A run's log lines after line ``after_id``, whether it has ended, and the id to ask after next."""
+        return _answer(actions.log, run_id, int(after_id))
+
+    def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:
+        """Start a held-out evaluation of base vs tuned (greedy, then ``samples`` each); its results appear under
+        /run's "heldout" when it has finished."""
+        evaluation_id = _answer(actions.evaluate, run_id, adapter, int(k), int(samples))
+        return {"run_id": int(run_id), "evaluation_id": evaluation_id}
+
+    found = dict(locals())
+    return {name: found[name] for name in NAMES}
+
+
+def _status(run_id: int) -> str:
+    return actions.run_detail(run_id)["status"]
+
+
+def register(access: Access) -> None:
+    """Add the named endpoints to the gr.Blocks being built (before the pages, so they keep their names)."""
+    for name, fn in endpoints(access).items():
+        gr.api(fn, api_name=name)
+
+
+def hide_widget_events(demo: gr.Blocks) -> None:
+    """Keep every event but the named API's off the API page and away from the client libraries: the page works
+    as before (the browser calls them by index), scripts use the names."""
+    for fn in demo.fns.values():
+        if fn.api_name not in NAMES:
+            fn.api_visibility = "private"

@@ -1,0 +1,200 @@
+"""The action layer (app/actions): one function per user action, plain values in, typed results or ActionError out;
+the command line and the dashboard are adapters over it, and RunConfig is ground (it imports no loading, job or
+scoring code)."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app import actions
+from app.access import Access
+from app.cli import main
+
+from .conftest import ROOT
+from .helpers import tiny_config
+
+
+def test_importing_the_config_loads_only_its_own_ground():
+    """RunConfig and its per-field rules import nothing from trainer.loading, trainer.job or trainer.scoring."""
+    code = "import sys, trainer.config; print(sorted(m for m in sys.modules if m.split('.')[0] in ('trainer', 'storage', 'app')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    loaded = ast.literal_eval(done.stdout.strip())
+    assert loaded == [
+        "trainer",
+        "trainer.config",
+        "trainer.config_checks",
+        "trainer.config_fields",
+        "trainer.config_file",
+        "trainer.safe_text",
+    ]
+
+
+def _imports(path: Path) -> set[str]:
+    """The app.* modules a module imports anywhere in it (inside functions too: a lazy import is still a circle)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("app"):
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("app"))
+    return found
+
+
+def test_no_import_circle_among_the_dashboards_modules():
+    """The Compare ↔ evaluation circle is gone (what pages share lives in the action layer), and no other."""
+    modules = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in (ROOT / "app").rglob("*.py")
+    }
+    graph = {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph[start])
+
+    circles = sorted(name for name in graph if reaches(name, name, {name}) and name != "app.actions")
+    assert circles == [], circles
+
+
+def test_the_cli_and_the_pages_act_through_the_action_layer():
+    """No action is written twice: the command line and the dashboard's pages never create, stop, fork or delete a
+    run themselves (queries.create_run, stop_worker, fork_run, queries.delete_run appear only under app/actions)."""
+    writers = (
+        "create_run",
+        "stop_worker",
+        "fork_run",
+        "delete_run",
+        "requeue_run",
+        "start_evaluation",
+        "probe_in_child",
+    )
+    for path in [ROOT / "app" / "cli.py", ROOT / "app" / "cli_probe_fork.py", *(ROOT / "app" / "pages").glob("*.py")]:
+        tree = ast.parse(path.read_text())
+        used = {  # what it takes from storage and trainer: imported names, and queries.<name> / launch.<name>
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("storage", "trainer"))
+            for alias in node.names
+        } | {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("queries", "launch")
+        }
+        assert not used & set(writers), (path.name, used & set(writers))
+
+
+def test_a_config_arrives_as_text_a_mapping_or_a_config_and_reads_the_same():
+    config = tiny_config(name="same")
+    text = yaml.safe_dump(config.to_dict())
+    for source in (config, config.to_dict(), text, config.to_dict() | {"unknown_key": 1}):
+        checked = actions.validate(source, actions.OPERATOR)
+        assert checked.problems == [] and checked.config == config, checked.problems
+    assert actions.validate(config.to_dict() | {"unknown_key": 1}, actions.OPERATOR).notes == [
+        "ignored unknown setting 'unknown_key'"
+    ]
+
+
+def test_the_dashboards_rules_are_an_argument_applied_once(tmp_path):
+    """The same config: accepted from the command line (its user owns the machine), refused under the dashboard's
+    rules, whichever adapter asks."""
+    outside = tmp_path / "data.jsonl"
+    outside.write_text('{"question": "1+1", "answer": "2"}\n' * 20)
+    config = tiny_config(dataset_name=str(outside), reward_funcs=["correctness", f"{tmp_path}/r.py:reward"])
+    (tmp_path / "r.py").write_text("def reward(completions, **kw):\n    return [0.0 for _ in completions]\n")
+    assert actions.validate(config, actions.OPERATOR).problems == []
+    refused = actions.validate(config, Access()).problems
+    assert any("local paths are limited to" in p for p in refused)
+    assert any("--allow-custom-rewards" in p for p in refused)
+    with pytest.raises(actions.ActionError) as caught:
+        actions.launch(config, Access())
+    assert caught.value.problems == refused and actions.runs() == []
+
+
+def test_a_hostile_config_text_is_refused_in_one_sentence():
+    laughs = "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+    laughs += (
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+    )
+    checked = actions.validate(laughs, Access())
+    assert checked.config is None and len(checked.problems) == 1 and "the config text" in checked.problems[0]
+    assert actions.validate("- just\n- a list\n", Access()).problems[0].endswith("got a list")
+    assert "at most 1 MB" in actions.validate("x" * 1_100_000, Access()).problems[0]
+
+
+def test_unknown_runs_and_wrong_ids_are_one_sentence_errors():
+    for act in (actions.stop, actions.resume, actions.delete, actions.clone, actions.run_detail, actions.alerts):
+        with pytest.raises(actions.ActionError, match="no run with id 99"):
+            act(99)
+    with pytest.raises(actions.ActionError, match="expected a whole number"):
+        actions.stop("three")
+
+
+@pytest.mark.slow
+def test_metrics_come_out_as_columns_and_as_csv_and_parquet_files(trained_run, tmp_path, capsys):
+    run_id, config, _ = trained_run
+    table = actions.metrics(run_id, ["reward", "kl"])
+    assert table["step"] == list(range(1, config.max_steps + 1)) and len(table["reward"]) == config.max_steps
+    assert actions.metrics(run_id, ["reward"], since_step=4)["step"] == [5, 6]
+    with pytest.raises(actions.ActionError, match="no metric 'rewrd'"):
+        actions.metrics(run_id, ["rewrd"])
+
+    assert main(["export", str(run_id), "--metrics", str(tmp_path / "m.csv")]) == 0
+    assert main(["export", str(run_id), "--metrics", str(tmp_path / "m.parquet")]) == 0
+    assert f"metrics ({config.max_steps} steps) written to" in capsys.readouterr().out
+    every = actions.metrics(run_id)
+    with (tmp_path / "m.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(every) and [int(r["step"]) for r in rows] == every["step"]
+    assert [float(r["reward"]) for r in rows] == pytest.approx(every["reward"])
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "m.parquet").to_pydict() == every
+    assert main(["export", str(run_id), "--metrics", str(tmp_path / "m.xlsx")]) == 2
+    assert "a metrics file ends in .csv or .parquet" in capsys.readouterr().err
+    assert not Path(tmp_path / "m.xlsx").exists()
+
+
+def test_a_resume_while_the_stopped_worker_still_exits_waits_for_it_then_queues(tmp_path):
+    """Issue 29 item 5: the table already says stopped, the worker is still saving; the resume is queued once the
+    worker has exited instead of being refused."""
+    import threading
+    import time
+
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+    from trainer.job.launch import process_start_time
+
+    from .helpers import create_run, run_row
+
+    run_id = create_run(tiny_config(name="exiting"))
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with get_sessionmaker().begin() as s:
+            run = queries.get_run(s, run_id)
+            run.pid, run.pid_started = worker.pid, process_start_time(worker.pid)
+            queries.finish_run(s, run, RunStatus.STOPPED)
+        threading.Timer(1.5, worker.kill).start()
+        started = time.monotonic()
+        assert actions.resume(run_id) is None
+        waited = time.monotonic() - started
+    finally:
+        worker.kill()
+        worker.wait()
+    assert waited >= 1.0 and run_row(run_id).status == "queued" and run_row(run_id).pid is None
+    with pytest.raises(actions.ActionError, match="still saving and exiting after 0 s"):
+        with get_sessionmaker().begin() as s:
+            run = queries.get_run(s, run_id)
+            run.pid, run.pid_started = os.getpid(), process_start_time(os.getpid())
+            queries.finish_run(s, run, RunStatus.STOPPED)
+        actions.resume(run_id, wait_s=0)

@@ -1,0 +1,158 @@
+"""The ``grpo-studio`` commands on runs: run, resume, stop, runs, logs, presets, worker (their options are in
+app/cli.py). Each is a thin adapter over app.actions: it prints what the action returned, or its refusal
+(:func:`refused`) with the action's exit code. A run trains in the foreground as app.cli_output.foreground does."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.cli_output import follow, foreground, started_text
+from trainer.safe_text import printable
+
+if TYPE_CHECKING:
+    from app.actions import ActionError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate the config (exit 2 with every problem, starting nothing), create the run, train it."""
+    from app import actions
+    from trainer.presets import resolve_preset
+
+    source = Path(resolve_preset(args.config))
+    checked = actions.validate(source, actions.OPERATOR, name=args.name)
+    if checked.problems:
+        return refused(actions.ActionError(f"{args.config}: invalid run config", checked.problems))
+    for note in checked.notes + checked.warnings:
+        print(f"note: {note}", file=sys.stderr)
+    launched = actions.launch(checked.config, actions.OPERATOR, start="detached" if args.detach else "here")
+    if launched.started is None:
+        print(f"run {launched.run_id}: {launched.name}")
+        return foreground(launched.run_id)
+    return _started(launched.run_id, launched.started, args.detach, "started")
+
+
+def _started(run_id: int, started: int | str, detach: bool, verb: str) -> int:
+    """What ``run`` and ``resume`` say after starting a worker elsewhere: a Slurm job refused (exit 1, with Slurm's
+    words), a detached worker (exit 0), or a Slurm job followed in the foreground as ``run`` follows a local one."""
+    if started == "":
+        from storage import queries
+        from storage.db import get_sessionmaker
+
+        with get_sessionmaker().begin() as session:
+            error = queries.get_run(session, run_id).error or "Slurm refused the job"
+        print(f"grpo-studio: run {run_id}: {error.strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+    if detach:
+        print(f"run {run_id} {verb} in the background ({started_text(started)}); follow it with: grpo-studio runs")
+        return 0
+    print(f"run {run_id} {verb} as Slurm job {started}: following it here (Ctrl-C stops the job)", flush=True)
+    return follow(run_id)
+
+
+def refused(exc: ActionError) -> int:
+    """Print an action's refusal (every problem of a config, one a line) and return its exit code."""
+    if len(exc.problems) > 1 or exc.problems != [exc.message]:
+        print(f"grpo-studio: {exc.message}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+    else:
+        print(f"grpo-studio: {exc.message}", file=sys.stderr)
+    return exc.exit_code
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Train an existing run in this process: what ``python -m trainer.job.worker RUN_ID`` does."""
+    from trainer.job.worker import main as worker_main
+
+    return worker_main([str(args.run_id)])
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a stopped or failed run."""
+    from app import actions
+
+    started = actions.resume(args.run_id, start="detached" if args.detach else "here")
+    if started is None:
+        return foreground(args.run_id)
+    return _started(args.run_id, started, args.detach, "resumed")
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Send a stop request to a run's worker."""
+    from app import actions
+
+    sent = actions.stop(args.run_id)
+    print(f"run {args.run_id}: " + ("stop requested" if sent else "stopped before a worker took it"))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    """Print the presets: name (what ``run`` takes), title, model and data set."""
+    from trainer.presets import load_preset, preset_files, preset_title
+
+    for path in preset_files():
+        config = load_preset(path)
+        print(f"{path.stem:<20} {preset_title(path)}")
+        print(f"{'':<20} model {config.model_name_or_path}, data {config.dataset_name}, {config.max_steps} steps")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Print the runs table (after reconciling runs whose worker died)."""
+    from app import actions
+    from storage.db import get_sessionmaker
+    from trainer.job.launch import poll_slurm, reconcile
+
+    states = poll_slurm()  # one squeue for every live job, before the transaction
+    with get_sessionmaker().begin() as session:
+        reconcile(session, states)
+    summaries = actions.runs()
+    if not summaries:
+        print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
+        return 0
+    places = actions.places(summaries)
+    errors = _errors([s.id for s in summaries])
+    print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  {'last reward':<11}  where")
+    for s in summaries:
+        run = actions.run_json(s, places[s.id])
+        step = f"{s.current_step}/{s.total_steps}"
+        shown = "-" if s.last_reward is None else f"{s.last_reward:.3f}"
+        name = printable(s.name, one_line=True)[:28]
+        print(f"{s.id:>4}  {name:<28} {s.status!s:<10} {step:>11}  {shown:<11}  {run['where']}")
+        if errors.get(s.id):
+            print(f"{'':6}error: {printable(errors[s.id], one_line=True)[:200]}")
+        if run["health"]:  # a frozen worker or a hanging step must not read as a healthy "running"
+            print(f"{'':>6}{run['health']}")
+    return 0
+
+
+def _errors(run_ids: list[int]) -> dict[int, str]:
+    """Each run's error, its last line (the runs list shows one line a run)."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as session:
+        errors = {r.id: r.error for r in queries.list_runs(session) if r.id in run_ids}
+    return {i: e.strip().splitlines()[-1] for i, e in errors.items() if e and e.strip()}
+
+
+def cmd_logs(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:
+    """Print a run's log lines, oldest first; with ``--follow``, new ones as they arrive until the run has ended."""
+    import time
+    from datetime import datetime
+
+    from app import actions
+
+    after = 0
+    while True:
+        read = actions.log(args.run_id, after)
+        for line in read["lines"]:
+            stamp = datetime.fromisoformat(line["time"])
+            print(f"{stamp:%Y-%m-%d %H:%M:%S} {line['level']:<7} {line['message']}", flush=True)
+        after = read["next_after"]
+        if not args.follow or (read["ended"] and not read["lines"]):
+            return 0
+        time.sleep(poll_seconds)

@@ -46,6 +46,12 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
     found.extend(checks.check_rewards(config.reward_funcs, config.reward_weights, import_custom=check_rewards))
     batch = (config.per_device_train_batch_size, config.gradient_accumulation_steps, config.num_processes)
     found.extend(checks.check_batch(*batch, group=config.num_generations))
+    found.extend(
+        checks.check_generation_batch(
+            config.per_device_train_batch_size, config.num_processes, config.steps_per_generation, config.num_generations
+        )
+    )
+    found.extend(checks.check_trackers(list(config.report_to)))
     found.extend(checks.check_lengths(config.max_prompt_length, config.max_completion_length, config.max_seq_length))
     if not config.lora_target_modules:
         found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")

@@ -48,7 +48,10 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
     found.extend(checks.check_batch(*batch, group=config.num_generations))
     found.extend(
         checks.check_generation_batch(
-            config.per_device_train_batch_size, config.num_processes, config.steps_per_generation, config.num_generations
+            config.per_device_train_batch_size,
+            config.num_processes,
+            config.steps_per_generation,
+            config.num_generations,
         )
     )
     found.extend(checks.check_trackers(list(config.report_to)))

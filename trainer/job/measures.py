@@ -165,8 +165,10 @@ def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
                 try:
                     value = measure_kl(trainer, output)
                 except Exception as exc:  # noqa: BLE001 - a measurement must never end a training run
-                    log.warning("measured KL skipped at step %d: %s", step + 1, exc)
-                    value = None
+                    # e.g. a model path whose trainer computes log-probs its own way (Unsloth patches TRL's): said
+                    # once, and not tried again
+                    log.warning("measured KL turned off at step %d: %s", step + 1, exc)
+                    measures.kl_every, value = 0, None
                 if value is not None:
                     trainer._metrics["train"][KL_KEY].append(value)
             return output

@@ -3,7 +3,7 @@
 - ``kl_measured``: KL(policy ‖ base) at beta 0, where TRL computes no KL at all (its ``kl`` needs the reference
   log-probs it only computes when beta != 0: trl 1.16.0 grpo_trainer.py:2709-2739), so the KL chart stayed empty and
   the KL-climb alert could never fire exactly when nothing holds the policy back. Every ``measured_kl_steps`` steps,
-  on that step's sampled completions, with TRL's own estimator; the base is the model with its LoRA adapter off
+  on (at most 16 of) that step's sampled completions, with TRL's own estimator; the base is the model with its LoRA adapter off
   (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not in the loss.
 - ``time/generation`` and ``time/other``: a step's seconds split into generating completions (TRL's ``_generate``)
   and the rest (scoring, log-probs, backward, optimizer).
@@ -29,6 +29,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 KL_KEY = "kl_measured"
+# Completions per process a measured KL looks at: the first ones of the generation batch (whole groups at G <= 16).
+# A KL per token averaged over 16 completions of a few hundred tokens is steady enough for a trend, and measuring all
+# 64 completions of the offline demo's step at every step cost 20-40 % of the step (bench/overhead.py --measured-kl 1).
+KL_COMPLETIONS = 16
 GIB = 2**30
 
 
@@ -116,10 +120,13 @@ def measure_kl(trainer: Any, output: dict) -> float | None:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if not hasattr(model, "disable_adapter"):
         return None
-    prompt_ids, completion_ids = output["prompt_ids"], output["completion_ids"]
+    rows = slice(0, KL_COMPLETIONS)
+    prompt_ids, completion_ids = output["prompt_ids"][rows], output["completion_ids"][rows]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-    mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
+    attention_mask = torch.cat([output["prompt_mask"][rows], output["completion_mask"][rows]], dim=1)
+    mask = output["completion_mask"][rows]
+    if "tool_mask" in output:
+        mask = mask * output["tool_mask"][rows]
     keep, batch_size = completion_ids.size(1), trainer.args.per_device_train_batch_size
 
     def logps():
@@ -129,7 +136,7 @@ def measure_kl(trainer: Any, output: dict) -> float | None:
     with torch.no_grad():
         # TRL keeps the policy's log-probs at sampling time when it needs them (num_iterations > 1, vLLM): reuse them
         policy = output.get("old_per_token_logps")
-        policy = logps() if policy is None else policy
+        policy = logps() if policy is None else policy[rows]
         with model.disable_adapter():
             base = logps()
         kl = per_token_kl(policy.float(), base.float()) * mask

@@ -308,3 +308,28 @@ def test_kl_climb_alert_uses_the_measured_kl_at_beta_zero():
     from app.health import health_alerts
 
     assert [a.name for a in health_alerts(_series(kl_measured=[0.05] * 10 + [1.0] * 10))] == ["kl_climb"]
+
+
+def test_the_banner_marks_a_note_apart_from_the_alerts():
+    from app.pages.monitor import health_markdown
+
+    banner = health_markdown(_series(loss=[0.0] * 5, completions__clipped_ratio=[1.0] * 5, reward_std=[0.0] * 5), 200)
+    lines = banner.splitlines()
+    assert [line.split("**")[1] for line in lines] == [
+        "100% of completions hit the length limit",
+        "100% of completions are cut at max_completion_length and the rewards are flat",
+        "loss is 0: normal for GRPO",
+    ]
+    assert lines[0].startswith("⚠️") and lines[1].startswith("⚠️") and lines[2].startswith("ℹ️")
+
+
+def test_other_metrics_are_listed_and_charted_on_request():
+    from app.other_metrics import other_figure, other_text
+
+    runs = {"1: a": _series(reward=[1.0, 2.0], vespo__phi_seq_mean=[0.5, 0.6], my__custom=[3.0, 4.0])}
+    assert other_keys(runs) == ["my/custom", "vespo/phi_seq_mean"]
+    assert other_text(other_keys(runs)) == (
+        "<small>Logged but not charted above (2): `my/custom`, `vespo/phi_seq_mean`</small>"
+    )
+    figure = other_figure(runs, ["my/custom"])
+    assert [(trace.meta, list(trace.y)) for trace in figure.data] == [("my/custom", [3.0, 4.0])]

@@ -60,36 +60,49 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "kl",
         "KL to the base model",
-        ("kl",),
-        "How far the policy has drifted from the base (beta × KL is the penalty); a fast climb hints at reward hacking.",
+        ("kl", "kl_measured"),
+        "How far the policy has drifted from the base (beta × KL is the penalty); a fast climb hints at reward hacking. "
+        "At beta 0 TRL computes none: the worker then measures it every measured_kl_steps steps (measured, not in the "
+        "loss).",
         unit="KL (nats per token)",
     ),
     Chart(
         "clip_ratio",
         "Clipped policy ratios",
-        ("clip_ratio/",),
-        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work.",
+        ("clip_ratio/", "cispo_clip_ratio"),
+        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work. It "
+        "only acts when a batch is reused (num_iterations > 1, or steps_per_generation above the accumulation steps).",
         unit="share of tokens",
     ),
     Chart(
         "length",
         "Completion length",
-        ("completions/mean_length", "completions/max_length", "completions/clipped_ratio"),
+        (
+            "completions/mean_length",
+            "completions/min_length",
+            "completions/max_length",
+            "completions/mean_terminated_length",
+            "completions/min_terminated_length",
+            "completions/max_terminated_length",
+            "completions/clipped_ratio",
+        ),
         "Tokens per completion; rising length with flat reward is length bias, a high clipped share means answers never finish.",
         unit="tokens · clipped share",
     ),
     Chart(
         "entropy",
         "Entropy",
-        ("entropy",),
+        ("entropy", "entropy_coef"),
         "How spread the policy's token choices are; collapsing entropy means the group's answers stop differing.",
         unit="nats per token",
     ),
     Chart(
         "loss",
         "Loss",
-        ("loss",),
-        "The clipped surrogate plus the KL term; near zero on-policy by construction, so watch it for NaN rather than trend.",
+        ("loss", "policy_loss", "aux_loss"),
+        "The clipped surrogate plus the KL term. A loss of 0 is normal for GRPO: on-policy the advantages of a group "
+        "sum to zero, so the loss is ~0 while the gradient is not (trl#3452); watch reward and KL for progress, and "
+        "this chart for NaN.",
         unit="loss",
     ),
     Chart(
@@ -109,9 +122,51 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "step_time",
         "Step time (s)",
-        ("step_time",),
-        "Seconds per training step: generating G completions per prompt dominates it.",
+        ("step_time", "time/generation", "time/other"),
+        "Seconds per training step (TRL's step_time), and the worker's split of each step into generating the "
+        "completions and the rest (scoring, log-probs, backward, optimizer): generation usually dominates.",
         unit="seconds",
+    ),
+    # --- throughput, memory and the signals of vLLM and tools (issue 30) ---
+    Chart(
+        "throughput",
+        "Throughput (tokens/s)",
+        ("throughput/tokens_per_second",),
+        "Prompt and completion tokens per second of wall time, from TRL's num_tokens: the figure to compare model "
+        "paths (Unsloth, TRL + vLLM, plain) and GPUs by.",
+        unit="tokens per second",
+    ),
+    Chart(
+        "tokens",
+        "Tokens per step",
+        ("throughput/tokens_per_step",),
+        "Prompt and completion tokens of each step's generation batch (steps that reuse a batch add none).",
+        unit="tokens",
+    ),
+    Chart(
+        "memory",
+        "Peak GPU memory per step",
+        ("memory/peak_gib",),
+        "The most GPU memory the step allocated (torch.cuda.max_memory_allocated, reset every step).",
+        unit="GiB",
+        empty="measured on a CUDA GPU only: this run trains without one",
+    ),
+    Chart(
+        "sampling",
+        "vLLM vs trainer log-probs",
+        ("sampling/",),
+        "How far vLLM's log-probs of its samples are from the trainer's, and the importance-sampling ratio that "
+        "corrects for it: a climbing difference means vLLM samples from other weights than the trainer holds.",
+        unit="nats · ratio",
+        empty="logged when vLLM generates (importance-sampling correction): this run samples with the trainer",
+    ),
+    Chart(
+        "tools",
+        "Tool calls",
+        ("tools/",),
+        "Share of completions that call a tool, and of calls that fail (runs with tools only).",
+        unit="share",
+        empty="no tool calls in this run",
     ),
 )
 
@@ -124,6 +179,11 @@ SERIES_NAMES = {
     "reward_std": "reward std",
     "frac_reward_zero_std": "zero-std groups",
     "kl": "KL",
+    "kl_measured": "KL measured (not in the loss)",
+    "policy_loss": "policy loss",
+    "aux_loss": "aux loss",
+    "time/generation": "generation",
+    "time/other": "the rest",
     "completions/mean_length": "mean length",
     "completions/max_length": "max length",
     "completions/clipped_ratio": "clipped share",

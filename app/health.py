@@ -86,7 +86,8 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
         "{:.0%} of groups have zero reward std: no learning signal",
         _zero_std_hint(series),
     )
-    kl = _values(series, "kl")
+    # At beta 0 TRL logs no KL: the worker's measured one (every measured_kl_steps steps) stands in for it
+    kl = _values(series, "kl") or _values(series, "kl_measured")
     if len(kl) >= 2 * WINDOW:
         before, now = _mean(kl[-2 * WINDOW : -WINDOW]), _mean(kl[-WINDOW:])
         if now > 0.5 and now > 3 * max(before, 1e-3):

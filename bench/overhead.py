@@ -1,6 +1,6 @@
 """Overhead of grpo-studio's worker over a bare GRPOTrainer script, measured side by side in one invocation.
 
-    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N]
+    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N] [--measured-kl N]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened, no checkpoint and no held-out
 evaluation inside the measured steps) in a fresh process each, seeded alike, so they sample the same completions and
@@ -22,6 +22,11 @@ process at a time, alternating which side goes first. On this shared 2-core mach
 The verdict is the median of the per-round ratios (grpo-studio / bare), target <= 1.03; every ratio is printed with the
 spread. Beside it: the database writer thread's own CPU time per step, the time outside TRL's training step, each
 process's time in the garbage collector, and the load average before and after.
+
+``--measured-kl N`` prices the KL the worker measures at beta 0 (trainer/job/measures.py): both sides then train at
+beta 0 (TRL's default, where TRL computes no KL), and the worker measures KL(policy ‖ base) every N steps, two no-grad
+forward passes over the step's completions; ``--measured-kl 0`` is the same beta-0 comparison without it, the
+baseline to read the price against.
 
 The studio side uses a throw-away database; the built-in model comes from the usual cache ($GRPO_STUDIO_HOME).
 """
@@ -82,6 +87,12 @@ def main() -> None:
         default=0,
         help="held-out evaluation every N steps on the worker's side (what it costs)",
     )
+    parser.add_argument(
+        "--measured-kl",
+        type=int,
+        default=None,
+        help="both sides at beta 0, the worker measuring KL every N steps (0: not at all); default: the demo's beta",
+    )
     opts = parser.parse_args()
 
     from trainer.config import RunConfig
@@ -94,6 +105,8 @@ def main() -> None:
     # nor held-out evaluation (unless --eval-steps): the demo's eval_steps (100 greedy answers every 10 steps) is work
     # the user asked for, which the bare script does not do; counted, it would be charged to the worker's watching
     config.eval_steps = opts.eval_steps
+    if opts.measured_kl is not None:
+        config.beta, config.measured_kl_steps = 0.0, opts.measured_kl
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     # the CPUs of each half of a paired round (swapped the second time, so neither side keeps the CPU the machine's
     # other work or its interrupts prefer, whatever the number of rounds); None: sequential
@@ -163,8 +176,15 @@ def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load
         f"{statistics.median(x.gc_seconds for x in bare):.2f} s, grpo-studio "
         f"{statistics.median(x.gc_seconds for x in studio):.2f} s\n"
         f"held-out evaluation on the worker's side: {f'every {opts.eval_steps} steps' if opts.eval_steps else 'none'}\n"
+        f"measured KL on the worker's side: {_kl_text(opts.measured_kl)}\n"
         f"load average (1/5/15 min) before {_load(load_before)}, after {_load(os.getloadavg())} on {os.cpu_count()} CPUs"
     )
+
+
+def _kl_text(every: int | None) -> str:
+    if every is None:
+        return "none (the demo's beta: TRL computes the KL on both sides)"
+    return f"every {every} steps, both sides at beta 0" if every else "none, both sides at beta 0"
 
 
 def _both(halves: list[Side]) -> Side:

@@ -144,6 +144,8 @@ CHANGED_FOR_TRL = {
     "warmup_ratio": 0.2,
     "lr_scheduler_type": "linear",
     "max_grad_norm": 0.5,
+    "num_iterations": 2,
+    "steps_per_generation": 3,  # 4 completions × 3 = 12, whole groups of 4
     "seed": 3,
     "logging_steps": 2,
     "save_steps": 5,
@@ -185,6 +187,7 @@ def test_settings_named_as_in_grpo_config_are_marked_for_trl():
         "reward_weights": "passed as RunConfig.weights(), 1.0 each when empty",
         "vllm_mode": "passed with the server's address in server mode (trl_args.vllm_server_kwargs)",
         "eval_steps": "grpo-studio's own held-out evaluation (trainer.evaluation.periodic_eval), not TRL's eval loop",
+        "report_to": "passed as the list, or 'none' when empty (trl_args.grpo_kwargs)",
     }
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
     unmarked = {f.name for f in dataclasses.fields(RunConfig) if f.name in accepted and not f.metadata["trl"]}

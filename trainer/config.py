@@ -134,6 +134,24 @@ class RunConfig:
         advanced=True,
     )
     max_grad_norm: float = grpo(0.1, "Gradient norm clip.", min=0.0, max=1e6)
+    # TRL's names, so a TRL recipe's values load as they are. With one pass over each generation batch the policy
+    # ratio is exactly 1 and the clip never acts (SPEC.md): only these two make clip_ratio/* non-zero.
+    num_iterations: int = grpo(
+        1,
+        "μ: optimisation passes over each generation batch. Clipping (epsilon) only acts when μ > 1: with one pass the "
+        "policy ratio is exactly 1.",
+        min=1,
+        max=64,
+        advanced=True,
+    )
+    steps_per_generation: int = grpo(
+        0,
+        "Optimizer steps that share one generation batch (0: gradient_accumulation_steps, TRL's default). Above that, "
+        "later steps learn from completions an older policy sampled, so the ratio moves and clipping can act.",
+        min=0,
+        max=1024,
+        advanced=True,
+    )
     # numpy's seed must fit in 32 bits
     seed: int = advanced(42, "Random seed for data order, sampling and initialisation.", min=0, max=2**32 - 1, trl=True)
     logging_steps: int = advanced(1, "Log metrics every N steps.", min=1, max=1_000_000, trl=True)
@@ -146,6 +164,19 @@ class RunConfig:
         "reward), stored per step from step 0 (the base); 0: off.",
         min=0,
         max=1_000_000,
+    )
+    measured_kl_steps: int = advanced(
+        5,
+        "At beta 0 (TRL then computes no KL), measure KL(policy ‖ base) every N steps on the step's sampled "
+        "completions, the base being the model with the LoRA adapter off: charted as measured, not in the loss, and "
+        "watched by the KL alert (0: off).",
+        min=0,
+        max=1_000_000,
+    )
+    report_to: list[str] = advanced(
+        [],
+        "Also report the run's metrics to these trackers: trackio, wandb, tensorboard, mlflow (each needs its extra, "
+        "e.g. pip install 'grpo-studio[trackio]'); grpo-studio's own charts read its database either way.",
     )
     keep_samples_every: int = advanced(
         1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1
@@ -265,6 +296,12 @@ class RunConfig:
             found.append("name is empty: give the run a name")
         batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
         found.extend(checks.check_batch(*batch, group=self.num_generations))
+        found.extend(
+            checks.check_generation_batch(
+                self.per_device_train_batch_size, self.num_processes, self.steps_per_generation, self.num_generations
+            )
+        )
+        found.extend(checks.check_trackers(list(self.report_to)))
         found.extend(checks.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
         if not self.lora_target_modules:
             found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")

@@ -173,6 +173,30 @@ def check_batch(per_device: int, accumulation: int, processes: int, group: int) 
     return []
 
 
+def check_generation_batch(per_device: int, processes: int, steps_per_generation: int, group: int) -> list[str]:
+    """That a generation batch (``per_device`` × ``processes`` × ``steps_per_generation`` completions) splits into
+    whole groups, as TRL's GRPOConfig requires (trl 1.16.0 grpo_config.py:1131); 0 steps means TRL's default
+    (gradient_accumulation_steps), which :func:`check_batch` covers."""
+    batch = per_device * processes * steps_per_generation
+    if not steps_per_generation or batch % group == 0:
+        return []
+    return [
+        f"steps_per_generation {steps_per_generation}: a generation batch of {batch} completions is not divisible by "
+        f"the group size {group}: use a steps_per_generation that makes it a multiple of {group}, or 0"
+    ]
+
+
+TRACKERS = ("trackio", "wandb", "tensorboard", "mlflow")  # report_to's choices, TRL's (transformers') names
+
+
+def check_trackers(report_to: list[str]) -> list[str]:
+    """That every tracker of ``report_to`` is one grpo-studio can install as an extra (names as TRL spells them)."""
+    unknown = [name for name in report_to if name not in TRACKERS]
+    if not unknown:
+        return []
+    return [f"report_to {', '.join(map(shorten, unknown))}: expected trackers among {', '.join(TRACKERS)}"]
+
+
 def check_lengths(prompt: int, completion: int, sequence: int) -> list[str]:
     """That a prompt and its completion fit the sequence length the model is loaded for."""
     if prompt + completion <= sequence:

@@ -14,6 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.charts import CHARTS, build_all
 from app.health import health_alerts, liveness_alerts
 from app.monitor_state import RunCache, progress_text
+from app.other_metrics import other_figure, other_keys, other_text
+from app.signal_alerts import signal_alerts, signal_notes
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from storage.models import RunStatus
@@ -36,6 +38,9 @@ class MonitorView:
     step: dict = field(default_factory=gr.update)  # the completions slider's range and value
     table: Any = field(default_factory=list)  # completions rows
     log: Any = ""
+    other_pick: Any = field(default_factory=gr.update)  # the "other metrics" picker: its choices and value
+    other_list: Any = ""  # the keys no chart draws, listed
+    other_plot: Any = None  # the chart of the picked ones
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -52,9 +57,9 @@ def health_markdown(series, max_completion_length: int | None, run=None) -> str:
     """The alert banner: every failure sign with its hint (a frozen worker or a hanging step of ``run`` first), or
     nothing."""
     alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
-    if not alerts:
-        return ""
-    return "\n".join(f"⚠️ **{a.message}** — {a.hint}" for a in alerts)
+    alerts += signal_alerts(series)
+    lines = [f"⚠️ **{a.message}** — {a.hint}" for a in alerts]
+    return "\n".join(lines + [f"ℹ️ **{a.message}** — {a.hint}" for a in signal_notes(series)])
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
@@ -118,17 +123,25 @@ def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=False) -> MonitorView:
+def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=False, other=None) -> MonitorView:
     """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
 
     The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
     A database that fails (damaged, full, locked) is reported in one sentence in the header, and the charts stay.
     """
     try:
-        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw)
+        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other)
     except SQLAlchemyError as exc:
         keep = gr.update()
-        return MonitorView(f"⚠️ {describe_error(exc)}", caches, figures=[keep] * len(CHARTS), table=keep, log=keep)
+        return MonitorView(
+            f"⚠️ {describe_error(exc)}",
+            caches,
+            figures=[keep] * len(CHARTS),
+            table=keep,
+            log=keep,
+            other_list=keep,
+            other_plot=keep,
+        )
 
 
 def waiting_text(session, run) -> str:
@@ -145,7 +158,7 @@ def waiting_text(session, run) -> str:
     )
 
 
-def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> MonitorView:
+def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other=None) -> MonitorView:
     if run_id is None:
         return MonitorView("Pick a run.", caches)
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
@@ -182,6 +195,8 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     worker_log = log_tail(main, 40) if raw else ""
     if worker_log:  # the library output (warnings, TRL's dicts) only on request: grpo-studio's lines say what matters
         log_text += "\n--- raw worker output ---\n" + worker_log
+    others = other_keys(labels)
+    picked = [key for key in (other or []) if key in others]
     return MonitorView(
         header,
         caches,
@@ -198,6 +213,9 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
         step=gr.update(minimum=0, maximum=max(last, 1), value=shown),
         table=completions_table(int(run_id), shown),
         log=log_text,
+        other_pick=gr.update(choices=others, value=picked),
+        other_list=other_text(others),
+        other_plot=other_figure(labels, picked, smoothing or 0.0, "time" if x_axis == "wall time" else "step"),
     )
 
 
@@ -222,6 +240,11 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
                 with gr.Column():
                     plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False))
                     gr.Markdown(f"<small>{chart.meaning}</small>")
+    other_list = gr.Markdown(elem_id="monitor-other-list")
+    other_pick = gr.Dropdown(
+        choices=[], value=[], multiselect=True, label="Other metrics to chart", elem_id="monitor-other-pick"
+    )
+    other_plot = gr.Plot(elem_id="chart-other", show_label=False)
     gr.Markdown("### Completions")
     step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="monitor-step")
     table = gr.Dataframe(
@@ -244,13 +267,17 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         """A poll's MonitorView onto the widgets: the one place its fields meet them."""
         view = refresh(*values)
         shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
+        shown |= {other_pick: view.other_pick, other_list: view.other_list, other_plot: view.other_plot}
         return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
 
-    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw]
-    outputs = [header, banner, step, table, log, *plots, caches]  # what show() fills (Gradio matches by key)
+    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick]
+    # what show() fills (Gradio matches by key)
+    outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot]
     timer.tick(show, inputs, outputs, show_progress="hidden")
     for control in (run, overlay, smoothing, x_axis, raw):
         control.change(show, inputs, outputs, show_progress="hidden")
+    # .input, not .change: each poll sets the picker's choices, which must not trigger another poll
+    other_pick.input(show, inputs, outputs, show_progress="hidden")
 
     def pick_step(run_id, value):
         steps = _sample_steps(run_id)

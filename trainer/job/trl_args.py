@@ -10,6 +10,8 @@ applied is reported in ``notes`` (shown in the run's log):
 - Neither TRL 1.15 nor 1.16 has ``max_prompt_length`` on GRPOConfig (trl 1.15.0 and 1.16.0 trainer/grpo_config.py
   declare no such field); the worker truncates prompts itself (see :func:`truncate_prompts`) and still passes the
   argument, so a TRL that has it again applies it.
+- ``num_iterations`` and ``steps_per_generation`` have the same names and meaning in both (trl 1.15.0
+  grpo_config.py:523, 684; 1.16.0 :528, 689); ``report_to`` and ``project`` are transformers' TrainingArguments.
 - transformers 5 dropped ``warmup_ratio``; a ratio below 1 passed as ``warmup_steps`` means the same thing.
 - ``use_vllm`` with ``vllm_mode="colocate"`` is TRL's own vLLM engine in the training process (both versions:
   trl 1.15.0 grpo_config.py:582-598, 1.16.0 :587-603); ``vllm_max_model_length`` keeps its KV cache to the run's
@@ -67,7 +69,12 @@ def grpo_kwargs(
         "vllm_mode": config.vllm_mode,
         **(vllm_server_kwargs() if config.vllm_mode == "server" else {}),
         "bf16": bf16,
-        "report_to": "none",
+        # 0 is RunConfig's word for TRL's own default (None: gradient_accumulation_steps, grpo_config.py:1098-1100)
+        "steps_per_generation": config.steps_per_generation or None,
+        # The trackers a user asked for get TRL's log dicts as well (transformers' integrations); grpo-studio's own
+        # charts read its database either way. "project" names the trackio project (TrainingArguments.project).
+        "report_to": list(config.report_to) or "none",
+        **({"project": "grpo-studio"} if config.report_to else {}),
         # The worker stores the completions table itself; TRL's parquet files and rich printing would duplicate it.
         "log_completions": False,
         "disable_tqdm": True,
@@ -77,6 +84,17 @@ def grpo_kwargs(
         "use_cpu": cpu,
         **({"ddp_backend": "gloo"} if cpu and config.num_processes > 1 else {}),
     }
+
+
+# the module each tracker of report_to needs (transformers' is_*_available look for these; tensorboardX also does)
+TRACKER_MODULES = {"trackio": "trackio", "wandb": "wandb", "tensorboard": "tensorboard", "mlflow": "mlflow"}
+
+
+def missing_trackers(report_to: list[str]) -> list[str]:
+    """The trackers of ``report_to`` whose package is not installed (transformers would fail on them mid-setup)."""
+    import importlib.util
+
+    return [name for name in report_to if importlib.util.find_spec(TRACKER_MODULES.get(name, name)) is None]
 
 
 def vllm_server_kwargs() -> dict[str, Any]:
@@ -116,6 +134,12 @@ def to_trl(
     from peft import LoraConfig
     from trl import GRPOConfig
 
+    missing = missing_trackers(config.report_to)
+    if missing:
+        raise ValueError(
+            f"report_to {', '.join(missing)}: not installed where the worker runs: "
+            + ", ".join(f"pip install 'grpo-studio[{name}]'" for name in missing)
+        )
     accepted = {f.name for f in dataclasses.fields(GRPOConfig)}
     wanted = grpo_kwargs(config, output_dir, use_vllm=use_vllm, bf16=bf16, cpu=cpu) | overrides
     notes = []

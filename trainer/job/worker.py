@@ -127,6 +127,7 @@ def build_trainer(
     import trl
     from trl import GRPOTrainer
 
+    from trainer.job.measures import install_measures
     from trainer.job.trl_args import to_trl, truncate_prompts
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
@@ -155,6 +156,8 @@ def build_trainer(
         callbacks=callbacks,
     )
     trainer.grpo_studio_backend = backend
+    # measured KL at beta 0 (TRL logs its own KL otherwise), step time split, tokens/s, peak GPU memory
+    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0)
     # read by bench/first_step.py, which splits the time to the first step with it
     log_line(
         f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "
@@ -324,7 +327,16 @@ def _train_on(
         config, lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())), log_line
     )
     callbacks = [callback, guard] + ([heldout] if heldout else [])
-    trainer = build_trainer(config, files.root, callbacks, log_line, backend, disable_tqdm=not show_progress)
+    # run_name: how the trackers of report_to name the run (trackio's run, W&B's, MLflow's)
+    trainer = build_trainer(
+        config,
+        files.root,
+        callbacks,
+        log_line,
+        backend,
+        disable_tqdm=not show_progress,
+        run_name=f"{config.name} (run {run_id})",
+    )
     callback.trainer = trainer
     if heldout:
         heldout.trainer = trainer

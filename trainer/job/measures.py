@@ -1,0 +1,205 @@
+"""What the worker measures beside TRL's own metrics, each one more metric key of the step it belongs to:
+
+- ``kl_measured``: KL(policy ‖ base) at beta 0, where TRL computes no KL at all (its ``kl`` needs the reference
+  log-probs it only computes when beta != 0: trl 1.16.0 grpo_trainer.py:2709-2739), so the KL chart stayed empty and
+  the KL-climb alert could never fire exactly when nothing holds the policy back. Every ``measured_kl_steps`` steps,
+  on (at most 16 of) that step's sampled completions, with TRL's own estimator; the base is the model with its LoRA adapter off
+  (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not in the loss.
+- ``time/generation`` and ``time/other``: a step's seconds split into generating completions (TRL's ``_generate``)
+  and the rest (scoring, log-probs, backward, optimizer).
+- ``throughput/tokens_per_step`` and ``throughput/tokens_per_second``: prompt and completion tokens, from the counter
+  TRL logs as ``num_tokens`` (``state.num_input_tokens_seen``, grpo_trainer.py:2292), over the steps' wall time.
+- ``memory/peak_gib``: the step's peak GPU memory (``torch.cuda.max_memory_allocated``, reset at each step's start),
+  on CUDA only.
+
+They go into TRL's metric buffer (``trainer._metrics["train"]``: trl 1.15.0 grpo_trainer.py:1054, 1.16.0 :1080), which
+TRL averages and logs with its own keys at each logging step: they reach the database and every tracker of
+``report_to`` the same way TRL's metrics do, and a multi-process run logs them once. Everything here runs on every
+process of a multi-process run (the forward passes may be collective, under DeepSpeed ZeRO-3), and the measured KL is
+averaged over all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KL_KEY = "kl_measured"
+# Completions per process a measured KL looks at: the first ones of the generation batch (whole groups at G <= 16).
+# A KL per token averaged over 16 completions of a few hundred tokens is steady enough for a trend, and measuring all
+# 64 completions of the offline demo's step at every step cost 20-40 % of the step (bench/overhead.py --measured-kl 1).
+KL_COMPLETIONS = 16
+GIB = 2**30
+
+
+def per_token_kl(policy_logps, base_logps):
+    """TRL's per-token KL estimator, exp(ref - logp) - (ref - logp) - 1: never negative, and unbiased for
+    KL(policy ‖ base) on tokens the policy sampled (trl 1.16.0 grpo_trainer.py:3100-3102; SPEC.md, quantity 5)."""
+    import torch
+
+    delta = base_logps - policy_logps
+    return torch.exp(delta) - delta - 1
+
+
+class CudaMemory:
+    """Peak GPU memory of the current device, the one boundary :class:`StepMeasures` crosses for it (tests fake it)."""
+
+    def reset(self) -> None:
+        """Start a new peak."""
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
+
+    def peak_gib(self) -> float:
+        """The peak allocated since the last reset, in GiB."""
+        import torch
+
+        return torch.cuda.max_memory_allocated() / GIB
+
+
+def cuda_memory(device: Any) -> CudaMemory | None:
+    """A :class:`CudaMemory` when the model trains on a CUDA device, else None (no memory figure on a CPU)."""
+    return CudaMemory() if getattr(device, "type", str(device)) == "cuda" else None
+
+
+@dataclass
+class StepMeasures:
+    """The measurements of the current step, and what they are measured from (see the module docstring)."""
+
+    kl_every: int = 0  # 0: no measured KL (beta > 0, where TRL logs its own, or turned off)
+    memory: CudaMemory | None = None
+    clock: Any = time.perf_counter
+    generation_seconds: float = 0.0
+    last_kl_step: int | None = None
+    step_started: float | None = None
+    tokens: int | None = None  # the token counter at the last step that added tokens
+    tokens_at: float | None = None  # and when that step ended (train begin before the first)
+
+    def kl_due(self, step: int) -> bool:
+        """Whether the generation batch of the step after ``step`` (steps done) gets a measured KL."""
+        return bool(self.kl_every) and (self.last_kl_step is None or step - self.last_kl_step >= self.kl_every)
+
+    def begin_training(self, tokens_seen: int) -> None:
+        """Train begin (also after a resume): the token counter's start and the time it is counted from."""
+        self.tokens, self.tokens_at = tokens_seen, self.clock()
+
+    def begin_step(self) -> None:
+        """A step starts: its clock, its generation time and its memory peak start from zero."""
+        self.step_started, self.generation_seconds = self.clock(), 0.0
+        if self.memory is not None:
+            self.memory.reset()
+
+    def end_step(self, tokens_seen: int) -> dict[str, float]:
+        """The step's measurements by key (what :class:`MeasureCallback` hands TRL's buffer). Token figures only for
+        a step that generated: with steps_per_generation > 1 the steps in between count no new tokens."""
+        now = self.clock()
+        found: dict[str, float] = {}
+        if self.step_started is not None:
+            seconds = now - self.step_started
+            found["time/generation"] = self.generation_seconds
+            found["time/other"] = max(seconds - self.generation_seconds, 0.0)
+        if self.tokens is not None and tokens_seen > self.tokens:
+            found["throughput/tokens_per_step"] = float(tokens_seen - self.tokens)
+            found["throughput/tokens_per_second"] = (tokens_seen - self.tokens) / max(now - self.tokens_at, 1e-9)
+            self.tokens, self.tokens_at = tokens_seen, now
+        if self.memory is not None:
+            found["memory/peak_gib"] = self.memory.peak_gib()
+        return found
+
+
+def measure_kl(trainer: Any, output: dict) -> float | None:
+    """KL(policy ‖ base) per completion token of one generation batch (``output``, what
+    ``_generate_and_score_completions`` returned), averaged over every process; None when the model has no adapter to
+    switch off."""
+    import torch
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if not hasattr(model, "disable_adapter"):
+        return None
+    rows = slice(0, KL_COMPLETIONS)
+    prompt_ids, completion_ids = output["prompt_ids"][rows], output["completion_ids"][rows]
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([output["prompt_mask"][rows], output["completion_mask"][rows]], dim=1)
+    mask = output["completion_mask"][rows]
+    if "tool_mask" in output:
+        mask = mask * output["tool_mask"][rows]
+    keep, batch_size = completion_ids.size(1), trainer.args.per_device_train_batch_size
+
+    def logps():
+        # (log-probs, entropies, aux loss) in both pinned TRLs (trl 1.15.0 grpo_trainer.py:1377, 1.16.0 :1419)
+        return trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, keep, batch_size)[0]
+
+    with torch.no_grad():
+        # TRL keeps the policy's log-probs at sampling time when it needs them (num_iterations > 1, vLLM): reuse them
+        policy = output.get("old_per_token_logps")
+        policy = logps() if policy is None else policy[rows]
+        with model.disable_adapter():
+            base = logps()
+        kl = per_token_kl(policy.float(), base.float()) * mask
+        totals = torch.stack([kl.sum(), mask.sum().float()])
+        kl_sum, tokens = trainer.accelerator.gather(totals.reshape(1, 2)).sum(dim=0).tolist()
+    return kl_sum / tokens if tokens else None
+
+
+def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
+    """Measure ``trainer``'s steps (see the module docstring): time its generation, add a measured KL every
+    ``kl_every`` steps (0: none) and register the callback that logs each step's figures. Returns the measures."""
+    device = getattr(trainer.accelerator, "device", None)
+    measures = StepMeasures(kl_every=kl_every, memory=cuda_memory(device))
+    generate = getattr(trainer, "_generate", None)
+    if generate is not None:  # both pinned TRLs have it (trl 1.15.0 grpo_trainer.py:2124, 1.16.0 :2193)
+
+        def timed_generate(*args, **kwargs):
+            started = measures.clock()
+            try:
+                return generate(*args, **kwargs)
+            finally:
+                measures.generation_seconds += measures.clock() - started
+
+        trainer._generate = timed_generate
+    if kl_every:
+        score = trainer._generate_and_score_completions
+
+        def scored_with_kl(*args, **kwargs):
+            output = score(*args, **kwargs)
+            step = trainer.state.global_step
+            if trainer.model.training and measures.kl_due(step):
+                measures.last_kl_step = step
+                try:
+                    value = measure_kl(trainer, output)
+                except Exception as exc:  # noqa: BLE001 - a measurement must never end a training run
+                    # e.g. a model path whose trainer computes log-probs its own way (Unsloth patches TRL's): said
+                    # once, and not tried again
+                    log.warning("measured KL turned off at step %d: %s", step + 1, exc)
+                    measures.kl_every, value = 0, None
+                if value is not None:
+                    trainer._metrics["train"][KL_KEY].append(value)
+            return output
+
+        trainer._generate_and_score_completions = scored_with_kl
+    trainer.add_callback(measure_callback(trainer, measures))
+    return measures
+
+
+def measure_callback(trainer: Any, measures: StepMeasures) -> Any:
+    """The TrainerCallback that starts and ends each step's measurements and puts them in TRL's metric buffer at the
+    step's end, which comes before the step's log (transformers 5 trainer.py:1957-1958)."""
+    from transformers import TrainerCallback
+
+    class MeasureCallback(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            measures.begin_training(state.num_input_tokens_seen)
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            measures.begin_step()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            buffer = trainer._metrics["train"]
+            for key, value in measures.end_step(state.num_input_tokens_seen).items():
+                buffer[key].append(value)
+
+    return MeasureCallback()

@@ -23,6 +23,7 @@ import pytest
 from app.other_metrics import charted_keys, other_keys
 from app.signal_alerts import signal_alerts, signal_notes
 from storage.db import get_sessionmaker
+from trainer import config_review as review
 
 from .conftest import ROOT
 from .helpers import run_row, start_run, tiny_config, wait_for
@@ -187,9 +188,11 @@ def test_clip_knobs_reach_grpo_config_and_zero_means_trls_default():
 def test_bad_tracker_and_generation_batch_are_explained():
     from trainer.config import RunConfig
 
-    problems = RunConfig(
-        report_to=["trackio", "neptune"], steps_per_generation=1, per_device_train_batch_size=4
-    ).validate(check_rewards=False, check_files=False)
+    problems = review.problems(
+        RunConfig(report_to=["trackio", "neptune"], steps_per_generation=1, per_device_train_batch_size=4),
+        check_rewards=False,
+        check_files=False,
+    )
     assert "report_to 'neptune': expected trackers among trackio, wandb, tensorboard, mlflow" in problems
     assert any(
         p.startswith("steps_per_generation 1: a generation batch of 4 completions is not divisible") for p in problems

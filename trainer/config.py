@@ -147,6 +147,14 @@ class RunConfig:
     keep_samples_every: int = advanced(
         1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1
     )
+    token_samples_per_step: int = advanced(
+        8,
+        "Sampled completions per step whose per-token log-probability and entropy under the policy (and the "
+        "reference's, with beta > 0) are kept for the Monitor's token view: the best and worst answer of each group "
+        "first; 0: none.",
+        min=0,
+        max=1024,
+    )
     # --- generation ---
     max_prompt_length: int = generation(
         256, "Prompts longer than this many tokens are cut from the left.", min=1, max=131072

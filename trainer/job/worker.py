@@ -320,7 +320,10 @@ def _train_on(
     callback = make_callback(run_id, writer, stop, config)
     guard = make_disk_guard(files.root, files.latest_checkpoint)
     heldout = make_heldout_callback(
-        config, lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())), log_line
+        config,
+        lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())),
+        log_line,
+        lambda step, rows: writer.rows("heldout_results", [{"run_id": run_id, **row} for row in rows]),
     )
     callbacks = [callback, guard] + ([heldout] if heldout else [])
     trainer = build_trainer(config, files.root, callbacks, log_line, backend, disable_tqdm=not show_progress)

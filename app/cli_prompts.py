@@ -56,6 +56,14 @@ def map_text(report: LearningReport, every: bool = False) -> str:
     out.append(f"frontier (learning now, the latest group disagreed): {len(frontier)} prompts")
     for ln in frontier if every else frontier[:SHOWN]:
         out.append(f"  {ln.visits[-1].rate:>4.0%}  {_one_line(ln.prompt)}")
+    if report.curriculum:
+        skips = [entry for _, _, skipped in report.curriculum for entry in skipped]
+        solved = sum(1 for e in skips if e["reason"] == "solved")
+        out.append("")
+        out.append(
+            f"curriculum: {len(skips)} draws skipped over {len(report.curriculum)} steps ({solved} solved, "
+            f"{len(skips) - solved} never solved); the order of every step is stored (storage.learning.curriculum_order)"
+        )
     out.append("")
     if not report.alerts:
         out.append("reward-hacking watch: nothing to report")

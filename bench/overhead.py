@@ -1,6 +1,6 @@
 """Overhead of grpo-studio's worker over a bare GRPOTrainer script, measured side by side in one invocation.
 
-    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N]
+    python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N] [--token-samples N]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened, no checkpoint and no held-out
 evaluation inside the measured steps) in a fresh process each, seeded alike, so they sample the same completions and
@@ -82,6 +82,12 @@ def main() -> None:
         default=0,
         help="held-out evaluation every N steps on the worker's side (what it costs)",
     )
+    parser.add_argument(
+        "--token-samples",
+        type=int,
+        default=None,
+        help="token_samples_per_step on the worker's side (default: the config's, 8): 0 prices the per-token capture",
+    )
     opts = parser.parse_args()
 
     from trainer.config import RunConfig
@@ -94,6 +100,8 @@ def main() -> None:
     # nor held-out evaluation (unless --eval-steps): the demo's eval_steps (100 greedy answers every 10 steps) is work
     # the user asked for, which the bare script does not do; counted, it would be charged to the worker's watching
     config.eval_steps = opts.eval_steps
+    if opts.token_samples is not None:
+        config.token_samples_per_step = opts.token_samples
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     # the CPUs of each half of a paired round (swapped the second time, so neither side keeps the CPU the machine's
     # other work or its interrupts prefer, whatever the number of rounds); None: sequential

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from storage.models import HeldOutResult, Sample, SampleTokens
+from storage.models import CurriculumStep, HeldOutResult, Sample, SampleTokens
 
 
 # --- packing --------------------------------------------------------------------------------------------------------
@@ -81,6 +81,22 @@ def add_heldout_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Insert held-out results (dicts with the columns of :class:`HeldOutResult`)."""
     if rows:
         session.execute(HeldOutResult.__table__.insert(), list(rows))
+
+
+def add_curriculum_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert the curriculum's decisions (dicts with the columns of :class:`CurriculumStep`)."""
+    if rows:
+        session.execute(CurriculumStep.__table__.insert(), list(rows))
+
+
+def curriculum_order(session: Session, run_id: int) -> list[tuple[int, list[str], list[dict[str, str]]]]:
+    """(step, questions drawn, questions skipped with why) of every step the curriculum decided, in step order."""
+    stmt = (
+        select(CurriculumStep.step, CurriculumStep.drawn, CurriculumStep.skipped)
+        .where(CurriculumStep.run_id == run_id)
+        .order_by(CurriculumStep.step)
+    )
+    return [(step, list(drawn), list(skipped)) for step, drawn, skipped in session.execute(stmt).tuples()]
 
 
 # --- reads ----------------------------------------------------------------------------------------------------------

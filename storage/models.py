@@ -270,3 +270,15 @@ class SampleTokens(RunRow, Base):
     logprobs: Mapped[bytes] = mapped_column(LargeBinary)
     entropies: Mapped[bytes | None] = mapped_column(LargeBinary)
     ref_logprobs: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class CurriculumStep(RunRow, Base):
+    """What the curriculum (trainer/job/curriculum.py, ``RunConfig.curriculum``) decided for one step: the questions
+    drawn, in order, and those skipped with the reason ("solved" or "never solved"); the run's data order, replayable."""
+
+    __tablename__ = "curriculum_steps"
+    __table_args__ = (Index("ix_curriculum_steps_run_step", "run_id", "step"),)
+
+    step: Mapped[int] = mapped_column(Integer)
+    drawn: Mapped[list] = mapped_column(JSON)
+    skipped: Mapped[list] = mapped_column(JSON)  # [{"question": ..., "reason": ...}]

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from storage.models import (
     CHUNK_STEPS,
+    CurriculumStep,
     Evaluation,
     HeldOutResult,
     Metric,
@@ -167,7 +168,7 @@ def heartbeat(session: Session, run_id: int, at: datetime | None = None) -> None
 def drop_steps_after(session: Session, run_id: int, step: int) -> None:
     """Delete the metrics and samples an interrupted attempt logged after ``step`` and set the step counter back to
     it: a run resumed from the checkpoint of ``step`` logs those steps again, and each step must appear once."""
-    for model in (Metric, Sample, SampleTokens, HeldOutResult):
+    for model in (Metric, Sample, SampleTokens, HeldOutResult, CurriculumStep):
         session.execute(delete(model).where(model.run_id == run_id, model.step > step))
     # and the packed copies of blocks holding such a step (storage/series.py)
     session.execute(
@@ -194,7 +195,7 @@ def finish_run(session: Session, run: Run, status: RunStatus, error: str | None 
 
 def delete_run(session: Session, run_id: int) -> None:
     """Delete a run with its metrics, samples and log (the caller removes its files)."""
-    for model in (Metric, MetricChunk, Sample, SampleTokens, HeldOutResult, RunLog, Evaluation):
+    for model in (Metric, MetricChunk, Sample, SampleTokens, HeldOutResult, CurriculumStep, RunLog, Evaluation):
         session.execute(delete(model).where(model.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
 

@@ -236,3 +236,10 @@ def test_the_prompts_command_text_lists_classes_frontier_and_alerts():
     assert "frontier (learning now, the latest group disagreed): 0 prompts" in text
     assert "⚠ reward outruns held-out (steps 0-20)" in text and "nearest checkpoint: step 20" in text
     assert math.isfinite(lm.signal[4])
+
+
+def test_the_prompts_command_text_sums_up_the_curriculum():
+    order = [(1, ["a", "b"], [{"question": "c", "reason": "solved"}]), (2, ["c", "a"], [{"question": "b", "reason": "never solved"}])]
+    text = map_text(LearningReport(3, "cur", two_prompt_map(), [], [], order))
+    assert "curriculum: 2 draws skipped over 2 steps (1 solved, 1 never solved)" in text
+    assert "curriculum" not in map_text(LearningReport(3, "cur", two_prompt_map()))

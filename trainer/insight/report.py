@@ -21,6 +21,8 @@ class LearningReport:
     map: LearningMap
     alerts: list[WatchAlert] = field(default_factory=list)
     checkpoints: list[int] = field(default_factory=list)
+    # (step, drawn, skipped) of each step the curriculum decided (storage.learning.curriculum_order); [] without one
+    curriculum: list[tuple[int, list[str], list[dict[str, str]]]] = field(default_factory=list)
 
     def checkpoint_for(self, alert: WatchAlert) -> int | None:
         """The checkpoint nearest the end of what ``alert`` covers (the one to Compare with the base)."""
@@ -43,8 +45,11 @@ def learning_report(run_id: int, upto: int | None = None) -> LearningReport:
         samples = learning.scored_samples(session, run_id)
         heldout = learning.heldout_points(session, run_id)
         groups = learning.group_stats(session, run_id)
+        order = learning.curriculum_order(session, run_id)
         series = {key: [(s, v) for s, v, _ in points] for key, points in queries.metrics_since(session, run_id).items()}
     if upto is not None:
         groups = [g for g in groups if g.step <= upto]
+        order = [entry for entry in order if entry[0] <= upto]
         series = {key: [p for p in points if p[0] <= upto] for key, points in series.items()}
-    return LearningReport(run_id, name, build_map(samples, heldout, upto), watch(series, groups), checkpoint_steps(run_id))
+    lm = build_map(samples, heldout, upto)
+    return LearningReport(run_id, name, lm, watch(series, groups), checkpoint_steps(run_id), order)

@@ -6,7 +6,7 @@ what to do.
 The signs, and what each compares:
 
 - **reward outruns held-out**: between an evaluation and the one ``LOOKBACK`` evaluations before it, the training
-  reward rose by more than its own step-to-step noise allows (``RISE_SIGMAS`` standard errors) while held-out
+  reward rose (a line fitted through its steps climbs by at least ``RISE_T`` standard errors) while held-out
   correctness moved by at most ``FLAT`` (flat or falling). The held-out problems are never trained on, so a reward
   that rises without them is paying for something else.
 - **shaping saturates**: a reward that is not the correctness reward climbed during the run to its ceiling (the last
@@ -34,7 +34,7 @@ from storage.learning import GroupStats
 
 WINDOW = 5  # steps a level is judged on: long enough to ignore one noisy step of a small batch
 LOOKBACK = 3  # evaluations a rise is measured over: a slow divergence shows within a few evaluations
-RISE_SIGMAS = 2.0  # a rise beyond two standard errors of the step-to-step noise is not noise (about 1 in 40)
+RISE_T = 2.5  # a fitted slope 2.5 standard errors above 0 is not noise (about 1 in 100 for a flat reward)
 FLAT = 0.02  # held-out correctness moving by 2 points or less is flat (2 of the 100 problems of the periodic curve)
 TOP = 0.05  # within 5% of its best value, a reward is at its ceiling
 CLIMB = 0.2  # ... having climbed by at least 20% of that ceiling during the run (a reward saturated from step 1 is not news)
@@ -88,20 +88,12 @@ def reward_outruns_heldout(series: Mapping[str, Sequence]) -> list[WatchAlert]:
     evals, reward = _points(series, "heldout/correct"), _points(series, "reward")
     if len(evals) < 2 or len(reward) < 4:
         return []
-    values = [v for _, v in reward]
-    noise = _std([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)  # step-to-step noise, trend removed
     flagged: list[tuple[int, int, float, float, float]] = []
     for i in range(1, len(evals)):
         (a, before), (b, after) = evals[max(0, i - LOOKBACK)], evals[i]
-        w = max(1, (b - a) // 2)
-        early = [v for s, v in reward if a < s <= a + w]
-        late = [v for s, v in reward if b - w < s <= b]
-        if not early or not late:
-            continue
-        rise = _mean(late) - _mean(early)
-        if rise > RISE_SIGMAS * noise * math.sqrt(1 / len(early) + 1 / len(late)) and rise > 1e-9:
-            if after - before <= FLAT:
-                flagged.append((a, b, rise, before, after))
+        rise = _significant_rise([(s, v) for s, v in reward if a < s <= b])
+        if rise is not None and after - before <= FLAT:
+            flagged.append((a, b, rise, before, after))
     alerts = []
     for a, b, rise, before, after in _merge(flagged):
         alerts.append(
@@ -115,6 +107,24 @@ def reward_outruns_heldout(series: Mapping[str, Sequence]) -> list[WatchAlert]:
             )
         )
     return alerts
+
+
+def _significant_rise(points: Sequence[tuple[int, float]]) -> float | None:
+    """The rise of a least-squares line through ``points`` over their steps, when its slope is positive by at least
+    ``RISE_T`` standard errors (None otherwise, or with fewer than 4 points). A fitted line uses every step of the
+    stretch: comparing the means of its two halves missed a climb through a small batch's noisy rewards (the length
+    run of tests/test_learning_views.py: t = 3 over six steps, the halves within their noise)."""
+    if len(points) < 4:
+        return None
+    xs, ys = [float(s) for s, _ in points], [v for _, v in points]
+    mx, my = _mean(xs), _mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (len(xs) - 2)
+    se = math.sqrt(residual / sxx)
+    if slope <= 0 or slope < RISE_T * se:
+        return None
+    return slope * (xs[-1] - xs[0])
 
 
 def _merge(flagged: list[tuple[int, int, float, float, float]]) -> list[tuple[int, int, float, float, float]]:

@@ -50,7 +50,11 @@ GRACE_SECONDS = 600.0  # how long close() keeps trying after training ended
 ATTEMPT_BUSY_MS = 1000  # one SQLite attempt's wait for a lock; the backoff between attempts does the rest
 MAX_BACKOFF_SECONDS = 5.0
 # tables the writer also fills, by name (rows handed over as JSON values: they may wait in the spill file)
-TABLES = {"sample_tokens": learning.add_token_rows, "heldout_results": learning.add_heldout_rows}
+TABLES = {
+    "sample_tokens": learning.add_token_rows,
+    "heldout_results": learning.add_heldout_rows,
+    "curriculum_steps": learning.add_curriculum_rows,
+}
 
 
 def _env_float(name: str, default: float) -> float:

@@ -1,6 +1,6 @@
 """What the model is learning (issue 31): each held-out problem's result at each periodic evaluation, and per-token
 values (log-probability, entropy, the reference's log-probability) of a bounded number of sampled completions per
-step. Runs from before this revision have neither: their learning map shows training prompts only, and their
+step, and what the optional curriculum decided at each step. Runs from before this revision have neither: their learning map shows training prompts only, and their
 completions no token view.
 
 Revision ID: 0007
@@ -43,6 +43,15 @@ def upgrade() -> None:
         sa.Column("ref_logprobs", sa.LargeBinary(), nullable=True),
     )
     op.create_index("ix_sample_tokens_run_step", "sample_tokens", ["run_id", "step"])
+    op.create_table(
+        "curriculum_steps",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        _run_id(),
+        sa.Column("step", sa.Integer(), nullable=False),
+        sa.Column("drawn", sa.JSON(), nullable=False),
+        sa.Column("skipped", sa.JSON(), nullable=False),
+    )
+    op.create_index("ix_curriculum_steps_run_step", "curriculum_steps", ["run_id", "step"])
 
 
 def downgrade() -> None:

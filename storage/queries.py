@@ -328,7 +328,9 @@ def prune_samples(session: Session, run_id: int, before_step: int, keep_every: i
     """Delete a run's samples of steps before ``before_step`` except every ``keep_every``-th step (the retention of a
     long run); returns how many rows went."""
     tokens = SampleTokens  # a pruned completion's token values go with it
-    session.execute(delete(tokens).where(tokens.run_id == run_id, tokens.step < before_step, tokens.step % keep_every != 0))
+    session.execute(
+        delete(tokens).where(tokens.run_id == run_id, tokens.step < before_step, tokens.step % keep_every != 0)
+    )
     stmt = delete(Sample).where(Sample.run_id == run_id, Sample.step < before_step, Sample.step % keep_every != 0)
     return session.execute(stmt).rowcount
 

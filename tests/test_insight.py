@@ -63,7 +63,9 @@ def test_classify_refuses_a_prompt_never_seen():
 
 
 def sample(step, prompt, correct, total=None, group=0):
-    return ScoredSample(step, group, prompt, {"correctness": correct, "xmlcount": 0.5}, total if total is not None else correct + 0.5)
+    return ScoredSample(
+        step, group, prompt, {"correctness": correct, "xmlcount": 0.5}, total if total is not None else correct + 0.5
+    )
 
 
 def test_the_map_moves_a_prompt_from_learning_to_always_solved():
@@ -220,7 +222,11 @@ def test_the_heat_map_draws_each_prompt_sorted_by_class_with_its_pass_rates():
     trace = figure.data[0]
     assert list(trace.x) == [0, 1, 2, 3, 4]
     assert trace.y[0].startswith("↗ hard") and trace.y[1].startswith("✓ easy") and "[held-out] held" in trace.y[2]
-    assert [list(r) for r in trace.z] == [[None, 0.25, 0.5, 0.75, 1.0], [None, 1.0, 1.0, 1.0, 1.0], [1.0, None, None, None, 1.0]]
+    assert [list(r) for r in trace.z] == [
+        [None, 0.25, 0.5, 0.75, 1.0],
+        [None, 1.0, 1.0, 1.0, 1.0],
+        [1.0, None, None, None, 1.0],
+    ]
     assert "1 learning" in figure.layout.title.text and "1 always solved" in figure.layout.title.text
     assert list(signal_figure(two_prompt_map()).data[0].y) == [0.5, 0.5, 0.5, 0.0]
 
@@ -239,7 +245,39 @@ def test_the_prompts_command_text_lists_classes_frontier_and_alerts():
 
 
 def test_the_prompts_command_text_sums_up_the_curriculum():
-    order = [(1, ["a", "b"], [{"question": "c", "reason": "solved"}]), (2, ["c", "a"], [{"question": "b", "reason": "never solved"}])]
+    order = [
+        (1, ["a", "b"], [{"question": "c", "reason": "solved"}]),
+        (2, ["c", "a"], [{"question": "b", "reason": "never solved"}]),
+    ]
     text = map_text(LearningReport(3, "cur", two_prompt_map(), [], [], order))
     assert "curriculum: 2 draws skipped over 2 steps (1 solved, 1 never solved)" in text
     assert "curriculum" not in map_text(LearningReport(3, "cur", two_prompt_map()))
+
+
+# --- the writer -----------------------------------------------------------------------------------------------------
+def test_the_writer_stores_token_and_heldout_rows_through_its_held_rows(tmp_path):
+    """Rows of the learning tables go through the worker's writer like samples do: held, spilled to its file as JSON
+    (the blobs base64), replayed in order and committed; an unknown table is refused with the ones it takes."""
+    from storage import learning, queries
+    from storage.db import get_sessionmaker
+    from trainer.job.db_writer import DbWriter
+    from trainer.job.held_rows import HeldRows
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "w", {}).id
+    row = token_row(run_id, 2, 5, ["<answer>", "7"], [-0.5, -0.01], [1.2, 0.1], None)
+    held = HeldRows(tmp_path / "held.jsonl", memory_rows=0)
+    held.add(("rows", ["sample_tokens", [row]]))
+    assert held.rows == 1 and held.spill() and held.items() == [("rows", ["sample_tokens", [row]])]
+    writer = DbWriter(run_id, flush_interval=0.01)
+    writer.rows("sample_tokens", [row])
+    writer.rows("heldout_results", [{"run_id": run_id, "step": 0, "problem": 3, "question": "q", "correct": 1.0}])
+    with pytest.raises(ValueError, match="no table 'samples' for the writer; expected one of sample_tokens"):
+        writer.rows("samples", [row])
+    writer.close()
+    with get_sessionmaker().begin() as s:
+        values = learning.token_values(s, run_id, 2, 5)
+        points = learning.heldout_points(s, run_id)
+    assert values.tokens == ["<answer>", "7"] and values.ref_logprobs is None
+    assert values.logprobs == pytest.approx([-0.5, -0.01], rel=1e-3)
+    assert points == [HeldOutPoint(0, 3, "q", 1.0)]

@@ -154,7 +154,9 @@ class RunConfig:
         "each step's skipped prompts are stored, so the data order can be replayed. Off: TRL's plain shuffle.",
     )
     curriculum_solved_visits: int = advanced(
-        3, "With curriculum: visits in a row solved by the whole group after which a prompt is no longer sampled.", min=1
+        3,
+        "With curriculum: visits in a row solved by the whole group after which a prompt is no longer sampled.",
+        min=1,
     )
     curriculum_never_keep: float = advanced(
         0.5, "With curriculum: the share of draws a prompt never solved so far is still sampled in.", min=0.0, max=1.0

@@ -67,7 +67,8 @@ def learning_view(run_id) -> LearningView:
             if checkpoint is not None
             else ""
         )
-        watch.append(f"⚠️ **{alert.name}** ({alert.steps}): {alert.message}. {alert.hint}{compare}")
+        hint = alert.hint[:1].upper() + alert.hint[1:]
+        watch.append(f"⚠️ **{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}")
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
     with get_sessionmaker().begin() as session:
         steps = queries.sample_steps(session, run_id)
@@ -164,18 +165,27 @@ def build(run: gr.Dropdown) -> None:
 
     def show(run_id) -> dict:
         view = learning_view(run_id)
-        return {
+        shown = {
             summary: view.summary,
             heatmap: view.heatmap,
             signal: view.signal,
             watch: view.watch,
             alert: view.alerts,
             token_step: view.token_step,
+            opened: [],
         }
+        if isinstance(view.token_step, int):  # the token view follows the run here, not through token_step's change,
+            # which does not fire when another run's latest step has the same number
+            choices = token_choices(run_id, view.token_step)
+            shown |= {token_pick: choices, tokens: token_view(run_id, view.token_step, choices.get("value"))}
+        return shown
 
-    outputs = [summary, heatmap, signal, watch, alert, token_step]
+    outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens]
     run.change(show, run, outputs, show_progress="hidden")
     refresh.click(show, run, outputs, show_progress="hidden")
     alert.change(alert_completions, [run, alert], opened, show_progress="hidden")
-    token_step.change(token_choices, [run, token_step], token_pick, show_progress="hidden")
-    token_pick.change(token_view, [run, token_step, token_pick], tokens, show_progress="hidden")
+    # a step typed in: its completions, and the first drawn (a dropdown whose value stays the same fires no change)
+    token_step.input(token_choices, [run, token_step], token_pick, show_progress="hidden").then(
+        token_view, [run, token_step, token_pick], tokens, show_progress="hidden"
+    )
+    token_pick.input(token_view, [run, token_step, token_pick], tokens, show_progress="hidden")

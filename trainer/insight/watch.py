@@ -60,7 +60,11 @@ class WatchAlert:
     @property
     def steps(self) -> str:
         """The steps it covers, as a person reads them."""
-        return f"step {self.first_step}" if self.first_step == self.last_step else f"steps {self.first_step}-{self.last_step}"
+        return (
+            f"step {self.first_step}"
+            if self.first_step == self.last_step
+            else f"steps {self.first_step}-{self.last_step}"
+        )
 
 
 def _points(series: Mapping[str, Sequence], key: str) -> list[tuple[int, float]]:
@@ -80,7 +84,9 @@ def _std(values: Sequence[float]) -> float:
 
 
 def _correctness_key(series: Mapping[str, Sequence]) -> str | None:
-    return next((k for k in sorted(series) if k.startswith("rewards/") and k.endswith("/mean") and "correct" in k), None)
+    return next(
+        (k for k in sorted(series) if k.startswith("rewards/") and k.endswith("/mean") and "correct" in k), None
+    )
 
 
 def reward_outruns_heldout(series: Mapping[str, Sequence]) -> list[WatchAlert]:

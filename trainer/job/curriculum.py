@@ -95,7 +95,9 @@ class Curriculum:
         if len(chosen) < size:
             return None
         self.pending.append(
-            Drawn([self.questions[i] for i in chosen], [{"question": self.questions[i], "reason": r} for i, r in skipped])
+            Drawn(
+                [self.questions[i] for i in chosen], [{"question": self.questions[i], "reason": r} for i, r in skipped]
+            )
         )
         return chosen
 
@@ -156,7 +158,9 @@ def install(trainer: Any, config: Any) -> Curriculum | None:
     dataset = trainer.train_dataset
     if not hasattr(trainer, "_get_train_sampler") or "question" not in getattr(dataset, "column_names", ()):
         return None
-    curriculum = Curriculum(dataset["question"], config.curriculum_solved_visits, config.curriculum_never_keep, config.seed)
+    curriculum = Curriculum(
+        dataset["question"], config.curriculum_solved_visits, config.curriculum_never_keep, config.seed
+    )
     original = trainer._get_train_sampler
 
     def curriculum_sampler(dataset=None):

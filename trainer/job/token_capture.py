@@ -128,10 +128,10 @@ class TokenCapture:
                 continue
             batch, j, length = matches.pop(0)
             ids = batch["ids"][j][:length].tolist()
-
-            def values(name: str) -> list[float] | None:
-                return None if batch[name] is None else batch[name][j][:length].tolist()
-
+            logps, entropies, ref = (
+                None if batch[name] is None else batch[name][j][:length].tolist()
+                for name in ("logps", "entropies", "ref")
+            )
             tokens = [tokenizer.decode([t]) for t in ids]
-            rows.append(token_row(run_id, step, i, tokens, values("logps"), values("entropies"), values("ref")))
+            rows.append(token_row(run_id, step, i, tokens, logps, entropies, ref))
         return rows

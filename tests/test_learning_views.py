@@ -25,6 +25,7 @@ from trainer.job.worker import run_worker
 
 from .conftest import ROOT
 from .helpers import create_run, tiny_config, wait_for
+from .test_browser_ux import _goto
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, open_page, start_server
 
 pytestmark = pytest.mark.slow
@@ -202,8 +203,9 @@ def page(demo_run, length_run, module_database):
 
 
 def _pick(page, run_id: int) -> None:
-    page.locator("#monitor-run input").click()
-    page.locator(f'[role=option][aria-label^="{run_id}: "]').first.click()
+    """The Monitor on ``run_id``, by its address (as a bookmark opens it: the landing picks the run)."""
+    _goto(page, f"tab=monitor&run={run_id}")
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "the run")
 
 
 def _heatmap_rows(page) -> int:
@@ -235,6 +237,13 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     first = float(page.locator("#token-view .tok").first.get_attribute("data-logprob"))
     assert math.isclose(first, values.logprobs[0], abs_tol=1e-3)
     page.locator("#token-view").screenshot(path=str(SCREENSHOTS / "learning-tokens.png"))
+    # a click on another completion of the Monitor's table shows that one's tokens
+    with get_sessionmaker().begin() as s:
+        other = learning.token_indices(s, demo_run, DEMO_STEPS)[1]
+    rows = page.locator("#completions-table [role=row]")
+    wait_for(lambda: rows.count() > other + 1, 30, "the completions table")
+    rows.nth(other + 1).locator("[role=gridcell], td").nth(4).click()  # row 0 is the header; column 4 the completion
+    page.locator("#token-view").filter(has_text=f"step {DEMO_STEPS}, completion #{other}").wait_for()
 
     # the watch: the length run's alert opens the completions of the steps it covers
     _pick(page, length_run)

@@ -130,13 +130,41 @@ def token_view(run_id, step, index) -> str:
     return token_html(values, advantage)
 
 
+def from_table(run_id, evt: gr.SelectData) -> tuple[Any, Any, str]:
+    """A click on a row of the Monitor's completions table (step, group, mark, prompt, completion, …): that
+    completion in the token view, checked against its step's samples by group and text (a sorted table's row number
+    is not its position)."""
+    row = evt.row_value or []
+    if len(row) < 5 or _run_id(run_id) is None:
+        return gr.update(), gr.update(), token_view(run_id, None, None)
+    step = int(row[0])
+    with get_sessionmaker().begin() as session:
+        samples = queries.samples_at(session, int(run_id), step)
+
+    def same(i: int) -> bool:
+        return 0 <= i < len(samples) and samples[i].group_index == int(row[1]) and samples[i].completion == row[4]
+
+    # the row number when that row is this sample (an unsorted table), else the first sample of its group that reads
+    # the same (a sure model's identical answers are alike down to their tokens' values)
+    clicked = int(evt.index[0]) if evt.index else -1
+    index = clicked if same(clicked) else next((i for i in range(len(samples)) if same(i)), None)
+    choices = token_choices(run_id, step)
+    known = [value for _, value in choices.get("choices", [])]
+    return (
+        step,
+        gr.update(choices=choices.get("choices", []), value=index if index in known else None),
+        token_view(run_id, step, index),
+    )
+
+
 def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build(run: gr.Dropdown) -> None:
-    """Lay out the panel under the Monitor's completions; ``run`` is the Monitor's run picker."""
+def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
+    """Lay out the panel under the Monitor's completions; ``run`` is the Monitor's run picker, ``completions`` its
+    completions table (a click on a row shows that completion's tokens here)."""
     with gr.Accordion("What the model is learning", open=True, elem_id="learning-panel"):
         refresh = gr.Button("Refresh the learning map", size="sm", elem_id="learning-refresh")
         summary = gr.Markdown(elem_id="learning-summary")
@@ -189,3 +217,5 @@ def build(run: gr.Dropdown) -> None:
         token_view, [run, token_step, token_pick], tokens, show_progress="hidden"
     )
     token_pick.input(token_view, [run, token_step, token_pick], tokens, show_progress="hidden")
+    if completions is not None:
+        completions.select(from_table, run, [token_step, token_pick, tokens], show_progress="hidden")

@@ -235,7 +235,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         elem_id="completions-table",
     )
     detail = gr.Markdown("<small>Click a row to read its whole completion here.</small>", elem_id="completion-detail")
-    learning.build(run)  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
+    learning.build(run, table)  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
     raw = gr.Checkbox(
         label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"

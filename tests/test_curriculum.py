@@ -94,3 +94,20 @@ def test_a_run_with_the_curriculum_stores_each_steps_data_order(tiny_model_path)
             else:
                 assert not any(visits[min(visits)]), (entry, visits)
     assert skipped_any, order  # the built-in model solves several of these 4/4 at once
+
+
+def test_the_curriculum_is_off_where_it_cannot_follow_every_process_or_prompt():
+    from trainer.job.curriculum import install, unavailable
+
+    class Trainer:
+        train_dataset = type("Data", (), {"column_names": ["prompt", "question"], "__getitem__": lambda s, k: ["q"]})()
+
+        def _get_train_sampler(self, dataset=None):
+            return None
+
+    one = tiny_config(curriculum=True)
+    assert unavailable(Trainer(), one) is None and install(Trainer(), one) is not None
+    assert "several processes" in unavailable(Trainer(), tiny_config(curriculum=True, num_processes=2))
+    assert install(Trainer(), tiny_config(curriculum=False)) is None
+    Trainer.train_dataset = type("Data", (), {"column_names": ["prompt"]})()
+    assert "no question column" in unavailable(Trainer(), one) and install(Trainer(), one) is None

@@ -197,7 +197,7 @@ def page(demo_run, length_run, module_database):
     server = start_server("serve-learning.log")
     url, _ = next(server)
     try:
-        yield from open_page(url + "?tab=monitor")
+        yield from open_page(url + f"?tab=monitor&run={demo_run}")  # the Monitor on the demo run, as a bookmark
     finally:
         server.close()
 
@@ -217,7 +217,7 @@ def _heatmap_rows(page) -> int:
 
 def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     SCREENSHOTS.mkdir(exist_ok=True)
-    _pick(page, demo_run)
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{demo_run}: "), 30, "the run")
     page.wait_for_function(
         "() => { const p = document.querySelector('#learning-map .js-plotly-plot');"
         " return p && p._fullData && p._fullData[0] && p._fullData[0].y.length > 0; }"

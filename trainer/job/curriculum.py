@@ -150,14 +150,24 @@ def make_sampler(curriculum: Curriculum, base: Any):
     return CurriculumSampler()
 
 
+def unavailable(trainer: Any, config: Any) -> str | None:
+    """Why a run with ``config.curriculum`` on trains without it, or None when it can have it."""
+    if config.num_processes > 1 or (config.executor == "slurm" and config.slurm_nodes > 1):
+        # each process draws its own prompts with the same seed (RepeatSampler); only the main one sees outcomes
+        return "curriculum: off in a run of several processes (each draws its prompts alike; only one sees outcomes)"
+    if not hasattr(trainer, "_get_train_sampler") or "question" not in getattr(
+        trainer.train_dataset, "column_names", ()
+    ):
+        return "curriculum: off, this data set has no question column to follow prompts by"
+    return None
+
+
 def install(trainer: Any, config: Any) -> Curriculum | None:
-    """Put the curriculum into ``trainer``'s prompt sampling when ``config.curriculum`` is on; returns it (None when
-    off, or when this TRL samples prompts some other way: then a warning goes to the log and the run trains without)."""
-    if not config.curriculum:
+    """Put the curriculum into ``trainer``'s prompt sampling when ``config.curriculum`` is on and possible (see
+    :func:`unavailable`); returns it, else None."""
+    if not config.curriculum or unavailable(trainer, config):
         return None
     dataset = trainer.train_dataset
-    if not hasattr(trainer, "_get_train_sampler") or "question" not in getattr(dataset, "column_names", ()):
-        return None
     curriculum = Curriculum(
         dataset["question"], config.curriculum_solved_visits, config.curriculum_never_keep, config.seed
     )

@@ -328,11 +328,11 @@ def _train_on(
     callbacks = [callback, guard] + ([heldout] if heldout else [])
     trainer = build_trainer(config, files.root, callbacks, log_line, backend, disable_tqdm=not show_progress)
     callback.trainer = trainer
-    from trainer.job.curriculum import install as install_curriculum
+    from trainer.job import curriculum
 
-    callback.curriculum = install_curriculum(trainer, config)  # None unless config.curriculum
-    if callback.curriculum is None and config.curriculum:
-        log_line("curriculum: this data set has no question column TRL samples by; training without it")
+    callback.curriculum = curriculum.install(trainer, config)  # None unless config.curriculum
+    if config.curriculum and callback.curriculum is None:
+        log_line(curriculum.unavailable(trainer, config))
     if heldout:
         heldout.trainer = trainer
     if not show_progress:

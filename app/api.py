@@ -36,6 +36,7 @@ NAMES = (
     "samples",
     "alerts",
     "log",
+    "prompts",
     "evaluate",
 )
 
@@ -119,6 +120,11 @@ def endpoints(access: Access) -> dict[str, Any]:
     def log(run_id: int, after_id: int = 0) -> dict:
         """A run's log lines after line ``after_id``, whether it has ended, and the id to ask after next."""
         return _answer(actions.log, run_id, int(after_id))
+
+    def prompts(run_id: int, upto_step: int | None = None) -> dict:
+        """A run's learning map: each prompt's class (always solved, never solved, learning, forgetting) and pass rate
+        at each visit, the signal share per step, the frontier, and the reward-hacking watch's alerts."""
+        return actions.learning_json(_answer(actions.learning, run_id, upto_step))
 
     def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:
         """Start a held-out evaluation of base vs tuned (greedy, then ``samples`` each); its results appear under

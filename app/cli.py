@@ -7,6 +7,7 @@
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
+    grpo-studio prompts RUN_ID [--step N]    which prompts the model learns, has learnt, never solves; reward hacking
     grpo-studio logs RUN_ID [--follow]       a run's log (the traceback of a failure too); --follow until it ends
     grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
     grpo-studio export RUN_ID --zip/--merge/--push/--metrics   the adapter zipped, merged or pushed; metrics as CSV
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_probe, fork_options, probe_options
 from app.cli_output import quiet_libraries, quiet_logging, version
+from app.cli_prompts import cmd_prompts, prompts_options
 from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
 from app.terminal import guarded_terminal
 
@@ -128,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
         _unisolated_code_flag,
     )
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
+    prompts_help = "a run's learning map (each prompt's pass rate and class) and its reward-hacking watch"
+    _command(sub, "prompts", cmd_prompts, prompts_help, _add_run_id, prompts_options)
     _command(sub, "runs", cmd_runs, "list runs")
     _command(sub, "presets", cmd_presets, "list the ready-made configs (run one with: grpo-studio run NAME)")
     p = _command(sub, "logs", cmd_logs, "print a run's log, with the traceback of a failure", _add_run_id)

@@ -1,6 +1,7 @@
 """Overhead of grpo-studio's worker over a bare GRPOTrainer script, measured side by side in one invocation.
 
     python bench/overhead.py [--steps 40] [--rounds 5] [--sequential | --unpinned] [--eval-steps N] [--measured-kl N]
+                             [--token-samples N]
 
 Both sides train the same builtin:tiny config (examples/tiny-offline.yaml, shortened, no checkpoint and no held-out
 evaluation inside the measured steps) in a fresh process each, seeded alike, so they sample the same completions and
@@ -93,6 +94,12 @@ def main() -> None:
         default=None,
         help="both sides at beta 0, the worker measuring KL every N steps (0: not at all); default: the demo's beta",
     )
+    parser.add_argument(
+        "--token-samples",
+        type=int,
+        default=None,
+        help="token_samples_per_step on the worker's side (default: the config's, 8): 0 prices the per-token capture",
+    )
     opts = parser.parse_args()
 
     from trainer.config import RunConfig
@@ -107,6 +114,8 @@ def main() -> None:
     config.eval_steps = opts.eval_steps
     if opts.measured_kl is not None:
         config.beta, config.measured_kl_steps = 0.0, opts.measured_kl
+    if opts.token_samples is not None:
+        config.token_samples_per_step = opts.token_samples
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     # the CPUs of each half of a paired round (swapped the second time, so neither side keeps the CPU the machine's
     # other work or its interrupts prefer, whatever the number of rounds); None: sequential

@@ -236,3 +236,49 @@ class Evaluation(RunRow, Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     run: Mapped[Run] = relationship(back_populates="evaluations")
+
+
+# --- what the model is learning (issue 31): app/pages/learning.py reads these through storage/learning.py ----------
+class HeldOutResult(RunRow, Base):
+    """One held-out problem's greedy result at one periodic evaluation (trainer/evaluation/periodic_eval.py): the
+    per-problem rows behind the ``heldout/correct`` metric of that step, for the learning map."""
+
+    __tablename__ = "heldout_results"
+    __table_args__ = (Index("ix_heldout_results_run_step", "run_id", "step"),)
+
+    step: Mapped[int] = mapped_column(Integer)
+    problem: Mapped[int] = mapped_column(Integer)  # position in the run's fixed held-out subset
+    question: Mapped[str] = mapped_column(Text)
+    correct: Mapped[float] = mapped_column(Float)  # 1.0 or 0.0
+
+
+class SampleTokens(RunRow, Base):
+    """Per-token values of one sampled completion, for a bounded number of completions per step
+    (``RunConfig.token_samples_per_step``): each token's text, its log-probability and entropy under the policy that
+    sampled it, and the reference's log-probability where TRL computed it (beta > 0).
+
+    The values are little-endian float16 (storage/learning.py packs them), two bytes a value, so 200
+    tokens of three series cost 1.2 kB, a few per step. ``sample_index`` is the completion's position among its step's
+    samples (the order :func:`storage.queries.samples_at` returns them in)."""
+
+    __tablename__ = "sample_tokens"
+    __table_args__ = (Index("ix_sample_tokens_run_step", "run_id", "step"),)
+
+    step: Mapped[int] = mapped_column(Integer)
+    sample_index: Mapped[int] = mapped_column(Integer)
+    tokens: Mapped[list] = mapped_column(JSON)  # the text of each token, in order
+    logprobs: Mapped[bytes] = mapped_column(LargeBinary)
+    entropies: Mapped[bytes | None] = mapped_column(LargeBinary)
+    ref_logprobs: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class CurriculumStep(RunRow, Base):
+    """What the curriculum (trainer/job/curriculum.py, ``RunConfig.curriculum``) decided for one step: the questions
+    drawn, in order, and those skipped with the reason ("solved" or "never solved"); the run's data order, replayable."""
+
+    __tablename__ = "curriculum_steps"
+    __table_args__ = (Index("ix_curriculum_steps_run_step", "run_id", "step"),)
+
+    step: Mapped[int] = mapped_column(Integer)
+    drawn: Mapped[list] = mapped_column(JSON)
+    skipped: Mapped[list] = mapped_column(JSON)  # [{"question": ..., "reason": ...}]

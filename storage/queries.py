@@ -11,7 +11,20 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from storage.models import CHUNK_STEPS, Evaluation, Metric, MetricChunk, Run, RunLog, RunStatus, Sample, utcnow
+from storage.models import (
+    CHUNK_STEPS,
+    CurriculumStep,
+    Evaluation,
+    HeldOutResult,
+    Metric,
+    MetricChunk,
+    Run,
+    RunLog,
+    RunStatus,
+    Sample,
+    SampleTokens,
+    utcnow,
+)
 
 
 # --- runs -----------------------------------------------------------------------------------------------------------
@@ -155,7 +168,7 @@ def heartbeat(session: Session, run_id: int, at: datetime | None = None) -> None
 def drop_steps_after(session: Session, run_id: int, step: int) -> None:
     """Delete the metrics and samples an interrupted attempt logged after ``step`` and set the step counter back to
     it: a run resumed from the checkpoint of ``step`` logs those steps again, and each step must appear once."""
-    for model in (Metric, Sample):
+    for model in (Metric, Sample, SampleTokens, HeldOutResult, CurriculumStep):
         session.execute(delete(model).where(model.run_id == run_id, model.step > step))
     # and the packed copies of blocks holding such a step (storage/series.py)
     session.execute(
@@ -182,7 +195,7 @@ def finish_run(session: Session, run: Run, status: RunStatus, error: str | None 
 
 def delete_run(session: Session, run_id: int) -> None:
     """Delete a run with its metrics, samples and log (the caller removes its files)."""
-    for model in (Metric, MetricChunk, Sample, RunLog, Evaluation):
+    for model in (Metric, MetricChunk, Sample, SampleTokens, HeldOutResult, CurriculumStep, RunLog, Evaluation):
         session.execute(delete(model).where(model.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
 
@@ -314,6 +327,10 @@ def add_sample_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
 def prune_samples(session: Session, run_id: int, before_step: int, keep_every: int) -> int:
     """Delete a run's samples of steps before ``before_step`` except every ``keep_every``-th step (the retention of a
     long run); returns how many rows went."""
+    tokens = SampleTokens  # a pruned completion's token values go with it
+    session.execute(
+        delete(tokens).where(tokens.run_id == run_id, tokens.step < before_step, tokens.step % keep_every != 0)
+    )
     stmt = delete(Sample).where(Sample.run_id == run_id, Sample.step < before_step, Sample.step % keep_every != 0)
     return session.execute(stmt).rowcount
 

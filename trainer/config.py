@@ -181,6 +181,28 @@ class RunConfig:
     keep_samples_every: int = advanced(
         1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1
     )
+    curriculum: bool = advanced(
+        False,
+        "Curriculum: stop sampling training prompts every answer of whose group was right in "
+        "curriculum_solved_visits visits in a row, and sample never-solved ones less (curriculum_never_keep); "
+        "each step's skipped prompts are stored, so the data order can be replayed. Off: TRL's plain shuffle.",
+    )
+    curriculum_solved_visits: int = advanced(
+        3,
+        "With curriculum: visits in a row solved by the whole group after which a prompt is no longer sampled.",
+        min=1,
+    )
+    curriculum_never_keep: float = advanced(
+        0.5, "With curriculum: the share of draws a prompt never solved so far is still sampled in.", min=0.0, max=1.0
+    )
+    token_samples_per_step: int = advanced(
+        8,
+        "Sampled completions per step whose per-token log-probability and entropy under the policy (and the "
+        "reference's, with beta > 0) are kept for the Monitor's token view: the best and worst answer of each group "
+        "first; 0: none.",
+        min=0,
+        max=1024,
+    )
     # --- generation ---
     max_prompt_length: int = generation(
         256, "Prompts longer than this many tokens are cut from the left.", min=1, max=131072

@@ -98,3 +98,43 @@ def log(run_id: int, after_id: int = 0, limit: int = MAX_LOG_LINES) -> dict[str,
             for line in lines
         ]
     return {"lines": found, "ended": ended, "next_after": found[-1]["id"] if found else int(after_id)}
+
+
+def learning(run_id: int, upto: int | None = None):
+    """The run's learning map (every prompt's class and its pass rate at each visit, the signal share per step, the
+    frontier) and the reward-hacking watch's alerts, as of step ``upto`` (default: now); see trainer.insight."""
+    from trainer.insight.report import NoSuchRun, learning_report
+
+    try:
+        return learning_report(int(run_id), upto)
+    except NoSuchRun as exc:
+        raise ActionError(str(exc)) from None
+    except (TypeError, ValueError):
+        raise ActionError(f"run id {run_id!r}: expected a whole number, as the runs list shows it") from None
+
+
+def learning_json(report) -> dict[str, Any]:
+    """A learning report as JSON-able values (the API's ``/prompts``)."""
+    lm = report.map
+    return {
+        "run_id": report.run_id,
+        "upto": lm.upto,
+        "counts": lm.counts(),
+        "frontier": [line.prompt for line in lm.frontier],
+        "signal": {str(step): share for step, share in lm.signal.items()},
+        "prompts": [
+            {"prompt": line.prompt, "source": line.source, "class": line.cls, "pass_rate": line.cells}
+            for line in lm.lines
+        ],
+        "alerts": [
+            {
+                "name": a.name,
+                "message": a.message,
+                "hint": a.hint,
+                "first_step": a.first_step,
+                "last_step": a.last_step,
+                "nearest_checkpoint": report.checkpoint_for(a),
+            }
+            for a in report.alerts
+        ],
+    }

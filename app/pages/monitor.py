@@ -15,6 +15,7 @@ from app.charts import CHARTS, build_all
 from app.health import health_alerts, liveness_alerts
 from app.monitor_state import RunCache, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
+from app.pages import learning
 from app.signal_alerts import signal_alerts, signal_notes
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
@@ -257,6 +258,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         elem_id="completions-table",
     )
     detail = gr.Markdown("<small>Click a row to read its whole completion here.</small>", elem_id="completion-detail")
+    learning.build(run, table)  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
     raw = gr.Checkbox(
         label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"

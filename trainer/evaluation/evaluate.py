@@ -126,15 +126,19 @@ def side_metrics(
     samples: int,
     seed: int,
     on_batch: Callable[[int], None] | None = None,
+    per_problem: list[bool] | None = None,
 ) -> dict:
     """Greedy correctness, pass@1 over ``samples`` sampled answers, strict-format rate, mean completion length in
     tokens and the mean of each of the run's rewards (on the greedy answers), for one side. ``on_batch`` hears of
-    each batch of answers generated (``len(problems) * (1 + samples)`` in all)."""
+    each batch of answers generated (``len(problems) * (1 + samples)`` in all); ``per_problem``, when given, is
+    extended with each problem's greedy correctness (the learning map's held-out rows)."""
     prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
     greedy = generate(model, tokenizer, prompts, max_new, on_batch=on_batch)
     correct = correctness_reward(prompts, greedy, answer=answers)
+    if per_problem is not None:
+        per_problem.extend(bool(c) for c in correct)
     formatted = strict_format_reward(prompts, greedy)
     lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
     rewards = {}

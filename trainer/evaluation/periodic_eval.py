@@ -35,11 +35,14 @@ log = logging.getLogger(__name__)
 EVAL_PROBLEMS = 100  # enough for a 1-point resolution; ~2 s of greedy answers from the built-in model on one thread
 
 
-def heldout_metrics(config: RunConfig, model, tokenizer, problems) -> dict[str, float]:
-    """Greedy correctness, format rate, mean length and each reward's mean on ``problems``, as ``heldout/…`` keys."""
+def heldout_metrics(
+    config: RunConfig, model, tokenizer, problems, per_problem: list[bool] | None = None
+) -> dict[str, float]:
+    """Greedy correctness, format rate, mean length and each reward's mean on ``problems``, as ``heldout/…`` keys
+    (``per_problem``, when given, gets each problem's greedy correctness)."""
     from trainer.evaluation.evaluate import side_metrics
 
-    side = side_metrics(config, model, tokenizer, problems, samples=0, seed=0)
+    side = side_metrics(config, model, tokenizer, problems, samples=0, seed=0, per_problem=per_problem)
     metrics = {
         "heldout/correct": side["correct"],
         "heldout/format": side["format"],
@@ -52,10 +55,14 @@ def heldout_metrics(config: RunConfig, model, tokenizer, problems) -> dict[str, 
 
 
 def make_heldout_callback(
-    config: RunConfig, store: Callable[[int, dict[str, float]], None], log_line: Callable[[str], None]
+    config: RunConfig,
+    store: Callable[[int, dict[str, float]], None],
+    log_line: Callable[[str], None],
+    store_results: Callable[[int, list[dict]], None] | None = None,
 ):
     """A TrainerCallback that scores held-out problems at step 0, every ``config.eval_steps`` steps and at the last
-    step, handing ``store(step, metrics)`` the result; None when ``eval_steps`` is 0 or this run cannot evaluate
+    step, handing ``store(step, metrics)`` the result (and ``store_results(step, rows)`` each problem's, rows of
+    storage.models.HeldOutResult without the run id); None when ``eval_steps`` is 0 or this run cannot evaluate
     (the reason goes to ``log_line``). Set its ``trainer`` attribute once the trainer exists."""
     from transformers import TrainerCallback
 
@@ -82,9 +89,12 @@ def make_heldout_callback(
             if self.off or self.trainer is None:
                 return
             started = time.perf_counter()
+            correct: list[bool] = []
             try:
                 with _kept_random_state(), _kept_mode(self.trainer.model):
-                    metrics = heldout_metrics(config, self.trainer.model, self.trainer.processing_class, problems)
+                    metrics = heldout_metrics(
+                        config, self.trainer.model, self.trainer.processing_class, problems, correct
+                    )
             except Exception as exc:  # noqa: BLE001 - evaluation is a view on training, never a reason to stop it
                 self.off = True
                 log.exception("held-out evaluation failed")
@@ -92,6 +102,12 @@ def make_heldout_callback(
                 return
             metrics["heldout/seconds"] = time.perf_counter() - started
             store(step, metrics)
+            if store_results is not None:
+                rows = [
+                    {"step": step, "problem": i, "question": p.question, "correct": 1.0 if ok else 0.0}
+                    for i, (p, ok) in enumerate(zip(problems, correct))
+                ]
+                store_results(step, rows)
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.global_step == 0:

@@ -86,11 +86,17 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
     class StudioCallback(TrainerCallback):
         trainer: Any = None  # set once the trainer exists; the completions table lives on it
         last_sample_step = -1
+        tokens: Any = None  # a TokenCapture (trainer.job.token_capture) once training began, for a writing process
+        curriculum: Any = None  # a Curriculum (trainer.job.curriculum) when the run has one
 
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             from trainer.job.checkpoints import follow_config_after_resume
 
             changed = follow_config_after_resume(args, state, optimizer, lr_scheduler)
+            if writer and self.trainer is not None and self.tokens is None:
+                from trainer.job.token_capture import TokenCapture
+
+                self.tokens = TokenCapture.install(self.trainer, config.token_samples_per_step)
             if writer:
                 writer.progress(state.global_step, state.max_steps)
                 if changed is not None:
@@ -113,6 +119,14 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                 rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size)
                 if rows:
                     writer.samples(rows)
+                    if self.tokens is not None:
+                        writer.rows("sample_tokens", self.tokens.rows(rows, run_id, state.global_step))
+                    if self.curriculum is not None:
+                        self.curriculum.observe(rows)
+                        drawn = self.curriculum.record_for([row["prompt"] for row in rows])
+                        if drawn is not None:
+                            record = {"run_id": run_id, "step": state.global_step, "drawn": drawn.questions}
+                            writer.rows("curriculum_steps", [record | {"skipped": drawn.skipped}])
                     shares = zero_std_shares(rows)
                     writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
                     self.last_sample_step = state.global_step

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from storage import queries, series
+from storage import learning, queries, series
 from storage.db import BUSY_TIMEOUT_S, get_sessionmaker, is_transient
 from storage.models import CHUNK_STEPS
 from trainer.job.held_rows import HeldRows, Item
@@ -49,6 +49,12 @@ MEMORY_ROWS = 20_000  # rows held in memory during an outage before they go to t
 GRACE_SECONDS = 600.0  # how long close() keeps trying after training ended
 ATTEMPT_BUSY_MS = 1000  # one SQLite attempt's wait for a lock; the backoff between attempts does the rest
 MAX_BACKOFF_SECONDS = 5.0
+# tables the writer also fills, by name (rows handed over as JSON values: they may wait in the spill file)
+TABLES = {
+    "sample_tokens": learning.add_token_rows,
+    "heldout_results": learning.add_heldout_rows,
+    "curriculum_steps": learning.add_curriculum_rows,
+}
 
 
 def _env_float(name: str, default: float) -> float:
@@ -61,6 +67,7 @@ class _Batch:
     metrics: list[dict] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)
+    tables: dict[str, list[dict]] = field(default_factory=dict)  # table name → rows (TABLES)
     progress: tuple | None = None  # (step, total or None, ended at (epoch seconds), median step seconds or None)
 
     def add(self, item: Item) -> None:
@@ -71,6 +78,9 @@ class _Batch:
             self.samples.extend(payload)
         elif kind == "log":
             self.logs.append(tuple(payload))
+        elif kind == "rows":
+            table, rows = payload
+            self.tables.setdefault(table, []).extend(rows)
         else:
             step, total, when, pace = payload
             old_total = self.progress[1] if self.progress else None
@@ -132,6 +142,13 @@ class DbWriter:
     def samples(self, rows: list[dict]) -> None:
         """Queue completion sample rows."""
         self._pending.append(("samples", rows))
+
+    def rows(self, table: str, rows: list[dict]) -> None:
+        """Queue rows of one of the tables of :data:`TABLES` (the learning views' per-problem and per-token rows)."""
+        if table not in TABLES:
+            raise ValueError(f"no table {table!r} for the writer; expected one of {', '.join(TABLES)}")
+        if rows:
+            self._pending.append(("rows", [table, rows]))
 
     def progress(self, step: int, total: int | None = None) -> None:
         """Queue a progress update of the run row (now is when ``step`` ended)."""
@@ -273,6 +290,8 @@ class DbWriter:
             queries.add_sample_rows(session, batch.samples)
             if batch.samples and self.keep_samples_every > 1:
                 pruned = self._prune(session, max(row["step"] for row in batch.samples), pruned)
+            for table, rows in batch.tables.items():
+                TABLES[table](session, rows)
             for message, level in batch.logs:
                 queries.add_log(session, self.run_id, message, level)
             if batch.progress:

@@ -17,12 +17,15 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-Item = tuple[str, Any]  # ("metrics", rows), ("samples", rows), ("log", (message, level)), ("progress", (...))
+# ("metrics", rows), ("samples", rows), ("rows", [table, rows]), ("log", (message, level)), ("progress", (...))
+Item = tuple[str, Any]
 
 
 def item_rows(item: Item) -> int:
     """How many rows an item will write (a log line or a progress update counts as one)."""
     kind, payload = item
+    if kind == "rows":  # ("rows", [table, rows])
+        return len(payload[1])
     return len(payload) if kind in ("metrics", "samples") else 1
 
 

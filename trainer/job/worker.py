@@ -324,7 +324,10 @@ def _train_on(
     callback = make_callback(run_id, writer, stop, config)
     guard = make_disk_guard(files.root, files.latest_checkpoint)
     heldout = make_heldout_callback(
-        config, lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())), log_line
+        config,
+        lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())),
+        log_line,
+        lambda step, rows: writer.rows("heldout_results", [{"run_id": run_id, **row} for row in rows]),
     )
     callbacks = [callback, guard] + ([heldout] if heldout else [])
     # run_name: how the trackers of report_to name the run (trackio's run, W&B's, MLflow's)
@@ -338,6 +341,11 @@ def _train_on(
         run_name=f"{config.name} (run {run_id})",
     )
     callback.trainer = trainer
+    from trainer.job import curriculum
+
+    callback.curriculum = curriculum.install(trainer, config)  # None unless config.curriculum
+    if config.curriculum and callback.curriculum is None:
+        log_line(curriculum.unavailable(trainer, config))
     if heldout:
         heldout.trainer = trainer
     if not show_progress:

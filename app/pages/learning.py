@@ -1,0 +1,221 @@
+"""The Monitor's learning panel (issue 31): what the model is learning, prompt by prompt; the reward-hacking watch,
+each alert opening the completions of the steps it covers and naming the checkpoint to Compare; and the tokens
+behind an advantage, one sampled completion coloured by each token's probability under the policy.
+
+The map reads every stored sample of the run, so it is drawn when a run is picked and on its Refresh button, not on
+every tick of the Monitor's timer. Everything comes from trainer.insight.report (the same report
+``grpo-studio prompts`` prints) and storage.learning; the figures from app.charts_learning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from app import actions
+from app.charts_learning import learning_heatmap, signal_figure, token_html
+from storage import learning, queries
+from storage.db import get_sessionmaker
+
+ALERT_ROWS = 40  # completions an alert opens: the best-scored of its steps, what the reward paid for
+
+
+@dataclass
+class LearningView:
+    """What the panel shows after a refresh; :func:`build` maps it onto the widgets."""
+
+    summary: str = ""
+    heatmap: Any = None
+    signal: Any = None
+    watch: str = ""
+    alerts: dict = field(default_factory=lambda: gr.update(choices=[], value=None))
+    token_step: Any = field(default_factory=gr.update)
+
+
+def _run_id(value) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def learning_view(run_id) -> LearningView:
+    """The map, the signal chart, the watch and the alert picker of a run; the token view's step set to the latest
+    step with token values."""
+    run_id = _run_id(run_id)
+    if run_id is None:
+        return LearningView("Pick a run.")
+    try:
+        report = actions.learning(run_id)
+    except actions.ActionError as exc:
+        return LearningView(exc.message)
+    lm = report.map
+    if not lm.lines:
+        return LearningView("No sampled completions yet: the map starts with the first step.")
+    counts, held = lm.counts(), lm.counts("held-out")
+    summary = "**Training prompts:** " + ", ".join(f"{n} {c}" for c, n in counts.items())
+    if sum(held.values()):
+        summary += " · **held-out problems:** " + ", ".join(f"{n} {c}" for c, n in held.items())
+    frontier = lm.frontier
+    summary += f"\n\n**Frontier** (learning now, the latest group disagreed): {len(frontier)} prompts"
+    if frontier:
+        summary += " — " + "; ".join(f"`{' '.join(ln.prompt.split())[:60]}`" for ln in frontier[:8])
+    watch, choices = [], []
+    for alert in report.alerts:
+        checkpoint = report.checkpoint_for(alert)
+        compare = (
+            f" Compare: the nearest checkpoint is **step {checkpoint}** (Compare tab, adapter `step {checkpoint}`)."
+            if checkpoint is not None
+            else ""
+        )
+        hint = alert.hint[:1].upper() + alert.hint[1:]
+        watch.append(f"⚠️ **{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}")
+        choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
+    with get_sessionmaker().begin() as session:
+        steps = queries.sample_steps(session, run_id)
+        token_steps = [s for s in reversed(steps) if learning.token_indices(session, run_id, s)][:1]
+    return LearningView(
+        summary,
+        learning_heatmap(lm),
+        signal_figure(lm),
+        "\n\n".join(watch) or "Reward-hacking watch: nothing to report.",
+        gr.update(choices=choices, value=None),
+        token_steps[0] if token_steps else gr.update(),
+    )
+
+
+def alert_completions(run_id, span) -> list[list[Any]]:
+    """The best-scored completions of the steps an alert covers (``span`` is "first:last")."""
+    run_id = _run_id(run_id)
+    if run_id is None or not span:
+        return []
+    first, last = (int(s) for s in str(span).split(":"))
+    with get_sessionmaker().begin() as session:
+        steps = [s for s in queries.sample_steps(session, run_id) if first <= s <= last]
+        samples = [s for step in steps for s in queries.samples_at(session, run_id, step)]
+    samples.sort(key=lambda s: s.total_reward if s.total_reward is not None else float("-inf"), reverse=True)
+    return [
+        [s.step, s.group_index, s.prompt, s.completion, _round(s.total_reward), _round(s.advantage)]
+        for s in samples[:ALERT_ROWS]
+    ]
+
+
+def token_choices(run_id, step) -> dict:
+    """The completions of ``step`` that have token values, labelled with their group and advantage."""
+    run_id = _run_id(run_id)
+    if run_id is None or step in (None, ""):
+        return gr.update(choices=[], value=None)
+    with get_sessionmaker().begin() as session:
+        indices = learning.token_indices(session, run_id, int(step))
+        samples = queries.samples_at(session, run_id, int(step))
+    choices = []
+    for i in indices:
+        if i < len(samples):
+            adv = samples[i].advantage
+            label = f"#{i} group {samples[i].group_index}, advantage {'n/a' if adv is None else f'{adv:+.3f}'}"
+            choices.append((label, i))
+    return gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+
+def token_view(run_id, step, index) -> str:
+    """The coloured tokens of one completion, or why there are none."""
+    run_id = _run_id(run_id)
+    if run_id is None or step in (None, "") or index in (None, ""):
+        return "<small>Pick a step and a completion.</small>"
+    with get_sessionmaker().begin() as session:
+        values = learning.token_values(session, run_id, int(step), int(index))
+        samples = queries.samples_at(session, run_id, int(step))
+    if values is None:
+        return "<small>No token values were kept for this completion (token_samples_per_step).</small>"
+    advantage = samples[int(index)].advantage if int(index) < len(samples) else None
+    return token_html(values, advantage)
+
+
+def from_table(run_id, evt: gr.SelectData) -> tuple[Any, Any, str]:
+    """A click on a row of the Monitor's completions table (step, group, mark, prompt, completion, …): that
+    completion in the token view, checked against its step's samples by group and text (a sorted table's row number
+    is not its position)."""
+    row = evt.row_value or []
+    if len(row) < 5 or _run_id(run_id) is None:
+        return gr.update(), gr.update(), token_view(run_id, None, None)
+    step = int(row[0])
+    with get_sessionmaker().begin() as session:
+        samples = queries.samples_at(session, int(run_id), step)
+
+    def same(i: int) -> bool:
+        return 0 <= i < len(samples) and samples[i].group_index == int(row[1]) and samples[i].completion == row[4]
+
+    # the row number when that row is this sample (an unsorted table), else the first sample of its group that reads
+    # the same (a sure model's identical answers are alike down to their tokens' values)
+    clicked = int(evt.index[0]) if evt.index else -1
+    index = clicked if same(clicked) else next((i for i in range(len(samples)) if same(i)), None)
+    choices = token_choices(run_id, step)
+    known = [value for _, value in choices.get("choices", [])]
+    return (
+        step,
+        gr.update(choices=choices.get("choices", []), value=index if index in known else None),
+        token_view(run_id, step, index),
+    )
+
+
+def _round(value: float | None) -> float | str:
+    return "" if value is None else round(value, 3)
+
+
+# --- layout ---------------------------------------------------------------------------------------------------------
+def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
+    """Lay out the panel under the Monitor's completions; ``run`` is the Monitor's run picker, ``completions`` its
+    completions table (a click on a row shows that completion's tokens here)."""
+    with gr.Accordion("What the model is learning", open=True, elem_id="learning-panel"):
+        refresh = gr.Button("Refresh the learning map", size="sm", elem_id="learning-refresh")
+        summary = gr.Markdown(elem_id="learning-summary")
+        heatmap = gr.Plot(elem_id="learning-map", show_label=False)
+        gr.Markdown(
+            "<small>Each row a prompt, each column a step that sampled it, coloured by the share of its group "
+            "solved; sorted learning, forgetting, never solved, always solved. Held-out problems (greedy, at each "
+            "evaluation) below the training prompts.</small>"
+        )
+        signal = gr.Plot(elem_id="learning-signal", show_label=False)
+        gr.Markdown("### Reward-hacking watch")
+        watch = gr.Markdown(elem_id="learning-watch")
+        alert = gr.Dropdown(choices=[], value=None, label="Open an alert's completions", elem_id="learning-alert")
+        opened = gr.Dataframe(
+            headers=["step", "group", "prompt", "completion", "total", "advantage"],
+            interactive=False,
+            wrap=True,
+            max_height=400,
+            elem_id="learning-alert-completions",
+        )
+        gr.Markdown("### The tokens behind an advantage")
+        with gr.Row():
+            token_step = gr.Number(label="Step", precision=0, elem_id="token-step")
+            token_pick = gr.Dropdown(choices=[], value=None, label="Completion", elem_id="token-completion")
+        tokens = gr.HTML(elem_id="token-view")
+
+    def show(run_id) -> dict:
+        view = learning_view(run_id)
+        shown = {
+            summary: view.summary,
+            heatmap: view.heatmap,
+            signal: view.signal,
+            watch: view.watch,
+            alert: view.alerts,
+            token_step: view.token_step,
+            opened: [],
+        }
+        if isinstance(view.token_step, int):  # the token view follows the run here, not through token_step's change,
+            # which does not fire when another run's latest step has the same number
+            choices = token_choices(run_id, view.token_step)
+            shown |= {token_pick: choices, tokens: token_view(run_id, view.token_step, choices.get("value"))}
+        return shown
+
+    outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens]
+    run.change(show, run, outputs, show_progress="hidden")
+    refresh.click(show, run, outputs, show_progress="hidden")
+    alert.change(alert_completions, [run, alert], opened, show_progress="hidden")
+    # a step typed in: its completions, and the first drawn (a dropdown whose value stays the same fires no change)
+    token_step.input(token_choices, [run, token_step], token_pick, show_progress="hidden").then(
+        token_view, [run, token_step, token_pick], tokens, show_progress="hidden"
+    )
+    token_pick.input(token_view, [run, token_step, token_pick], tokens, show_progress="hidden")
+    if completions is not None:
+        completions.select(from_table, run, [token_step, token_pick, tokens], show_progress="hidden")

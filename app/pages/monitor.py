@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.charts import CHARTS, build_all
 from app.health import health_alerts, liveness_alerts
-from app.monitor_state import RunCache, progress_text
+from app.monitor_state import RunCache, drawn_from, progress_text
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from storage.models import RunStatus
@@ -182,16 +182,22 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     worker_log = log_tail(main, 40) if raw else ""
     if worker_log:  # the library output (warnings, TRL's dicts) only on request: grpo-studio's lines say what matters
         log_text += "\n--- raw worker output ---\n" + worker_log
+    view = (
+        smoothing or 0.0,
+        "time" if x_axis == "wall time" else "step",
+        (fork[1], f"forked from run {fork[0]}") if fork else None,
+    )
+    drawn = drawn_from(caches, run_ids, tuple(labels), *view)
+    if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
+        figures = [gr.update()] * len(CHARTS)
+    else:
+        figures = build_all(labels, *view)
+        caches[int(run_id)].drawn = drawn
     return MonitorView(
         header,
         caches,
         banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"), main),
-        figures=build_all(
-            labels,
-            smoothing or 0.0,
-            "time" if x_axis == "wall time" else "step",
-            (fork[1], f"forked from run {fork[0]}") if fork else None,
-        ),
+        figures=figures,
         # From 0 (a probed run's step 0), not the first sampled step: the timer sends the slider's value back as an
         # input, and a value the page still holds under a raised minimum made Gradio refuse the tick with a toast
         # ("Value 0 is less than minimum value 1"). Gradio also needs minimum < maximum.
@@ -248,9 +254,12 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
 
     inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw]
     outputs = [header, banner, step, table, log, *plots, caches]  # what show() fills (Gradio matches by key)
-    timer.tick(show, inputs, outputs, show_progress="hidden")
-    for control in (run, overlay, smoothing, x_axis, raw):
-        control.change(show, inputs, outputs, show_progress="hidden")
+    # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's
+    # load changed the run and the overlay and a tick came at once, and three redraws of every chart, each from an
+    # empty cache, kept the page busy for seconds (bench/deep_link.py). The next one starts from the state the last
+    # one left (which says what the browser already has drawn).
+    triggers = [timer.tick] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
+    gr.on(triggers, show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
 
     def pick_step(run_id, value):
         steps = _sample_steps(run_id)

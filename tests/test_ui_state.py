@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app.access import Access
 from app.charts import CHARTS
+from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -39,7 +40,7 @@ def test_push_without_a_token_asks_to_paste_one(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     message = push_to_hub(1, "final", "me/adapter", "", False)
-    assert message.startswith("❌ paste a Hugging Face token") and "--token" not in message
+    assert message.startswith(problem("paste a Hugging Face token")) and "--token" not in message
 
 
 def test_form_problems_are_placed_beside_the_fields_they_name():

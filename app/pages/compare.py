@@ -12,6 +12,7 @@ import gradio as gr
 
 from app.errors import user_error
 from app.pages import evaluation
+from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
@@ -129,6 +130,8 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     if busy:
         raise user_error(busy)
     config, adapters = _run(run_id)
+    # greedy decoding writes the same answer however often it is asked: one row a side, not N identical ones
+    n = 1 if greedy else int(n)
     try:
         result = compare(
             config,
@@ -143,9 +146,16 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
         )
     except GpuBusy as exc:  # another process took the GPU since gpu_busy() looked
         raise user_error(str(exc)) from exc
-    why = result.why()
-    tuned_summary = _summary("Tuned", result.tuned, n) + (f"\n\n{why}" if why else "")
-    return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), tuned_summary
+    note = "Greedy decoding: one answer a side (it is the same however often it is asked). " if greedy else ""
+    # under both tables, not in the tuned column: an extra paragraph there pushed the tuned table below the base one
+    why = note + result.why()
+    return (
+        _rows(result.base),
+        _rows(result.tuned),
+        _summary("Base", result.base, n),
+        _summary("Tuned", result.tuned, n),
+        why,
+    )
 
 
 def _rows(side) -> list[list]:
@@ -186,10 +196,12 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
 
     if not (repo or "").strip():
-        return "❌ give a Hub repo id, e.g. you/my-grpo-adapter"
+        return problem("give a Hub repo id, e.g. you/my-grpo-adapter")
     token = (token or "").strip() or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
     if not token:
-        return "❌ paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
+        return problem(
+            "paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
+        )
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
         folder = shareable_adapter(int(run_id), config, adapter_dir, new_export_dir() / "adapter")
@@ -197,7 +209,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
             folder = merge(config, adapter_dir, new_export_dir() / "merged")
         return f"Pushed to {push(folder, repo.strip(), token)}"
     except (RunLookupError, TypeError) as exc:  # ExportError included
-        return f"❌ {exc}"
+        return problem(str(exc))
 
 
 def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
@@ -227,7 +239,7 @@ def build() -> gr.Dropdown:
         n = gr.Slider(1, 16, value=4, step=1, label="Completions per side")
         temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.05, label="Temperature")
         seed = gr.Number(value=0, precision=0, label="Seed")
-        greedy = gr.Checkbox(label="Greedy decoding")
+        greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")
     go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
@@ -241,6 +253,7 @@ def build() -> gr.Dropdown:
             tuned_table = gr.Dataframe(
                 headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
             )
+    why = gr.Markdown(elem_id="compare-why")  # how far apart the two sides are, under both of them
     evaluation.build(run, adapter)
     with gr.Accordion("Export", open=False):
         with gr.Row():
@@ -259,8 +272,11 @@ def build() -> gr.Dropdown:
     go_button.click(
         run_compare,
         [run, adapter, question, reference, n, greedy, temperature, seed],
-        [base_table, tuned_table, base_summary, tuned_summary],
+        [base_table, tuned_table, base_summary, tuned_summary, why],
     )
+    # a prompt typed by hand is no longer the picked held-out one: the picker lets go of it (and of its reference)
+    question.input(lambda: gr.update(value=None), None, example)
+    greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)
     return run

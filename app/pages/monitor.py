@@ -11,9 +11,14 @@ from typing import Any
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
+from app.completions import group_marks
+from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.health import health_alerts, liveness_alerts
 from app.monitor_state import RunCache, drawn_from, progress_text
+from app.styles import CHART_NONE, CHART_SHOWN
+from app.verdict import problem, verdict
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from storage.models import RunStatus
@@ -32,7 +37,8 @@ class MonitorView:
     header: str
     caches: dict[int, RunCache]
     banner: str = ""
-    figures: list[Any] = field(default_factory=lambda: [None] * len(CHARTS))
+    # no chart boxes until there is something to chart (app/styles.py hides a chart marked CHART_NONE)
+    figures: list[Any] = field(default_factory=lambda: [gr.update(value=None, elem_classes=[CHART_NONE])] * len(CHARTS))
     step: dict = field(default_factory=gr.update)  # the completions slider's range and value
     table: Any = field(default_factory=list)  # completions rows
     log: Any = ""
@@ -54,7 +60,7 @@ def health_markdown(series, max_completion_length: int | None, run=None) -> str:
     alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
     if not alerts:
         return ""
-    return "\n".join(f"⚠️ **{a.message}** — {a.hint}" for a in alerts)
+    return "\n\n".join(verdict("warn", "Warning:", f"**{a.message}** — {a.hint}") for a in alerts)
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
@@ -68,16 +74,9 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
             return []
         chosen = step if step in steps else steps[-1]
         samples = queries.samples_at(session, run_id, chosen)
-    best, worst = {}, {}
-    for s in samples:
-        total = s.total_reward if s.total_reward is not None else float("-inf")
-        if s.group_index not in best or total > best[s.group_index][0]:
-            best[s.group_index] = (total, s.id)
-        if s.group_index not in worst or total < worst[s.group_index][0]:
-            worst[s.group_index] = (total, s.id)
+    marks = group_marks([s.group_index for s in samples], [s.total_reward for s in samples])
     rows = []
-    for s in samples:
-        mark = "▲ best" if best[s.group_index][1] == s.id else "▼ worst" if worst[s.group_index][1] == s.id else ""
+    for s, mark in zip(samples, marks):
         scores = ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in s.rewards.items())
         rows.append(
             [
@@ -128,7 +127,15 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=
         return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw)
     except SQLAlchemyError as exc:
         keep = gr.update()
-        return MonitorView(f"⚠️ {describe_error(exc)}", caches, figures=[keep] * len(CHARTS), table=keep, log=keep)
+        return MonitorView(problem(describe_error(exc)), caches, figures=[keep] * len(CHARTS), table=keep, log=keep)
+
+
+def _undrawn(caches: dict[int, RunCache]) -> dict[int, RunCache]:
+    """The caches, marked as having nothing drawn in the browser (its charts are being cleared), so that picking a run
+    again draws its charts again."""
+    for cache in caches.values():
+        cache.drawn = None
+    return caches
 
 
 def waiting_text(session, run) -> str:
@@ -137,17 +144,21 @@ def waiting_text(session, run) -> str:
     running = sorted(r.id for r in live if r.status == RunStatus.RUNNING)
     ahead = sorted(r.id for r in live if r.status == RunStatus.QUEUED and r.id < run.id)
     if not running and not ahead:
-        return "⏳ Queued: it starts within a few seconds, when the dashboard's scheduler next looks."
+        return verdict("wait", "Queued:", "it starts within a few seconds, when the dashboard's scheduler next looks.")
     behind = f"run {running[0]} (running)" if running else f"run {ahead[-1]} (queued)"
     more = len(running) + len(ahead) - 1
-    return (
-        f"⏳ Queued: waiting behind {behind}" + (f" and {more} more" if more > 0 else "") + ". Its charts start then."
+    return verdict(
+        "wait",
+        "Queued:",
+        f"waiting behind {behind}" + (f" and {more} more" if more > 0 else "") + ". Its charts start then.",
     )
 
 
 def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> MonitorView:
     if run_id is None:
-        return MonitorView("Pick a run.", caches)
+        with get_sessionmaker().begin() as session:
+            any_run = queries.has_runs(session)
+        return MonitorView(NO_RUNS_MONITOR if not any_run else PICK_A_RUN, _undrawn(caches))
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
     with get_sessionmaker().begin() as session:
         fork = queries.fork_point(session, int(run_id))
@@ -161,12 +172,12 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
         main = runs[int(run_id)]
         waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
     if main is None:
-        return MonitorView(f"Run {run_id} no longer exists.", caches)
+        return MonitorView(f"Run {run_id} no longer exists: pick another run above.", _undrawn(caches))
     forked = ""
     if fork:
         forked = f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
     if waiting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
-        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, caches, table=[], log="")
+        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, _undrawn(caches), table=[], log="")
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
     header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
@@ -191,7 +202,8 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw) -> M
     if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
         figures = [gr.update()] * len(CHARTS)
     else:
-        figures = build_all(labels, *view)
+        drawn_figures = add_notes(build_all(labels, *view), main.config or {})
+        figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
         caches[int(run_id)].drawn = drawn
     return MonitorView(
         header,
@@ -213,11 +225,18 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
-        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2)
+        # wide enough for "12: a-run-name (completed)": on a phone each picker takes a line of its own
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2, min_width=320)
         overlay = gr.Dropdown(
-            choices=[], value=[], label="Overlay runs", elem_id="monitor-overlay", multiselect=True, scale=2
+            choices=[],
+            value=[],
+            label="Overlay runs",
+            elem_id="monitor-overlay",
+            multiselect=True,
+            scale=2,
+            min_width=320,
         )
-        smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing")
+        smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing", elem_id="monitor-smoothing")
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
     banner = gr.Markdown(elem_id="monitor-health")
@@ -226,7 +245,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         with gr.Row():
             for chart in CHARTS[i : i + 2]:
                 with gr.Column():
-                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False))
+                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False, elem_classes=[CHART_SHOWN]))
                     gr.Markdown(f"<small>{chart.meaning}</small>")
     gr.Markdown("### Completions")
     step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="monitor-step")
@@ -234,8 +253,11 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         headers=["step", "group", "", "prompt", "completion", "reference", "rewards", "total", "advantage"],
         interactive=False,
         wrap=True,
-        # the short numeric columns keep their width; prompt and completion take the rest and wrap
-        column_widths=["5%", "5%", "6%", "16%", "27%", "8%", "15%", "7%", "11%"],
+        # in pixels (about 1,100 in all): the short numeric columns keep their width and prompt and completion wrap;
+        # a phone scrolls the table sideways inside its box, the step and group pinned (shares of the box squeezed
+        # every column there to a letter a line)
+        column_widths=["55px", "70px", "75px", "190px", "320px", "85px", "175px", "65px", "90px"],
+        pinned_columns=2,
         max_height=600,
         elem_id="completions-table",
     )

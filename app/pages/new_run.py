@@ -23,6 +23,8 @@ from app.form import (
 )
 from app.pages.compare import gpu_busy
 from app.pages.data_files import local_chat_template, upload_dataset
+from app.verdict import problem as problem_text
+from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir, slug
 from trainer.config import ConfigError, RunConfig
@@ -64,9 +66,11 @@ def validate(access: Access, *values: Any) -> tuple[RunConfig | None, list[str]]
 def problems_markdown(problems: list[str]) -> str:
     """The validation panel's text."""
     if not problems:
-        return "✅ Config is valid."
-    return f"❌ **{len(problems)} problem{'s' if len(problems) > 1 else ''}:**\n" + "\n".join(
-        f"- {p}" for p in problems
+        return verdict("ok", "Valid:", "the config is valid.")
+    return (
+        verdict("bad", "Not valid:", f"**{len(problems)} problem{'s' if len(problems) > 1 else ''}:**")
+        + "\n"
+        + "\n".join(f"- {p}" for p in problems)
     )
 
 
@@ -80,7 +84,7 @@ def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
     config, problems = validate(access, *values)
     text = problems_markdown(problems)
     if config is not None and not problems:
-        text += "".join(f"\n\n⚠️ {w}" for w in config.warnings())
+        text += "".join(f"\n\n{verdict('warn', 'Warning:', w)}" for w in config.warnings())
     return text, problems
 
 
@@ -108,8 +112,12 @@ def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[st
             queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
     kept = " The probe's samples are its step 0." if same else ""
     return (
-        f"🚀 Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. "
-        f"[Follow it under Monitor](?tab=monitor&run={run_id}).{kept}",
+        verdict(
+            "go",
+            "Launched:",
+            f"Run {run_id} (**{config.name}**) queued: it starts as soon as a training slot is free. "
+            f"[Follow it under Monitor](?tab=monitor&run={run_id}).{kept}",
+        ),
         [],
     )
 
@@ -145,11 +153,11 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
         return problems_markdown(problems), None
     busy = gpu_busy()
     if busy:
-        return f"❌ {busy}", None
+        return problem_text(busy), None
     try:
         report = probe_in_child(config)
     except ProbeError as exc:
-        return f"❌ {exc}", None
+        return problem_text(str(exc)), None
     return report.to_text(), {"config": config.to_dict(), "report": report.to_dict()}
 
 
@@ -193,9 +201,9 @@ def preview(access: Access, *values: Any) -> str:
     try:
         rows = load_problems(config, limit=3)[:3]
     except (DataError, OSError, ValueError) as exc:
-        return f"❌ {exc}"
+        return problem_text(str(exc))
     except Exception as exc:  # the hub unreachable, etc.
-        return f"❌ could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}"
+        return problem_text(f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}")
     template = local_chat_template(config.model_name_or_path)
     blocks = []
     for problem in rows:
@@ -204,7 +212,7 @@ def preview(access: Access, *values: Any) -> str:
             try:
                 text = render_chat_template(template, messages)
             except TemplateRenderError as exc:
-                return f"❌ {exc}"
+                return problem_text(str(exc))
         else:
             text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
         blocks.append(f"```\n{text}\n```\nreference answer: `{problem.answer}`")

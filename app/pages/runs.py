@@ -11,6 +11,7 @@ import gradio as gr
 from app.access import PATH_FIELDS, Access, custom_reward_problems
 from app.errors import user_error
 from app.liveness import liveness_problem
+from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import Run
@@ -36,8 +37,10 @@ COLUMNS = [
     "data set",
     "where",
 ]
-# short numeric columns narrow, so none is pushed off to the right; the names and paths take what is left and wrap
-WIDTHS = ["4%", "14%", "7%", "7%", "7%", "6%", "10%", "7%", "13%", "13%", "12%"]
+# In pixels, not shares of the box: shares squeezed every column on a phone until "status" wrapped one letter per line
+# (and "completed" broke mid-word at 1440 px). About 1,150 px in all: the whole table fits a laptop's page, and a
+# phone scrolls it sideways inside its box, the id and name pinned.
+WIDTHS = ["50px", "150px", "110px", "70px", "80px", "70px", "120px", "95px", "150px", "140px", "130px"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -60,6 +63,8 @@ def _row(run: RunSummary, positions: dict[str, int]) -> list:
     if run.evaluation:
         # one decimal, as the Compare page shows it: 53.5 % and 54.4 % must not both read "54%"
         heldout = f"{run.evaluation['base']['correct']:.1%} → {run.evaluation['tuned']['correct']:.1%}"
+    elif run.last_heldout is not None:  # the held-out curve the run scored while training (eval_steps)
+        heldout = f"{run.last_heldout:.1%} (while training)"
     return [
         run.id,
         run.name,
@@ -210,7 +215,7 @@ def reported(action):
         try:
             return action(*args)
         except gr.Error as exc:
-            return f"❌ {exc.message}"
+            return problem(exc.message)
 
     return run
 
@@ -220,7 +225,7 @@ def download_adapter(run_id) -> tuple[dict, str]:
     try:
         path = adapter_zip(run_id)
     except gr.Error as exc:
-        return gr.update(value=None, visible=False), f"❌ {exc.message}"
+        return gr.update(value=None, visible=False), problem(exc.message)
     return gr.update(value=path, visible=True), f"Adapter of run {int(run_id)} zipped: {Path(path).name}"
 
 
@@ -230,7 +235,7 @@ def clone_into_form(run_id, config_values, fields: int) -> list:
     try:
         config = clone_config(run_id)
     except gr.Error as exc:
-        return [gr.update()] * (fields + 1) + [f"❌ {exc.message}", gr.update()]
+        return [gr.update()] * (fields + 1) + [problem(exc.message), gr.update()]
     told = f"Cloned run {int(run_id)} into the New run form as **{config.name}**: edit it and press Launch."
     return [*config_values(config), told, told, gr.Tabs(selected="new")]
 
@@ -248,6 +253,7 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
         elem_id="runs-table",
         wrap=True,
         column_widths=WIDTHS,
+        pinned_columns=2,
     )
     with gr.Row():
         run_id = gr.Number(label="Run id (or click a row)", precision=0, elem_id="runs-run-id", scale=1)

@@ -33,5 +33,10 @@ CSS = (
 /* tables keep readable columns and scroll sideways inside their box on a narrow screen (the pinned first columns
    stay); without this a phone squeezed every column until "status" wrapped one letter per line */
 #runs-table th, #runs-table td, #completions-table th, #completions-table td {{ word-break: normal; overflow-wrap: normal; }}
+/* the first column (a run's id, a completion's step) stays in view while the table scrolls sideways: Gradio 6's
+   pinned_columns marks it (.first-column) but its virtual table body leaves it static */
+#runs-table .first-column, #completions-table .first-column {{
+    position: sticky !important; left: 0; z-index: 3; background: var(--table-even-background-fill, var(--background-fill-primary));
+}}
 """
 )

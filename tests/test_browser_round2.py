@@ -126,18 +126,22 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
     for header in ("id", "status", "step", "duration"):
         cell = table.locator("th[role=columnheader]", has_text=header).first
         assert cell.evaluate(TEXT_LINES) == 1, (width, header)
-    status = table.locator("td", has_text="completed").first
+    status = table.locator(".body-cell", has_text="completed").first
     assert status.evaluate(TEXT_LINES) == 1, width  # "completed" never breaks mid-word
     scroller = table.locator("table").first.evaluate_handle(
         "t => { let e = t.parentElement; while (e && e.scrollWidth <= e.clientWidth) e = e.parentElement; return e; }"
     )
     if width == "phone":  # too wide for the phone: it scrolls, and the id column stays in view
         assert scroller.evaluate("e => e !== null && e.scrollWidth > e.clientWidth + 100")
-        id_cell = table.locator("th[role=columnheader]", has_text="id").first
-        before = id_cell.bounding_box()["x"]
+        id_header = table.locator("th[role=columnheader]", has_text="id").first
+        id_cell = table.locator(".virtual-body [role=row] .body-cell.first-column").first
+        status = table.locator(".virtual-body [role=row] .body-cell", has_text="completed").first
+        before = id_header.bounding_box()["x"], id_cell.bounding_box()["x"], status.bounding_box()["x"]
         scroller.evaluate("e => { e.scrollLeft = 400; }")
         time.sleep(0.3)
-        assert abs(id_cell.bounding_box()["x"] - before) < 2, "the id column scrolled away"
+        after = id_header.bounding_box()["x"], id_cell.bounding_box()["x"], status.bounding_box()["x"]
+        assert abs(after[0] - before[0]) < 2 and abs(after[1] - before[1]) < 2, "the id column scrolled away"
+        assert after[2] < before[2] - 100, "the table did not scroll"
     page.screenshot(path=str(shots / f"item1-runs-{width}.png"), full_page=True)
 
     page = _monitor(open_at, width, beta0_run)
@@ -156,7 +160,8 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
     """Item 2: until Plotly has drawn a chart its box says "Loading chart…" (here Gradio's Plotly bundle is held back
     for 4 s, as a loaded machine delays it); then the chart, and no loading words."""
     w, h = WIDTHS[width]
-    page = browser.new_page(viewport={"width": w, "height": h})
+    context = browser.new_context(viewport={"width": w, "height": h})  # a cache of its own: the bundle is fetched
+    page = context.new_page()
     try:
 
         def slow(route):
@@ -171,7 +176,7 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
         wait_for(lambda: _points(page, "reward") > 0, 90, "the reward chart")
         assert page.locator("#chart-reward").evaluate(before) == "none"
     finally:
-        page.close()
+        context.close()
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
@@ -214,11 +219,11 @@ def test_a_tie_has_no_best_answer(open_at, beta0_run):
     whose answers all scored alike is a tie (checked on every step the real run sampled)."""
     page = _monitor(open_at, "laptop", beta0_run)
     table = page.locator("#completions-table")
-    wait_for(lambda: table.locator("tbody [role=row]").count() >= 4, 60, "completion rows")
-    rows = table.locator("tbody [role=row]")
+    rows = table.locator(".virtual-body [role=row]")  # the data rows (not the hidden rows that size the columns)
+    wait_for(lambda: rows.count() >= 4, 60, "completion rows")
     groups: dict[str, list[tuple[str, float]]] = {}
     for i in range(rows.count()):
-        cells = rows.nth(i).locator("td").all_inner_texts()
+        cells = rows.nth(i).locator(".body-cell").all_inner_texts()
         groups.setdefault(cells[1].strip(), []).append((cells[2].strip(), float(cells[7])))
     assert groups
     for group, answers in groups.items():
@@ -235,7 +240,7 @@ def test_the_runs_table_shows_the_periodic_heldout_score(open_at, beta0_run):
     """Item 9: a run without an evaluation job shows the held-out score it logged while training."""
     page = open_at("laptop", "tab=runs")
     last = _metric(beta0_run, "heldout/correct")[-1]
-    row = page.locator("#runs-table tbody [role=row]", has_text="round2-beta0").first
+    row = page.locator("#runs-table .virtual-body [role=row]", has_text="round2-beta0").first
     wait_for(lambda: row.count() > 0, 30, "the run's row")
     assert f"{last:.1%} (while training)" in row.inner_text()
 
@@ -263,7 +268,7 @@ def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(ope
         summary = page.locator(f"#compare-{side}-summary")
         wait_for(lambda s=summary: "mean reward" in s.inner_text(), 240, f"the {side} column")
         assert re.search(r"format \d/1 · correct \d/1", summary.inner_text())
-        assert page.locator(f"#compare-{side} tbody [role=row]").count() == 1
+        assert page.locator(f"#compare-{side} .virtual-body [role=row]").count() == 1
     assert "Greedy decoding: one answer a side" in page.locator("#compare-why").inner_text()
     if width == "laptop":
         base, tuned = (page.locator(f"#compare-{s}").bounding_box()["y"] for s in ("base", "tuned"))
@@ -282,7 +287,7 @@ def test_verdicts_are_coloured_words(open_at, shots, width):
     bad.wait_for()
     assert bad.inner_text().strip().endswith("Not valid:")
     assert bad.evaluate("e => getComputedStyle(e).color") == VERDICT_RED
-    assert bad.locator("[aria-hidden=true]").inner_text() == "❌"
+    assert bad.locator(".verdict-emoji").inner_text() == "❌"  # beside the word, not instead of it
     page.screenshot(path=str(shots / f"item12-invalid-{width}.png"), full_page=False)
     _set(page, "num_generations", 4)
     page.click("#validate")

@@ -68,7 +68,7 @@ def test_smoothing_leaves_the_heldout_curve_and_a_faded_raw_line():
 def test_a_verdict_is_a_coloured_word_with_a_decorating_emoji():
     text = problem("no run with id 7")
     assert text == (
-        '<span class="verdict verdict-bad"><span aria-hidden="true">❌</span> Problem:</span> no run with id 7'
+        '<span class="verdict verdict-bad"><span class="verdict-emoji" aria-hidden="true">❌</span> Problem:</span> no run with id 7'
     )
     assert verdict("ok", "Valid:").endswith("Valid:</span>")
 

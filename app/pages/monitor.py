@@ -254,10 +254,10 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         interactive=False,
         wrap=True,
         # in pixels (about 1,100 in all): the short numeric columns keep their width and prompt and completion wrap;
-        # a phone scrolls the table sideways inside its box, the step and group pinned (shares of the box squeezed
+        # a phone scrolls the table sideways inside its box, the step pinned (shares of the box squeezed
         # every column there to a letter a line)
-        column_widths=["55px", "70px", "75px", "190px", "320px", "85px", "175px", "65px", "90px"],
-        pinned_columns=2,
+        column_widths=["55px", "70px", "75px", "190px", "300px", "85px", "175px", "75px", "110px"],
+        pinned_columns=1,  # kept in view by app/styles.py
         max_height=600,
         elem_id="completions-table",
     )

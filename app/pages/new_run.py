@@ -45,8 +45,10 @@ def config_values(config: RunConfig) -> list[Any]:
     return [to_widget_value(spec, getattr(config, spec.name)) for spec in SPECS]
 
 
-def apply_preset(name: str) -> list[Any]:
-    """Fill the form with a preset."""
+def apply_preset(name: str | None) -> list[Any]:
+    """Fill the form with a preset; nothing chosen (None) leaves the form as it is."""
+    if not name:
+        return [gr.update() for _ in NAMES]
     return config_values(presets()[name])
 
 
@@ -313,7 +315,11 @@ def build(access: Access) -> Form:
         return gr.update(value=path, visible=path is not None), text
 
     dataset_widget = widgets[NAMES.index("dataset_name")]
-    preset.input(apply_preset, preset, widgets)
+    # on a change of preset, not on "input": Gradio's single-select dropdown also dispatches "input" on every blur
+    # (gradio/templates/frontend/assets/Index-DAYzeNnX.js, its blur handler ends in on_blur(), on_input()), so
+    # leaving the box without choosing sent its empty value to a list of choices without it, a
+    # gradio.exceptions.Error traceback in the server's log (issue 29)
+    preset.change(apply_preset, preset, widgets)
     check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status])
     probed = gr.State(None)
     probe_button.click(probe, [allow, *widgets], [status, probed])

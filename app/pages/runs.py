@@ -253,7 +253,7 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
         elem_id="runs-table",
         wrap=True,
         column_widths=WIDTHS,
-        pinned_columns=2,
+        pinned_columns=1,  # kept in view by app/styles.py
     )
     with gr.Row():
         run_id = gr.Number(label="Run id (or click a row)", precision=0, elem_id="runs-run-id", scale=1)

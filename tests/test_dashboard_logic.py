@@ -321,7 +321,11 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
 
 
 def test_monitor_without_a_run_clears_every_chart():
+    from app.empty_states import NO_RUNS_MONITOR
     from app.pages.monitor import refresh
+    from app.styles import CHART_NONE
 
-    view = refresh(None, [], 0.0, "step", 0, {})
-    assert view.header == "Pick a run." and view.figures == [None] * len(CHARTS) and view.table == []
+    view = refresh(None, [], 0.0, "step", 0, {})  # an empty database: the header says to launch the demo
+    assert view.header == NO_RUNS_MONITOR and view.table == []
+    # every chart cleared, and its box hidden (no row of empty boxes under the header)
+    assert view.figures == [{"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}] * len(CHARTS)

@@ -19,7 +19,11 @@ def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
     with get_sessionmaker().begin() as s:
         queries.mark_running(s, queries.get_run(s, first), 1, "/tmp/x", None)
     view = refresh(second, [], 0.0, "step", 0, {})
-    assert f"waiting behind run {first} (running)" in view.header and view.figures == [None] * len(CHARTS)
+    from app.styles import CHART_NONE
+
+    # no empty chart boxes: every chart cleared and hidden
+    hidden = {"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}
+    assert f"waiting behind run {first} (running)" in view.header and view.figures == [hidden] * len(CHARTS)
 
 
 def test_eta_goes_by_the_pace_between_logged_steps():

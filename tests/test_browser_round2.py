@@ -164,7 +164,7 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
     page = context.new_page()
     try:
         held = []  # the requests for Gradio's Plotly bundle, held until the loading words were seen
-        page.route(re.compile(r".*/assets/PlotlyPlot-.*\.js"), held.append)
+        page.route(re.compile(r".*/assets/PlotlyPlot-.*\.js"), lambda route: held.append(route))
         page.goto(server[0] + f"?tab=monitor&run={beta0_run}")
         page.locator("#monitor-progress").filter(has_text="round2-beta0").wait_for()
         before = "e => getComputedStyle(e, '::before').content"
@@ -172,9 +172,9 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
         assert page.locator("#chart-kl").evaluate(before) == '"Loading chart…"'
         # page.wait_for_timeout, not a sleep: the sync API hands a route over only while inside one of its calls
         wait_for(lambda: page.wait_for_timeout(100) or held, 60, "the page to ask for the Plotly bundle")
-        page.unroute(re.compile(r".*/assets/PlotlyPlot-.*\.js"))
         for route in held:
             route.continue_()
+        page.unroute(re.compile(r".*/assets/PlotlyPlot-.*\.js"))
         wait_for(lambda: _points(page, "reward") > 0, 90, "the reward chart")
         assert page.locator("#chart-reward").evaluate(before) == "none"
     finally:

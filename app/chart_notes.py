@@ -52,13 +52,13 @@ def add_notes(figures: Sequence[Any], config: Mapping[str, Any], charts: Sequenc
                 {"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
             ]
         elif chart.name != "kl":
-            figure.add_annotation(
+            figure.add_annotation(  # inside the plot's top edge, clear of the title
                 text=note,
                 xref="paper",
                 yref="paper",
                 x=0.5,
-                y=1.0,
-                yanchor="bottom",
+                y=0.97,
+                yanchor="top",
                 showarrow=False,
                 font={"size": 11},
                 bgcolor="rgba(255,255,255,0.8)",

@@ -249,7 +249,7 @@ def test_the_runs_table_shows_the_periodic_heldout_score(open_at, beta0_run):
 
 @pytest.mark.parametrize("width", list(WIDTHS))
 def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(open_at, beta0_run, shots, width):
-    """Item 10: typing a prompt clears the held-out picker; greedy with N = 4 gives one row a side; the two tables
+    """Item 10: typing a prompt clears the held-out picker and its reference answer; greedy with N = 4 gives one row a side; the two tables
     start at the same height on a laptop (the explanation sits under both)."""
     page = open_at(width, f"tab=compare&run={beta0_run}")
     wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
@@ -263,6 +263,8 @@ def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(ope
     prompt.press("End")
     prompt.type(" ")
     wait_for(lambda: page.locator("#compare-example input").input_value() == "", 10, "the picker to let go")
+    reference = page.locator("#compare-reference input, #compare-reference textarea").first
+    wait_for(lambda: reference.input_value() == "", 10, "the picked problem's reference answer to go")
     assert prompt.input_value() == "What is 12 + 30? "
     page.locator("#compare-greedy input, label:has-text('Greedy decoding') input").first.check()
     page.click("#compare-go")

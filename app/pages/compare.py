@@ -89,6 +89,14 @@ def pick_example(run_id, index):
     return problem.question, problem.answer
 
 
+def let_go_of_example(index):
+    """The picker and reference answer once the user types a prompt of their own: both cleared if they came from a
+    picked held-out problem, else left as they are (a reference typed by hand stays)."""
+    if index is None:
+        return gr.update(), gr.update()
+    return gr.update(value=None), ""
+
+
 def gpu_busy() -> str | None:
     """A message when a training run or another process holds the GPU this panel would load onto, else None
     (trainer.job.launch.gpu_busy)."""
@@ -274,8 +282,9 @@ def build() -> gr.Dropdown:
         [run, adapter, question, reference, n, greedy, temperature, seed],
         [base_table, tuned_table, base_summary, tuned_summary, why],
     )
-    # a prompt typed by hand is no longer the picked held-out one: the picker lets go of it (and of its reference)
-    question.input(lambda: gr.update(value=None), None, example)
+    # a prompt typed by hand is no longer the picked held-out one: the picker lets go of it, and of the reference
+    # answer that came with it (kept, it scored the typed prompt against another problem's answer)
+    question.input(let_go_of_example, example, [example, reference])
     greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)

@@ -256,7 +256,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         # in pixels (about 1,100 in all): the short numeric columns keep their width and prompt and completion wrap;
         # a phone scrolls the table sideways inside its box, the step pinned (shares of the box squeezed
         # every column there to a letter a line)
-        column_widths=["55px", "70px", "75px", "190px", "300px", "85px", "175px", "75px", "110px"],
+        column_widths=["55px", "70px", "75px", "175px", "300px", "100px", "175px", "75px", "110px"],
         pinned_columns=1,  # kept in view by app/styles.py
         max_height=600,
         elem_id="completions-table",

@@ -30,6 +30,11 @@ class Chart:
     per_reward: bool = False
     unit: str = ""  # the y axis title
     empty: str = "nothing logged for this chart yet"  # said in place of empty axes
+    # keys (or prefixes) drawn against a second y axis on the right, titled right_unit: a share of groups is not on
+    # the scale of a reward std
+    right: tuple[str, ...] = ()
+    right_unit: str = ""
+    smoothed: bool = True  # False: a few sparse points (the held-out curve) are drawn as measured, never smoothed
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -49,13 +54,16 @@ CHARTS: tuple[Chart, ...] = (
         "steps from the base model on: whether what GRPO learns carries over beyond the training prompts.",
         unit="share of problems",
         empty="no held-out evaluation in this run: set eval_steps (the offline demo does) to chart it while training",
+        smoothed=False,
     ),
     Chart(
         "reward_std",
         "Reward std and zero-std groups",
         ("reward_std", "frac_reward_zero_std", "zero_std/"),
         "Group standard deviation normalises advantages; a group whose answers all score alike (std 0) teaches nothing.",
-        unit="std (points) · share of groups",
+        unit="std (points)",
+        right=("frac_reward_zero_std", "zero_std/"),
+        right_unit="share of groups",
     ),
     Chart(
         "kl",
@@ -87,7 +95,9 @@ CHARTS: tuple[Chart, ...] = (
             "completions/clipped_ratio",
         ),
         "Tokens per completion; rising length with flat reward is length bias, a high clipped share means answers never finish.",
-        unit="tokens · clipped share",
+        unit="tokens",
+        right=("completions/clipped_ratio",),
+        right_unit="clipped share",
     ),
     Chart(
         "entropy",
@@ -171,9 +181,13 @@ CHARTS: tuple[Chart, ...] = (
 )
 
 
-# Overlaid runs are told apart by colour (one per run, the same in every chart) and a chart's series by dash style.
+# One run: a chart's series differ by colour and dash (dash alone was hard to tell apart). Overlaid runs: one colour
+# per run (the same in every chart), and a chart's series differ by dash and marker symbol. With smoothing, the raw
+# series stays behind the smoothed one as a faded line of the same colour (as W&B and TensorBoard draw it).
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+RAW_OPACITY = 0.25
 SERIES_NAMES = {
     "reward": "total reward",
     "reward_std": "reward std",
@@ -266,25 +280,40 @@ def build_figure(
     and validating 10,000-point traces costs ~30 ms each.
     """
     traces = []
+    single = len(runs) == 1
     for index, (label, series) in enumerate(runs.items()):
         for order, key in enumerate(chart_keys(chart, list(series))):
             points = series[key]
             if len(points) == 0:
                 continue
             table = np.asarray(points, dtype=float)  # columns: step, value, wall time
-            values = table[:, 1]
-            if smoothing > 0:  # smooth the full series first, then thin it out for drawing
+            raw = values = table[:, 1]
+            if smoothing > 0 and chart.smoothed:  # smooth the full series first, then thin it out for drawing
                 values = np.asarray(smooth(values.tolist(), smoothing))
             keep = keep_indices(values)
             xs = (table[keep, 2] - table[0, 2]) / 60 if x_axis == "time" else table[keep, 0].astype(int)
-            name = series_name(key) if len(runs) == 1 else f"{label} · {series_name(key)}"
-            line = {"color": COLOURS[index % len(COLOURS)], "dash": DASHES[order % len(DASHES)]}
+            name = series_name(key) if single else f"{label} · {series_name(key)}"
+            colour = COLOURS[(order if single else index) % len(COLOURS)]
+            line = {"color": colour, "dash": DASHES[order % len(DASHES)]}
             mode = "lines+markers" if len(keep) < 50 else "lines"
+            common = {"type": "scatter", "x": xs, "legendgroup": f"{label}|{key}"}
+            if _on_right(chart, key):
+                common["yaxis"] = "y2"
+            if values is not raw:  # the measured values, faded, under the smoothed line
+                faded = {"color": colour, "width": 1}
+                traces.append(
+                    common
+                    | {"y": raw[keep], "mode": "lines", "name": f"{name} (raw)", "meta": f"{key} (raw)"}
+                    | {"line": faded, "opacity": RAW_OPACITY, "showlegend": False, "hoverinfo": "skip"}
+                )
             # numpy arrays, not lists: Plotly deep-copies trace data, and copying an array is one memcpy
-            traces.append(
-                {"type": "scatter", "x": xs, "y": values[keep], "mode": mode, "name": name, "meta": key, "line": line}
-            )
-    rows = math.ceil(len(traces) / 2)  # the legend sits under the plot, two entries a row at most widths
+            trace = common | {"y": values[keep], "mode": mode, "name": name, "meta": key, "line": line}
+            if not single:
+                trace["marker"] = {"symbol": SYMBOLS[order % len(SYMBOLS)]}
+            traces.append(trace)
+    rows = math.ceil(
+        sum(t.get("showlegend", True) for t in traces) / 2
+    )  # the legend: two entries a row, under the plot
     layout = {
         "title": {"text": chart.title},
         "height": 300 + 20 * rows,
@@ -299,6 +328,15 @@ def build_figure(
         # such view, and lets it go when another run or x axis is picked.
         "uirevision": f"{x_axis}|{'|'.join(runs)}",
     }
+    if any(t.get("yaxis") == "y2" for t in traces):
+        layout["yaxis2"] = {
+            "title": {"text": chart.right_unit},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        }
+        layout["margin"]["r"] = 60
     if not traces:  # words instead of empty axes with made-up ranges
         layout["xaxis"]["visible"] = False
         layout["yaxis"]["visible"] = False
@@ -311,6 +349,10 @@ def build_figure(
         layout["shapes"] = [line]
         layout["annotations"] = [{"x": step, "yref": "paper", "y": 1, "text": text, "showarrow": False}]
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _on_right(chart: Chart, key: str) -> bool:
+    return any(key == k or (k.endswith("/") and key.startswith(k)) for k in chart.right)
 
 
 def build_all(

@@ -26,6 +26,9 @@ class RunCache:
     run_id: int
     last_step: int = -1
     series: dict[str, np.ndarray] = field(default_factory=dict)
+    # what the charts that this browser holds were drawn from (see drawn_from): Gradio re-creates a plot at every
+    # update, so a poll that finds nothing new sends no figures, rather than 11 redraws every 2 s of a finished run
+    drawn: tuple | None = None
 
     def poll(self, session: Session) -> int:
         """Read the steps logged since the last poll and append them; returns how many points arrived.
@@ -44,6 +47,12 @@ class RunCache:
             self.last_step = max(self.last_step, int(new[-1, 0]))
             count += len(new)
         return count
+
+
+def drawn_from(caches: dict[int, RunCache], run_ids: list[int], *view) -> tuple:
+    """What a set of charts is drawn from: the runs shown, how many points each has, and the ``view`` settings
+    (smoothing, x axis, fork mark...). Equal tuples draw equal figures."""
+    return tuple(run_ids), tuple(sum(len(a) for a in caches[rid].series.values()) for rid in run_ids), view
 
 
 def progress_text(run: Run, now: datetime | None = None, logged: np.ndarray | None = None) -> str:

@@ -20,8 +20,9 @@ import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
-from app import api
+from app import api, styles
 from app.access import Access
+from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
 from app.pages import compare, monitor, new_run, runs
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
@@ -93,7 +94,11 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
                 form = new_run.build(access)
             with gr.Tab(TAB_LABELS[1], id="runs") as runs_tab:
+                runs_note = gr.Markdown(elem_id="runs-empty")  # what to do while the table is empty
                 table, search, runs_id = runs.build(form, new_run.config_values, tabs, access)
+                # every way the table changes (the tick, the search box, an action's refresh) passes by here
+                table.change(runs_table_note, [table, search], runs_note, show_progress="hidden")
+                demo.load(runs_table_note, [table, search], runs_note, show_progress="hidden")
             with gr.Tab(TAB_LABELS[2], id="monitor") as monitor_tab:
                 run_picker, overlay, _ = monitor.build()
             with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
@@ -234,7 +239,7 @@ def serve(
         # downloads (exported configs, adapter zips, merged models) are written under the data dir only
         allowed_paths=[str(data_dir() / "exports")],
         prevent_thread_lock=False,
-        css=CSS,
+        css=CSS + styles.CSS,
         quiet=True,  # no "set share=True" hint: the command line says where to open the dashboard
     )
     log.info("dashboard stopped after %.0f s", time.perf_counter() - started)

@@ -77,6 +77,11 @@ def set_config(session: Session, run: Run, config: dict[str, Any]) -> None:
     run.config = config
 
 
+def has_runs(session: Session) -> bool:
+    """Whether the database holds any run at all (the Monitor's empty state says to launch one)."""
+    return session.scalar(select(Run.id).limit(1)) is not None
+
+
 def fork_point(session: Session, run_id: int) -> tuple[int, int] | None:
     """(parent run id, step) of a fork whose parent still exists; None for a run that is no fork."""
     row = session.execute(select(Run.parent_run_id, Run.parent_step).where(Run.id == run_id)).first()

@@ -49,6 +49,8 @@ class RunSummary:
     heartbeat_at: datetime | None = None  # liveness (storage/models.py, app/liveness.py)
     stepped_at: datetime | None = None
     step_seconds: float | None = None
+    # the latest periodic held-out score logged while training (eval_steps), for runs without an evaluation job
+    last_heldout: float | None = None
 
 
 _RUN_COLUMNS = (
@@ -112,8 +114,11 @@ def _latest_for(engine: Engine) -> _Latest:
 
 
 def _read_latest(connection: Connection, run_ids: list[int] | None) -> dict[int, tuple]:
-    """(reward, KL, evaluation) of these runs (of every run for None), in as few statements as the ids allow."""
-    stmt = select(Run.id, _latest_metric("reward"), _latest_metric("kl"), _latest_evaluation())
+    """(reward, KL, evaluation, held-out) of these runs (of every run for None), in as few statements as the ids
+    allow."""
+    stmt = select(
+        Run.id, _latest_metric("reward"), _latest_metric("kl"), _latest_evaluation(), _latest_metric("heldout/correct")
+    )
     if run_ids is None:
         return {row[0]: tuple(row[1:]) for row in connection.execute(stmt)}
     values = {}
@@ -153,8 +158,18 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
 
 def _summary(row, latest: tuple) -> RunSummary:
     *run, host, slurm_job_id, beat, stepped, pace = row
+    reward, kl, evaluation, heldout = latest
     return RunSummary(
-        *run, *latest, host=host, slurm_job_id=slurm_job_id, heartbeat_at=beat, stepped_at=stepped, step_seconds=pace
+        *run,
+        reward,
+        kl,
+        evaluation,
+        host=host,
+        slurm_job_id=slurm_job_id,
+        heartbeat_at=beat,
+        stepped_at=stepped,
+        step_seconds=pace,
+        last_heldout=heldout,
     )
 
 

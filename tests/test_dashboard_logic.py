@@ -14,6 +14,7 @@ from app.form import config_from_form, form_fields, grouped_fields
 from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
 from app.server import parse_auth
+from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer import config_review as review
@@ -67,7 +68,11 @@ def test_launch_with_problems_starts_nothing():
         before = len(queries.list_runs(s))
     values = new_run.config_values(RunConfig(num_generations=3, beta=-1.0))
     message = new_run.launch(Access(), *values)
-    assert message.startswith("❌ **2 problems:**") and "group size 3" in message and "beta -1" in message
+    assert (
+        message.startswith(verdict("bad", "Not valid:", "**2 problems:**"))
+        and "group size 3" in message
+        and "beta -1" in message
+    )
     with get_sessionmaker().begin() as s:
         assert len(queries.list_runs(s)) == before
 
@@ -85,7 +90,8 @@ def test_reward_chart_draws_total_and_each_reward_mean():
     fig = build_figure(CHARTS[0], {"run": data})
     assert [t.name for t in fig.data] == ["total reward", "correctness", "int"]
     assert [t.meta for t in fig.data] == ["reward", "rewards/correctness/mean", "rewards/int/mean"]
-    assert [t.line.dash for t in fig.data] == ["solid", "dash", "dot"] and len({t.line.color for t in fig.data}) == 1
+    # one run: its series differ by colour as well as dash (dash alone was hard to tell apart)
+    assert [t.line.dash for t in fig.data] == ["solid", "dash", "dot"] and len({t.line.color for t in fig.data}) == 3
     assert list(fig.data[0].x) == [1, 2] and list(fig.data[0].y) == [1.0, 2.0]
 
 
@@ -94,6 +100,7 @@ def test_overlay_prefixes_run_labels_and_time_axis_is_minutes():
     fig = build_figure(next(c for c in CHARTS if c.name == "kl"), {"1: a": a, "2: b": b}, x_axis="time")
     assert [t.name for t in fig.data] == ["1: a · KL", "2: b · KL"]
     assert fig.data[0].line.color != fig.data[1].line.color  # one colour per run
+    assert fig.data[0].marker.symbol == fig.data[1].marker.symbol == "circle"  # the same series, the same symbol
     assert fig.layout.yaxis.title.text == "KL (nats per token)" and fig.layout.yaxis.exponentformat == "e"
     assert fig.layout.legend.y < 0  # under the plot, not over it
     assert list(fig.data[0].x) == [0.0, pytest.approx(1 / 60)]
@@ -315,7 +322,11 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
 
 
 def test_monitor_without_a_run_clears_every_chart():
+    from app.empty_states import NO_RUNS_MONITOR
     from app.pages.monitor import refresh
+    from app.styles import CHART_NONE
 
-    view = refresh(None, [], 0.0, "step", 0, {})
-    assert view.header == "Pick a run." and view.figures == [None] * len(CHARTS) and view.table == []
+    view = refresh(None, [], 0.0, "step", 0, {})  # an empty database: the header says to launch the demo
+    assert view.header == NO_RUNS_MONITOR and view.table == []
+    # every chart cleared, and its box hidden (no row of empty boxes under the header)
+    assert view.figures == [{"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}] * len(CHARTS)

@@ -117,7 +117,7 @@ def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_
         view = monitor.refresh(fork_id, [], 0.0, "step", None, {})
         assert set(view.caches) == {fork_id, parent_id}  # the parent is overlaid without being picked
         assert f"Forked from run {parent_id} at step 6" in view.header
-        reward = view.figures[0]
+        reward = view.figures[0]["value"]
         assert any(trace.name.startswith(f"{parent_id}: ") for trace in reward.data)
         assert (reward.layout.shapes[0].x0, reward.layout.annotations[0].text) == (6, f"forked from run {parent_id}")
     finally:

@@ -171,4 +171,6 @@ def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():
     )
     assert evaluation_lines(results, 1, "final", 0)[1] == f"  ({said})"
     row = Evaluation(id=1, adapter="final", k=200, samples=0, status=RunStatus.COMPLETED, results=results)
-    assert status_line(row).endswith(f"finished, on {said}")
+    from app.verdict import verdict
+
+    assert status_line(row).startswith(verdict("ok", "Finished:")) and status_line(row).endswith(f", on {said}")

@@ -14,6 +14,7 @@ import pytest
 
 from app.access import Access
 from app.pages import new_run
+from app.verdict import problem
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
@@ -53,7 +54,7 @@ def test_preview_does_not_run_a_template_that_reaches_for_os(tmp_path):
     template = "{{ lipsum.__globals__['os'].popen('touch " + str(marker) + "').read() }}"
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
     text = new_run.preview(Access(), *_values(tiny_config(model_name_or_path=str(model))))
-    assert text.startswith("❌ the chat template failed") and ("SecurityError" in text or "undefined" in text)
+    assert text.startswith(problem("the chat template failed")) and ("SecurityError" in text or "undefined" in text)
     assert not marker.exists()
 
 

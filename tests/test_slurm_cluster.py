@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.access import Access
+from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
 from tests.conftest import use_database
@@ -61,7 +62,7 @@ def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
     from app.pages import new_run, runs
 
     values = new_run.config_values(tiny_config(name="on-slurm", executor="slurm", max_steps=3))
-    assert new_run.launch(Access(), *values).startswith("🚀 Run")
+    assert new_run.launch(Access(), *values).startswith(verdict("go", "Launched:", "Run "))
     with get_sessionmaker().begin() as s:
         (run,) = queries.list_runs(s)
         run_id = run.id

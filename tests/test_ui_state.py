@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app.access import Access
 from app.charts import CHARTS
+from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -18,7 +19,11 @@ def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
     with get_sessionmaker().begin() as s:
         queries.mark_running(s, queries.get_run(s, first), 1, "/tmp/x", None)
     view = refresh(second, [], 0.0, "step", 0, {})
-    assert f"waiting behind run {first} (running)" in view.header and view.figures == [None] * len(CHARTS)
+    from app.styles import CHART_NONE
+
+    # no empty chart boxes: every chart cleared and hidden
+    hidden = {"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}
+    assert f"waiting behind run {first} (running)" in view.header and view.figures == [hidden] * len(CHARTS)
 
 
 def test_eta_goes_by_the_pace_between_logged_steps():
@@ -39,7 +44,7 @@ def test_push_without_a_token_asks_to_paste_one(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     message = push_to_hub(1, "final", "me/adapter", "", False)
-    assert message.startswith("❌ paste a Hugging Face token") and "--token" not in message
+    assert message.startswith(problem("paste a Hugging Face token")) and "--token" not in message
 
 
 def test_form_problems_are_placed_beside_the_fields_they_name():
@@ -52,7 +57,7 @@ def test_form_problems_are_placed_beside_the_fields_they_name():
     assert found["num_generations"][0].startswith("group size 1") and found["beta"][0].startswith("beta -0.5")
     marks = new_run.field_marks(problems)
     beta = marks[new_run.NAMES.index("beta")]
-    assert beta["info"].startswith("❌ beta -0.5") and beta["elem_classes"] == ["field-invalid"]
+    assert beta["info"].startswith("Problem: beta -0.5") and beta["elem_classes"] == ["field-invalid"]
     assert marks[new_run.NAMES.index("name")]["elem_classes"] == []
 
 

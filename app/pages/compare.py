@@ -13,6 +13,7 @@ import gradio as gr
 from app import actions
 from app.errors import user_error
 from app.pages import evaluation
+from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
@@ -89,6 +90,14 @@ def pick_example(run_id, index):
     return problem.question, problem.answer
 
 
+def let_go_of_example(index):
+    """The picker and reference answer once the user types a prompt of their own: both cleared if they came from a
+    picked held-out problem, else left as they are (a reference typed by hand stays)."""
+    if index is None:
+        return gr.update(), gr.update()
+    return gr.update(value=None), ""
+
+
 def release_for_run(run) -> None:
     """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free this panel's model so the
     worker (vLLM in particular) finds the GPU memory it needs; the panel says so (:func:`panel_notice`)."""
@@ -119,6 +128,8 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     if busy:
         raise user_error(busy)
     config, adapters = _run(run_id)
+    # greedy decoding writes the same answer however often it is asked: one row a side, not N identical ones
+    n = 1 if greedy else int(n)
     try:
         result = compare(
             config,
@@ -133,9 +144,16 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
         )
     except GpuBusy as exc:  # another process took the GPU since gpu_busy() looked
         raise user_error(str(exc)) from exc
-    why = result.why()
-    tuned_summary = _summary("Tuned", result.tuned, n) + (f"\n\n{why}" if why else "")
-    return _rows(result.base), _rows(result.tuned), _summary("Base", result.base, n), tuned_summary
+    note = "Greedy decoding: one answer a side (it is the same however often it is asked). " if greedy else ""
+    # under both tables, not in the tuned column: an extra paragraph there pushed the tuned table below the base one
+    why = note + result.why()
+    return (
+        _rows(result.base),
+        _rows(result.tuned),
+        _summary("Base", result.base, n),
+        _summary("Tuned", result.tuned, n),
+        why,
+    )
 
 
 def _rows(side) -> list[list]:
@@ -169,14 +187,14 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     """Push the adapter (or the merged model) to the Hub; a missing token or network gives a clear message in the
     export box, worded for this page (the command line's "--token" means nothing here)."""
     if not (repo or "").strip():
-        return "❌ give a Hub repo id, e.g. you/my-grpo-adapter"
+        return problem("give a Hub repo id, e.g. you/my-grpo-adapter")
     if run_id in (None, ""):
-        return "❌ pick a run first"
+        return problem("pick a run first")
     merged_dir = new_export_dir() / "merged" if merged else None
     try:
         (line,) = actions.export(int(run_id), adapter or "final", merge_into=merged_dir, push_to=repo, token=token)[-1:]
     except actions.ActionError as exc:
-        return f"❌ {exc.message}"
+        return problem(exc.message)
     return line[0].upper() + line[1:]
 
 
@@ -207,7 +225,7 @@ def build() -> gr.Dropdown:
         n = gr.Slider(1, 16, value=4, step=1, label="Completions per side")
         temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.05, label="Temperature")
         seed = gr.Number(value=0, precision=0, label="Seed")
-        greedy = gr.Checkbox(label="Greedy decoding")
+        greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")
     go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
@@ -221,6 +239,7 @@ def build() -> gr.Dropdown:
             tuned_table = gr.Dataframe(
                 headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
             )
+    why = gr.Markdown(elem_id="compare-why")  # how far apart the two sides are, under both of them
     evaluation.build(run, adapter)
     with gr.Accordion("Export", open=False):
         with gr.Row():
@@ -239,8 +258,12 @@ def build() -> gr.Dropdown:
     go_button.click(
         run_compare,
         [run, adapter, question, reference, n, greedy, temperature, seed],
-        [base_table, tuned_table, base_summary, tuned_summary],
+        [base_table, tuned_table, base_summary, tuned_summary, why],
     )
+    # a prompt typed by hand is no longer the picked held-out one: the picker lets go of it, and of the reference
+    # answer that came with it (kept, it scored the typed prompt against another problem's answer)
+    question.input(let_go_of_example, example, [example, reference])
+    greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)
     return run

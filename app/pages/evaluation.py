@@ -11,6 +11,7 @@ import gradio as gr
 
 from app.charts import heldout_figure
 from app.errors import user_error
+from app.verdict import verdict
 from storage.models import Evaluation, RunStatus
 
 POLL_SECONDS = 2.0
@@ -51,15 +52,15 @@ def status_line(row: Evaluation) -> str:
     what = f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)"
     if row.status == RunStatus.RUNNING:
         share = row.done / row.total if row.total else 0.0
-        return f"⏳ {what}: {row.done}/{row.total} answers generated ({share:.0%})"
+        return verdict("wait", "Running:", f"{what}: {row.done}/{row.total} answers generated ({share:.0%})")
     if row.status == RunStatus.COMPLETED:
         origin = (row.results or {}).get("heldout")
         if origin:  # evaluations stored before issue 24 don't say where their problems came from
             from trainer.loading.heldout import describe_record
 
-            return f"✅ {what}: finished, on {describe_record(origin)}"
-        return f"✅ {what}: finished"
-    return f"❌ {what}: {row.status} — {row.error or 'no reason recorded'}"
+            return verdict("ok", "Finished:", f"{what}, on {describe_record(origin)}")
+        return verdict("ok", "Finished:", what)
+    return verdict("bad", "Failed:", f"{what}: {row.status} — {row.error or 'no reason recorded'}")
 
 
 def result_view(results: dict) -> tuple[list[list], object]:

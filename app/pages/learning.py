@@ -16,6 +16,7 @@ import gradio as gr
 
 from app import actions
 from app.charts_learning import learning_heatmap, signal_figure, token_html
+from app.verdict import verdict
 from storage import learning, queries
 from storage.db import get_sessionmaker
 
@@ -68,7 +69,7 @@ def learning_view(run_id) -> LearningView:
             else ""
         )
         hint = alert.hint[:1].upper() + alert.hint[1:]
-        watch.append(f"⚠️ **{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}")
+        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}"))
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
     with get_sessionmaker().begin() as session:
         steps = queries.sample_steps(session, run_id)

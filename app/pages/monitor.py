@@ -11,12 +11,17 @@ from typing import Any
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
+from app.completions import group_marks
+from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.health import health_alerts, liveness_alerts
-from app.monitor_state import RunCache, progress_text
+from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
 from app.signal_alerts import signal_alerts, signal_notes
+from app.styles import CHART_NONE, CHART_SHOWN
+from app.verdict import problem, verdict
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from storage.models import RunStatus
@@ -35,7 +40,8 @@ class MonitorView:
     header: str
     caches: dict[int, RunCache]
     banner: str = ""
-    figures: list[Any] = field(default_factory=lambda: [None] * len(CHARTS))
+    # no chart boxes until there is something to chart (app/styles.py hides a chart marked CHART_NONE)
+    figures: list[Any] = field(default_factory=lambda: [gr.update(value=None, elem_classes=[CHART_NONE])] * len(CHARTS))
     step: dict = field(default_factory=gr.update)  # the completions slider's range and value
     table: Any = field(default_factory=list)  # completions rows
     log: Any = ""
@@ -59,8 +65,8 @@ def health_markdown(series, max_completion_length: int | None, run=None) -> str:
     nothing."""
     alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
     alerts += signal_alerts(series)
-    lines = [f"⚠️ **{a.message}** — {a.hint}" for a in alerts]
-    return "\n".join(lines + [f"ℹ️ **{a.message}** — {a.hint}" for a in signal_notes(series)])
+    lines = [verdict("warn", "Warning:", f"**{a.message}** — {a.hint}") for a in alerts]
+    return "\n\n".join(lines + [verdict("info", "Note:", f"**{a.message}** — {a.hint}") for a in signal_notes(series)])
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
@@ -74,16 +80,9 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
             return []
         chosen = step if step in steps else steps[-1]
         samples = queries.samples_at(session, run_id, chosen)
-    best, worst = {}, {}
-    for s in samples:
-        total = s.total_reward if s.total_reward is not None else float("-inf")
-        if s.group_index not in best or total > best[s.group_index][0]:
-            best[s.group_index] = (total, s.id)
-        if s.group_index not in worst or total < worst[s.group_index][0]:
-            worst[s.group_index] = (total, s.id)
+    marks = group_marks([s.group_index for s in samples], [s.total_reward for s in samples])
     rows = []
-    for s in samples:
-        mark = "▲ best" if best[s.group_index][1] == s.id else "▼ worst" if worst[s.group_index][1] == s.id else ""
+    for s, mark in zip(samples, marks):
         scores = ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in s.rewards.items())
         rows.append(
             [
@@ -135,7 +134,7 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=
     except SQLAlchemyError as exc:
         keep = gr.update()
         return MonitorView(
-            f"⚠️ {describe_error(exc)}",
+            problem(describe_error(exc)),
             caches,
             figures=[keep] * len(CHARTS),
             table=keep,
@@ -145,23 +144,35 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=
         )
 
 
+def _undrawn(caches: dict[int, RunCache]) -> dict[int, RunCache]:
+    """The caches, marked as having nothing drawn in the browser (its charts are being cleared), so that picking a run
+    again draws its charts again."""
+    for cache in caches.values():
+        cache.drawn = None
+    return caches
+
+
 def waiting_text(session, run) -> str:
     """What a queued run waits for: "waiting behind run 4 (running)" and how many queued runs are ahead of it."""
     live = queries.list_runs(session, [RunStatus.RUNNING, RunStatus.QUEUED])
     running = sorted(r.id for r in live if r.status == RunStatus.RUNNING)
     ahead = sorted(r.id for r in live if r.status == RunStatus.QUEUED and r.id < run.id)
     if not running and not ahead:
-        return "⏳ Queued: it starts within a few seconds, when the dashboard's scheduler next looks."
+        return verdict("wait", "Queued:", "it starts within a few seconds, when the dashboard's scheduler next looks.")
     behind = f"run {running[0]} (running)" if running else f"run {ahead[-1]} (queued)"
     more = len(running) + len(ahead) - 1
-    return (
-        f"⏳ Queued: waiting behind {behind}" + (f" and {more} more" if more > 0 else "") + ". Its charts start then."
+    return verdict(
+        "wait",
+        "Queued:",
+        f"waiting behind {behind}" + (f" and {more} more" if more > 0 else "") + ". Its charts start then.",
     )
 
 
 def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other=None) -> MonitorView:
     if run_id is None:
-        return MonitorView("Pick a run.", caches)
+        with get_sessionmaker().begin() as session:
+            any_run = queries.has_runs(session)
+        return MonitorView(NO_RUNS_MONITOR if not any_run else PICK_A_RUN, _undrawn(caches))
     run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
     with get_sessionmaker().begin() as session:
         fork = queries.fork_point(session, int(run_id))
@@ -175,12 +186,12 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         main = runs[int(run_id)]
         waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
     if main is None:
-        return MonitorView(f"Run {run_id} no longer exists.", caches)
+        return MonitorView(f"Run {run_id} no longer exists: pick another run above.", _undrawn(caches))
     forked = ""
     if fork:
         forked = f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
     if waiting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
-        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, caches, table=[], log="")
+        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, _undrawn(caches), table=[], log="")
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
     header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
@@ -198,16 +209,24 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         log_text += "\n--- raw worker output ---\n" + worker_log
     others = other_keys(labels)
     picked = [key for key in (other or []) if key in others]
+    view = (
+        smoothing or 0.0,
+        "time" if x_axis == "wall time" else "step",
+        (fork[1], f"forked from run {fork[0]}") if fork else None,
+    )
+    drawn = (drawn_from(caches, run_ids, tuple(labels), *view), tuple(picked))
+    if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
+        figures, other_plot = [gr.update()] * len(CHARTS), gr.update()
+    else:
+        drawn_figures = add_notes(build_all(labels, *view), main.config or {})
+        figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
+        other_plot = other_figure(labels, picked, *view[:2])
+        caches[int(run_id)].drawn = drawn
     return MonitorView(
         header,
         caches,
         banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"), main),
-        figures=build_all(
-            labels,
-            smoothing or 0.0,
-            "time" if x_axis == "wall time" else "step",
-            (fork[1], f"forked from run {fork[0]}") if fork else None,
-        ),
+        figures=figures,
         # From 0 (a probed run's step 0), not the first sampled step: the timer sends the slider's value back as an
         # input, and a value the page still holds under a raised minimum made Gradio refuse the tick with a toast
         # ("Value 0 is less than minimum value 1"). Gradio also needs minimum < maximum.
@@ -216,7 +235,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         log=log_text,
         other_pick=gr.update(choices=others, value=picked),
         other_list=other_text(others),
-        other_plot=other_figure(labels, picked, smoothing or 0.0, "time" if x_axis == "wall time" else "step"),
+        other_plot=other_plot,
     )
 
 
@@ -226,11 +245,18 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
-        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2)
+        # wide enough for "12: a-run-name (completed)": on a phone each picker takes a line of its own
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="monitor-run", scale=2, min_width=320)
         overlay = gr.Dropdown(
-            choices=[], value=[], label="Overlay runs", elem_id="monitor-overlay", multiselect=True, scale=2
+            choices=[],
+            value=[],
+            label="Overlay runs",
+            elem_id="monitor-overlay",
+            multiselect=True,
+            scale=2,
+            min_width=320,
         )
-        smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing")
+        smoothing = gr.Slider(0.0, 0.99, value=0.0, step=0.01, label="Smoothing", elem_id="monitor-smoothing")
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
     banner = gr.Markdown(elem_id="monitor-health")
@@ -239,7 +265,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         with gr.Row():
             for chart in CHARTS[i : i + 2]:
                 with gr.Column():
-                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False))
+                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False, elem_classes=[CHART_SHOWN]))
                     gr.Markdown(f"<small>{chart.meaning}</small>")
     other_list = gr.Markdown(elem_id="monitor-other-list")
     other_pick = gr.Dropdown(
@@ -252,8 +278,11 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         headers=["step", "group", "", "prompt", "completion", "reference", "rewards", "total", "advantage"],
         interactive=False,
         wrap=True,
-        # the short numeric columns keep their width; prompt and completion take the rest and wrap
-        column_widths=["5%", "5%", "6%", "16%", "27%", "8%", "15%", "7%", "11%"],
+        # in pixels (about 1,100 in all): the short numeric columns keep their width and prompt and completion wrap;
+        # a phone scrolls the table sideways inside its box, the step pinned (shares of the box squeezed
+        # every column there to a letter a line)
+        column_widths=["55px", "70px", "75px", "175px", "300px", "100px", "175px", "75px", "110px"],
+        pinned_columns=1,  # kept in view by app/styles.py
         max_height=600,
         elem_id="completions-table",
     )
@@ -275,11 +304,13 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick]
     # what show() fills (Gradio matches by key)
     outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot]
-    timer.tick(show, inputs, outputs, show_progress="hidden")
-    for control in (run, overlay, smoothing, x_axis, raw):
-        control.change(show, inputs, outputs, show_progress="hidden")
-    # .input, not .change: each poll sets the picker's choices, which must not trigger another poll
-    other_pick.input(show, inputs, outputs, show_progress="hidden")
+    # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's
+    # load changed the run and the overlay and a tick came at once, and three redraws of every chart, each from an
+    # empty cache, kept the page busy for seconds (bench/deep_link.py). The next one starts from the state the last
+    # one left (which says what the browser already has drawn). The other-metrics picker by .input, not .change:
+    # each poll sets its choices, which must not trigger another poll.
+    triggers = [timer.tick] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
+    gr.on(triggers + [other_pick.input], show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
 
     def pick_step(run_id, value):
         steps = _sample_steps(run_id)

@@ -23,6 +23,8 @@ from app.form import (
     to_widget_value,
 )
 from app.pages.data_files import local_chat_template, upload_dataset
+from app.verdict import problem as problem_text
+from app.verdict import verdict
 from storage.db import new_export_dir, slug
 from trainer.config import ConfigError, RunConfig
 from trainer.config_file import ConfigFileError, read_mapping_isolated
@@ -43,8 +45,10 @@ def config_values(config: RunConfig) -> list[Any]:
     return [to_widget_value(spec, getattr(config, spec.name)) for spec in SPECS]
 
 
-def apply_preset(name: str) -> list[Any]:
-    """Fill the form with a preset."""
+def apply_preset(name: str | None) -> list[Any]:
+    """Fill the form with a preset; nothing chosen (None) leaves the form as it is."""
+    if not name:
+        return [gr.update() for _ in NAMES]
     return config_values(presets()[name])
 
 
@@ -57,9 +61,11 @@ def validate(access: Access, *values: Any) -> tuple[RunConfig | None, list[str]]
 def problems_markdown(problems: list[str]) -> str:
     """The validation panel's text."""
     if not problems:
-        return "✅ Config is valid."
-    return f"❌ **{len(problems)} problem{'s' if len(problems) > 1 else ''}:**\n" + "\n".join(
-        f"- {p}" for p in problems
+        return verdict("ok", "Valid:", "the config is valid.")
+    return (
+        verdict("bad", "Not valid:", f"**{len(problems)} problem{'s' if len(problems) > 1 else ''}:**")
+        + "\n"
+        + "\n".join(f"- {p}" for p in problems)
     )
 
 
@@ -72,7 +78,7 @@ def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
     """The validation panel's text and the problems behind it (for :func:`field_marks`)."""
     checked = actions.validate(form_mapping(NAMES, list(values)), access)
     text = problems_markdown(checked.problems)
-    return text + "".join(f"\n\n⚠️ {w}" for w in checked.warnings), checked.problems
+    return text + "".join(f"\n\n{verdict('warn', 'Warning:', w)}" for w in checked.warnings), checked.problems
 
 
 def launch(access: Access, *values: Any) -> str:
@@ -94,8 +100,12 @@ def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[st
         return problems_markdown(exc.problems), exc.problems
     kept = " The probe's samples are its step 0." if launched.kept_probe else ""
     return (
-        f"🚀 Run {launched.run_id} (**{launched.name}**) queued: it starts as soon as a training slot is free. "
-        f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
+        verdict(
+            "go",
+            "Launched:",
+            f"Run {launched.run_id} (**{launched.name}**) queued: it starts as soon as a training slot is free. "
+            f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
+        ),
         [],
     )
 
@@ -113,7 +123,7 @@ def field_marks(problems: list[str], allow_custom: bool = False) -> list[Any]:
     field its usual help (so fixing one problem clears its mark at the next check)."""
     found = problems_by_field(problems, NAMES)
     return [
-        gr.update(info="❌ " + "; ".join(found[s.name]), elem_classes=["field-invalid"])
+        gr.update(info="Problem: " + "; ".join(found[s.name]), elem_classes=["field-invalid"])  # the word, red (styles)
         if s.name in found
         else gr.update(info=field_help(s, allow_custom), elem_classes=[])
         for s in SPECS
@@ -137,7 +147,9 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
     try:
         probed = actions.probe(form_mapping(NAMES, list(values)), access)
     except actions.ActionError as exc:
-        return (problems_markdown(exc.problems) if exc.exit_code == 2 else f"❌ {exc.message}"), None  # 2: the config
+        return (
+            problems_markdown(exc.problems) if exc.exit_code == 2 else problem_text(exc.message)
+        ), None  # 2: the config
     return probed.report.to_text(), probed.kept
 
 
@@ -181,9 +193,9 @@ def preview(access: Access, *values: Any) -> str:
     try:
         rows = load_problems(config, limit=3)[:3]
     except (DataError, OSError, ValueError) as exc:
-        return f"❌ {exc}"
+        return problem_text(str(exc))
     except Exception as exc:  # the hub unreachable, etc.
-        return f"❌ could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}"
+        return problem_text(f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}")
     template = local_chat_template(config.model_name_or_path)
     blocks = []
     for problem in rows:
@@ -192,7 +204,7 @@ def preview(access: Access, *values: Any) -> str:
             try:
                 text = render_chat_template(template, messages)
             except TemplateRenderError as exc:
-                return f"❌ {exc}"
+                return problem_text(str(exc))
         else:
             text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
         blocks.append(f"```\n{text}\n```\nreference answer: `{problem.answer}`")
@@ -297,7 +309,11 @@ def build(access: Access) -> Form:
         return gr.update(value=path, visible=path is not None), text
 
     dataset_widget = widgets[NAMES.index("dataset_name")]
-    preset.input(apply_preset, preset, widgets)
+    # on a change of preset, not on "input": Gradio's single-select dropdown also dispatches "input" on every blur
+    # (gradio/templates/frontend/assets/Index-DAYzeNnX.js, its blur handler ends in on_blur(), on_input()), so
+    # leaving the box without choosing sent its empty value to a list of choices without it, a
+    # gradio.exceptions.Error traceback in the server's log (issue 29)
+    preset.change(apply_preset, preset, widgets)
     check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status]).then(
         None, js=SHOW_STATUS
     )

@@ -12,6 +12,7 @@ from app import actions
 from app.access import Access
 from app.errors import show, user_error
 from app.liveness import liveness_problem
+from app.verdict import problem
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig
@@ -30,8 +31,10 @@ COLUMNS = [
     "data set",
     "where",
 ]
-# short numeric columns narrow, so none is pushed off to the right; the names and paths take what is left and wrap
-WIDTHS = ["4%", "14%", "7%", "7%", "7%", "6%", "10%", "7%", "13%", "13%", "12%"]
+# In pixels, not shares of the box: shares squeezed every column on a phone until "status" wrapped one letter per line
+# (and "completed" broke mid-word at 1440 px). About 1,150 px in all: the whole table fits a laptop's page, and a
+# phone scrolls it sideways inside its box, the id and name pinned.
+WIDTHS = ["50px", "150px", "110px", "70px", "80px", "70px", "120px", "95px", "150px", "140px", "130px"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -52,6 +55,8 @@ def _row(run: RunSummary, place: str) -> list:
     if run.evaluation:
         # one decimal, as the Compare page shows it: 53.5 % and 54.4 % must not both read "54%"
         heldout = f"{run.evaluation['base']['correct']:.1%} → {run.evaluation['tuned']['correct']:.1%}"
+    elif run.last_heldout is not None:  # the held-out curve the run scored while training (eval_steps)
+        heldout = f"{run.last_heldout:.1%} (while training)"
     return [
         run.id,
         run.name,
@@ -170,7 +175,7 @@ def reported(action):
         try:
             return action(*args)
         except gr.Error as exc:
-            return f"❌ {exc.message}"
+            return problem(exc.message)
 
     return run
 
@@ -180,7 +185,7 @@ def download_adapter(run_id) -> tuple[dict, str]:
     try:
         path = adapter_zip(run_id)
     except gr.Error as exc:
-        return gr.update(value=None, visible=False), f"❌ {exc.message}"
+        return gr.update(value=None, visible=False), problem(exc.message)
     return gr.update(value=path, visible=True), f"Adapter of run {int(run_id)} zipped: {Path(path).name}"
 
 
@@ -190,7 +195,7 @@ def clone_into_form(run_id, config_values, fields: int) -> list:
     try:
         config = clone_config(run_id)
     except gr.Error as exc:
-        return [gr.update()] * (fields + 1) + [f"❌ {exc.message}", gr.update()]
+        return [gr.update()] * (fields + 1) + [problem(exc.message), gr.update()]
     told = f"Cloned run {int(run_id)} into the New run form as **{config.name}**: edit it and press Launch."
     return [*config_values(config), told, told, gr.Tabs(selected="new")]
 
@@ -208,6 +213,7 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
         elem_id="runs-table",
         wrap=True,
         column_widths=WIDTHS,
+        pinned_columns=1,  # kept in view by app/styles.py
     )
     with gr.Row():
         run_id = gr.Number(label="Run id (or click a row)", precision=0, elem_id="runs-run-id", scale=1)

@@ -1,0 +1,56 @@
+"""The dashboard's own CSS beyond Gradio's theme (app/server.py passes it to ``launch(css=...)``): verdict colours,
+tables that scroll sideways on a phone instead of squeezing their columns, and the Monitor's chart boxes (a loading
+state until a chart's data arrives; no box at all where there is nothing to chart).
+
+The selectors lean on Gradio 6's markup (its ``.empty`` placeholder of a plot without a value, the ``.column`` of a
+layout column, the table inside a Dataframe); a Gradio upgrade that renames them loses the looks, not the data.
+"""
+
+from __future__ import annotations
+
+VERDICT_COLOURS = {
+    "bad": "#b91c1c",
+    "ok": "#15803d",
+    "wait": "#a16207",
+    "warn": "#b45309",
+    "go": "#1d4ed8",
+    "info": "#475569",
+}
+DARK_COLOURS = {
+    "bad": "#f87171",
+    "ok": "#4ade80",
+    "wait": "#facc15",
+    "warn": "#fb923c",
+    "go": "#93c5fd",
+    "info": "#cbd5e1",
+}
+
+CHART_SHOWN, CHART_NONE = (
+    "monitor-chart",
+    "monitor-chart-none",
+)  # elem_classes of a Monitor chart (app/pages/monitor.py)
+
+CSS = (
+    "".join(f".verdict-{kind} {{ color: {colour}; font-weight: 600; }}\n" for kind, colour in VERDICT_COLOURS.items())
+    + "".join(f".dark .verdict-{kind} {{ color: {colour}; }}\n" for kind, colour in DARK_COLOURS.items())
+    + f"""
+/* a Monitor chart says it is loading until Plotly has drawn it: before its data arrives (Gradio's empty placeholder,
+   its icon hidden) and while Gradio fetches its Plotly bundle after (nothing drawn yet) */
+.{CHART_SHOWN} .empty .icon {{ display: none; }}
+.{CHART_SHOWN}:not(:has(.js-plotly-plot))::before {{
+    content: "Loading chart…"; position: absolute; top: 45%; left: 0; right: 0; text-align: center; z-index: 1;
+    color: var(--body-text-color-subdued);
+}}
+.{CHART_SHOWN}:not(:has(.js-plotly-plot)) {{ min-height: 300px; }}
+/* no run picked, or a queued run with nothing logged: no chart boxes at all (their column goes, caption and all) */
+.column:has(> .{CHART_NONE}) {{ display: none !important; }}
+/* tables keep readable columns and scroll sideways inside their box on a narrow screen (the pinned first columns
+   stay); without this a phone squeezed every column until "status" wrapped one letter per line */
+#runs-table th, #runs-table td, #completions-table th, #completions-table td {{ word-break: normal; overflow-wrap: normal; }}
+/* the first column (a run's id, a completion's step) stays in view while the table scrolls sideways: Gradio 6's
+   pinned_columns marks it (.first-column) but its virtual table body leaves it static */
+#runs-table .first-column, #completions-table .first-column {{
+    position: sticky !important; left: 0; z-index: 3; background: var(--table-even-background-fill, var(--background-fill-primary));
+}}
+"""
+)

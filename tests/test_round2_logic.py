@@ -1,0 +1,116 @@
+"""Issue 29's logic without a browser: tie marks, chart notes from the config, two axes, smoothing that leaves the
+held-out curve and a faded raw line, verdict words, the empty states, and redraws skipped when nothing is new."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.chart_notes import CLIP_NOTE, KL_NOTE, add_notes, chart_notes
+from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
+from app.completions import BEST, TIE, WORST, group_marks
+from app.empty_states import NO_RUNS, runs_table_note
+from app.monitor_state import RunCache, drawn_from
+from app.verdict import problem, verdict
+
+CHART = {c.name: c for c in CHARTS}
+
+
+def points(*values):
+    return [(i + 1, float(v), float(i)) for i, v in enumerate(values)]
+
+
+def test_a_group_that_scored_alike_is_a_tie_not_a_best():
+    # step 40 of the issue: four answers at 2.25, advantage 0
+    assert group_marks([0, 0, 0, 0], [2.25, 2.25, 2.25, 2.25]) == [TIE] * 4
+
+
+def test_shared_top_and_bottom_scores_are_all_marked_and_groups_are_separate():
+    groups = [0, 0, 0, 0, 1, 1]
+    totals = [2.5, 2.5, 0.5, 1.0, 0.0, None]
+    assert group_marks(groups, totals) == [BEST, BEST, WORST, "", "", ""]  # group 1: one scored answer, nothing to rank
+
+
+def test_clip_note_for_one_pass_and_kl_note_for_beta_zero():
+    assert chart_notes({"beta": 0.0}) == {"clip_ratio": CLIP_NOTE, "kl": KL_NOTE}
+    assert chart_notes({"beta": 0.04, "num_iterations": 2}) == {}  # a reused batch clips; a KL term is logged
+
+
+def test_the_empty_kl_chart_of_a_beta_zero_run_says_why_and_a_drawn_clip_chart_keeps_its_data():
+    figures = add_notes(build_all({"run": {"clip_ratio/region_mean": points(0, 0, 0)}}), {"beta": 0})
+    kl, clip = figures[CHARTS.index(CHART["kl"])], figures[CHARTS.index(CHART["clip_ratio"])]
+    assert [a.text for a in kl.layout.annotations] == [KL_NOTE]
+    assert CLIP_NOTE in [a.text for a in clip.layout.annotations] and list(clip.data[0].y) == [0, 0, 0]
+    measured = add_notes(build_all({"run": {"kl": points(0.1, 0.2)}}), {"beta": 0})  # a measured KL: no excuse
+    assert KL_NOTE not in [a.text for a in measured[CHARTS.index(CHART["kl"])].layout.annotations]
+
+
+def test_std_and_share_of_groups_have_an_axis_each():
+    fig = build_figure(
+        CHART["reward_std"], {"run": {"reward_std": points(0.5, 0.4), "frac_reward_zero_std": points(0.25, 0.5)}}
+    )
+    assert [(t.meta, t.yaxis) for t in fig.data] == [("reward_std", None), ("frac_reward_zero_std", "y2")]
+    assert fig.layout.yaxis.title.text == "std (points)" and fig.layout.yaxis2.title.text == "share of groups"
+    assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
+
+
+def test_smoothing_leaves_the_heldout_curve_and_a_faded_raw_line():
+    values = [0.2, 0.9, 0.3, 0.94]
+    heldout = build_figure(CHART["heldout"], {"run": {"heldout/correct": points(*values)}}, smoothing=0.8)
+    assert [t.meta for t in heldout.data] == ["heldout/correct"] and list(heldout.data[0].y) == values
+    reward = build_figure(CHART["reward"], {"run": {"reward": points(*values)}}, smoothing=0.8)
+    raw, smoothed = reward.data
+    assert raw.meta == "reward (raw)" and list(raw.y) == values and raw.opacity == RAW_OPACITY
+    assert raw.showlegend is False and raw.line.color == smoothed.line.color
+    assert smoothed.y[-1] == pytest.approx(0.6, abs=0.1) and smoothed.y[-1] != values[-1]
+
+
+def test_a_verdict_is_a_coloured_word_with_a_decorating_emoji():
+    text = problem("no run with id 7")
+    assert text == (
+        '<span class="verdict verdict-bad"><span class="verdict-emoji" aria-hidden="true">❌</span> Problem:</span> no run with id 7'
+    )
+    assert verdict("ok", "Valid:").endswith("Valid:</span>")
+
+
+def test_runs_table_note_says_what_to_do():
+    assert runs_table_note([[1, "a"]], "") == ""
+    assert runs_table_note([], None) == NO_RUNS
+    assert runs_table_note([["", ""]], "") == NO_RUNS  # Gradio's empty table: one row of empty cells
+    assert "No run matches *sweep*" in runs_table_note([], "sweep ")
+
+
+def test_equal_caches_draw_equal_figures_and_a_new_step_draws_again():
+    cache = RunCache(1, series={"reward": np.array([[1, 0.5, 0.0]])})
+    first = drawn_from({1: cache}, [1], ("1: a",), 0.0, "step", None)
+    assert drawn_from({1: cache}, [1], ("1: a",), 0.0, "step", None) == first
+    assert drawn_from({1: cache}, [1], ("1: a",), 0.5, "step", None) != first  # another smoothing
+    cache.series["reward"] = np.array([[1, 0.5, 0.0], [2, 0.7, 1.0]])
+    assert drawn_from({1: cache}, [1], ("1: a",), 0.0, "step", None) != first
+
+
+def test_the_monitor_hides_its_charts_without_a_run_and_does_not_redraw_what_it_drew():
+    import gradio as gr
+
+    from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
+    from app.pages import monitor
+    from app.styles import CHART_NONE, CHART_SHOWN
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    view = monitor.refresh(None, [], 0.0, "step", 0, {})
+    assert view.header == NO_RUNS_MONITOR
+    assert all(f["elem_classes"] == [CHART_NONE] and f["value"] is None for f in view.figures)
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "drawn", {"beta": 0.0}, 2).id
+        for step in (1, 2):
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, {"reward": step / 2}, float(step)))
+    assert monitor.refresh(None, [], 0.0, "step", 0, {}).header == PICK_A_RUN
+    first = monitor.refresh(run_id, [], 0.0, "step", 0, {})
+    assert all(f["elem_classes"] == [CHART_SHOWN] for f in first.figures)
+    assert list(first.figures[0]["value"].data[0].y) == [0.5, 1.0]
+    again = monitor.refresh(run_id, [], 0.0, "step", 0, first.caches)  # nothing new: the browser keeps its plots
+    assert all(f == gr.update() for f in again.figures)
+    cleared = monitor.refresh(None, [], 0.0, "step", 0, again.caches)
+    back = monitor.refresh(run_id, [], 0.0, "step", 0, cleared.caches)  # picked again after the charts went: drawn
+    assert list(back.figures[0]["value"].data[0].y) == [0.5, 1.0]

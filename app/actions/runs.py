@@ -5,6 +5,7 @@ describe one. The dashboard's buttons, the ``grpo-studio`` commands and the API 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,8 @@ def resume(run_id: int, start: Start = "queue", wait_s: float = SHUTDOWN_WAIT_S)
             run = find_run(session, run_id)
             if not run.status.resumable:
                 raise ActionError(f"run {run.id} is {run.status}: only stopped or failed runs resume")
-            if not is_alive(run):
+            # a worker that trained in this very process (a foreground run before) is not one still exiting
+            if not is_alive(run) or (run.pid == os.getpid() and not run.slurm_job_id):
                 on_slurm = (run.config or {}).get("executor") == "slurm"
                 if start == "queue":
                     queries.requeue_run(session, run)

@@ -11,6 +11,8 @@ from typing import Any
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import actions
+from app.actions.reading import MAX_SAMPLES
 from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
 from app.completions import group_marks
@@ -70,31 +72,33 @@ def health_markdown(series, max_completion_length: int | None, run=None) -> str:
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
-    """The sampled completions of one step: group, prompt, completion, each reward, total, advantage, and a mark on
-    the best and worst answer of each group."""
+    """The sampled completions of one step (app.actions.samples; a step without samples shows the newest): group,
+    prompt, completion, each reward, total, advantage, and a mark on the best and worst answer of each group."""
     if run_id is None:
         return []
-    with get_sessionmaker().begin() as session:
-        steps = queries.sample_steps(session, run_id)
-        if not steps:
-            return []
-        chosen = step if step in steps else steps[-1]
-        samples = queries.samples_at(session, run_id, chosen)
-    marks = group_marks([s.group_index for s in samples], [s.total_reward for s in samples])
+    try:
+        try:
+            read = actions.samples(int(run_id), step, limit=MAX_SAMPLES)
+        except actions.ActionError:  # no samples kept at that step (or none yet): the newest
+            read = actions.samples(int(run_id), None, limit=MAX_SAMPLES)
+    except actions.ActionError:  # the run is gone
+        return []
+    samples = read["samples"]
+    marks = group_marks([s["group"] for s in samples], [s["total_reward"] for s in samples])
     rows = []
     for s, mark in zip(samples, marks):
-        scores = ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in s.rewards.items())
+        scores = ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in s["rewards"].items())
         rows.append(
             [
-                chosen,
-                s.group_index,
+                read["step"],
+                s["group"],
                 mark,
-                s.prompt,
-                s.completion,
-                s.reference_answer or "",
+                s["prompt"],
+                s["completion"],
+                s["reference_answer"] or "",
                 scores,
-                _round(s.total_reward),
-                _round(s.advantage),
+                _round(s["total_reward"]),
+                _round(s["advantage"]),
             ]
         )
     return rows

@@ -4,7 +4,8 @@
   ratio pi_new/pi_old is exactly 1 by construction, so clipping never acts and the chart is flat at 0. Without a word
   that reads as "the speed limit is working"; the note says that 0 is what this config gives, and when it would not.
 - KL with beta = 0 (TRL's default): TRL computes no KL term at all (SPEC.md), so no KL series is logged. The empty
-  chart says so instead of "nothing logged yet", as long as no KL series of any kind was charted.
+  chart says so instead of "nothing logged yet"; when the worker measured KL itself (``measured_kl_steps``), the chart
+  shows that line and says it is measured, not in the loss.
 
 The config is read with ``.get`` and TRL's defaults, so a run stored before a field existed reads as TRL ran it.
 """
@@ -21,6 +22,10 @@ CLIP_NOTE = (
     "0 is expected here (it moves only when a batch is reused, num_iterations > 1)"
 )
 KL_NOTE = "beta = 0: TRL computes no KL term at all, so there is none to chart<br>(set beta > 0, e.g. 0.04, to penalise and chart it)"
+# at beta 0 the worker measures KL against the base itself (trainer/job/measures.py, every measured_kl_steps)
+KL_MEASURED_NOTE = (
+    "beta = 0: TRL computes no KL term; this line is measured against the base<br>every few steps, not in the loss"
+)
 
 
 def chart_notes(config: Mapping[str, Any]) -> dict[str, str]:
@@ -39,7 +44,8 @@ def chart_notes(config: Mapping[str, Any]) -> dict[str, str]:
 
 def add_notes(figures: Sequence[Any], config: Mapping[str, Any], charts: Sequence[Chart] = CHARTS) -> list[Any]:
     """The figures (in ``charts`` order) with the notes of :func:`chart_notes`: on an empty chart in place of its
-    "nothing logged" words; on a drawn chart under its title, except the KL note (a drawn KL chart has a series)."""
+    "nothing logged" words; on a drawn chart under its title (a drawn KL chart at beta 0 is the measured KL, and says
+    so)."""
     notes = chart_notes(config)
     out = list(figures)
     for index, chart in enumerate(charts):
@@ -51,9 +57,9 @@ def add_notes(figures: Sequence[Any], config: Mapping[str, Any], charts: Sequenc
             figure.layout.annotations = [
                 {"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
             ]
-        elif chart.name != "kl":
+        else:
             figure.add_annotation(  # inside the plot's top edge, clear of the title
-                text=note,
+                text=KL_MEASURED_NOTE if chart.name == "kl" else note,
                 xref="paper",
                 yref="paper",
                 x=0.5,

@@ -197,9 +197,19 @@ def test_a_resume_while_the_stopped_worker_still_exits_waits_for_it_then_queues(
         worker.kill()
         worker.wait()
     assert waited >= 1.0 and run_row(run_id).status == "queued" and run_row(run_id).pid is None
-    with pytest.raises(actions.ActionError, match="still saving and exiting after 0 s"):
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a worker that won't exit
+    try:
         with get_sessionmaker().begin() as s:
             run = queries.get_run(s, run_id)
-            run.pid, run.pid_started = os.getpid(), process_start_time(os.getpid())
+            run.pid, run.pid_started = stuck.pid, process_start_time(stuck.pid)
             queries.finish_run(s, run, RunStatus.STOPPED)
-        actions.resume(run_id, wait_s=0)
+        with pytest.raises(actions.ActionError, match="still saving and exiting after 0 s"):
+            actions.resume(run_id, wait_s=0)
+        assert run_row(run_id).status == "stopped"  # refused: nothing changed
+        with get_sessionmaker().begin() as s:  # a worker that trained in this very process (a foreground run)
+            run = queries.get_run(s, run_id)
+            run.pid, run.pid_started = os.getpid(), process_start_time(os.getpid())
+        assert actions.resume(run_id, wait_s=0) is None and run_row(run_id).status == "queued"
+    finally:
+        stuck.kill()
+        stuck.wait()

@@ -30,7 +30,13 @@ def client(tmp_path_factory):
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--auth", ":".join(AUTH)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "GRPO_STUDIO_HOME": str(home)},
+        # its own database in the fresh data dir: the environment may still name the last test's
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "GRPO_STUDIO_HOME": str(home),
+            "DATABASE_URL": f"sqlite:///{home / 'grpo-studio.db'}",
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -657,6 +657,9 @@ def test_trl_path_trains_with_a_peft_config(monkeypatch):
         def __init__(self, **kwargs):
             seen.update(kwargs)
 
+        def add_callback(self, callback):  # transformers' Trainer.add_callback: the worker's step measures use it
+            seen.setdefault("added_callbacks", []).append(callback)
+
     monkeypatch.setattr(trl, "GRPOTrainer", FakeGRPOTrainer)
     monkeypatch.setattr(backend_module, "load_model", lambda config, backend: ("model", "tokenizer"))
     monkeypatch.setattr("trainer.job.trl_args.truncate_prompts", lambda dataset, tokenizer, n: (dataset, 0))

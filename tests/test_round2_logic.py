@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.chart_notes import CLIP_NOTE, KL_NOTE, add_notes, chart_notes
+from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes
 from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
 from app.completions import BEST, TIE, WORST, group_marks
 from app.empty_states import NO_RUNS, runs_table_note
@@ -43,6 +43,8 @@ def test_the_empty_kl_chart_of_a_beta_zero_run_says_why_and_a_drawn_clip_chart_k
     assert CLIP_NOTE in [a.text for a in clip.layout.annotations] and list(clip.data[0].y) == [0, 0, 0]
     measured = add_notes(build_all({"run": {"kl": points(0.1, 0.2)}}), {"beta": 0})  # a measured KL: no excuse
     assert KL_NOTE not in [a.text for a in measured[CHARTS.index(CHART["kl"])].layout.annotations]
+    # the line drawn at beta 0 is the worker's measured KL (issue 30): it says it is not in the loss
+    assert KL_MEASURED_NOTE in [a.text for a in measured[CHARTS.index(CHART["kl"])].layout.annotations]
 
 
 def test_std_and_share_of_groups_have_an_axis_each():

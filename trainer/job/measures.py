@@ -148,7 +148,7 @@ def measure_kl(trainer: Any, output: dict) -> float | None:
 def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
     """Measure ``trainer``'s steps (see the module docstring): time its generation, add a measured KL every
     ``kl_every`` steps (0: none) and register the callback that logs each step's figures. Returns the measures."""
-    device = getattr(trainer.accelerator, "device", None)
+    device = getattr(getattr(trainer, "accelerator", None), "device", None)  # a fake trainer in tests has none
     measures = StepMeasures(kl_every=kl_every, memory=cuda_memory(device))
     generate = getattr(trainer, "_generate", None)
     if generate is not None:  # both pinned TRLs have it (trl 1.15.0 grpo_trainer.py:2124, 1.16.0 :2193)

@@ -20,7 +20,7 @@ import gradio as gr
 
 from app import actions
 from app.access import Access
-from app.errors import user_error
+from app.errors import acted
 
 NAMES = (
     "validate",
@@ -41,14 +41,6 @@ NAMES = (
 )
 
 
-def _answer(action, *args, **kwargs):
-    """An action's result; its refusal raised as the client's error (one sentence)."""
-    try:
-        return action(*args, **kwargs)
-    except actions.ActionError as exc:
-        raise user_error(exc.message) from None
-
-
 def endpoints(access: Access) -> dict[str, Any]:
     """The API's functions by name, under the operator's ``access`` rules. Their type hints and docstrings are what
     the API page shows (gr.api reads them)."""
@@ -61,7 +53,7 @@ def endpoints(access: Access) -> dict[str, Any]:
     def probe(config: str, prompts: int = 8) -> dict:
         """Sample and score a few groups of a valid config with the base model before training: the verdict
         ("learns", "risky" or "wasted"), the report as text, and its figures."""
-        return _answer(actions.probe, config, access, int(prompts)).to_json()
+        return acted(actions.probe, config, access, int(prompts)).to_json()
 
     def launch(config: str) -> dict:
         """Queue a run from a config (YAML or JSON text): its run_id and name, or run_id None and every problem (then
@@ -73,23 +65,23 @@ def endpoints(access: Access) -> dict[str, Any]:
 
     def stop(run_id: int) -> dict:
         """Ask a live run to stop at its next step boundary (its adapter is saved)."""
-        sent = _answer(actions.stop, run_id)
+        sent = acted(actions.stop, run_id)
         return {"run_id": int(run_id), "stop_sent": sent, "status": _status(run_id)}
 
     def resume(run_id: int) -> dict:
         """Queue a stopped or failed run to continue from its latest checkpoint (waits for a worker still saving)."""
-        _answer(actions.resume, run_id)
+        acted(actions.resume, run_id)
         return {"run_id": int(run_id), "status": _status(run_id)}
 
     def fork(run_id: int, step: int, settings: str = "", name: str = "") -> dict:
         """A new run from a checkpoint of another, with changed settings (one key=value a line, e.g. beta=0.01);
         returns the new run's id (it is queued)."""
-        new_id = _answer(actions.fork, run_id, step, settings or "", access, name or None)
+        new_id = acted(actions.fork, run_id, step, settings or "", access, name or None)
         return {"run_id": new_id, "parent_run_id": int(run_id), "step": int(step)}
 
     def delete(run_id: int) -> dict:
         """Delete a run that is not live, with its metrics, samples, log and files."""
-        name = _answer(actions.delete, run_id)
+        name = acted(actions.delete, run_id)
         return {"run_id": int(run_id), "name": name, "deleted": True}
 
     def runs(search: str = "") -> list:
@@ -101,35 +93,35 @@ def endpoints(access: Access) -> dict[str, Any]:
 
     def run(run_id: int) -> dict:
         """One run: what /runs says of it, with its whole config and its error."""
-        return _answer(actions.run_detail, run_id)
+        return acted(actions.run_detail, run_id)
 
     def metrics(run_id: int, keys: str = "", since_step: int = -1) -> dict:
         """A run's metric series as columns: "step", "wall_time", then one per key (comma-separated ``keys``, default
         all), None where a key was not logged at a step; only steps after ``since_step``."""
         wanted = [k.strip() for k in (keys or "").split(",") if k.strip()]
-        return _answer(actions.metrics, run_id, wanted or None, int(since_step))
+        return acted(actions.metrics, run_id, wanted or None, int(since_step))
 
     def samples(run_id: int, step: int | None = None, limit: int = 200) -> dict:
         """The completions sampled at a step (default the newest): prompt, completion, rewards, total, advantage."""
-        return _answer(actions.samples, run_id, step, int(limit))
+        return acted(actions.samples, run_id, step, int(limit))
 
     def alerts(run_id: int) -> list:
         """A run's failure signs now, each with what to try."""
-        return _answer(actions.alerts, run_id)
+        return acted(actions.alerts, run_id)
 
     def log(run_id: int, after_id: int = 0) -> dict:
         """A run's log lines after line ``after_id``, whether it has ended, and the id to ask after next."""
-        return _answer(actions.log, run_id, int(after_id))
+        return acted(actions.log, run_id, int(after_id))
 
     def prompts(run_id: int, upto_step: int | None = None) -> dict:
         """A run's learning map: each prompt's class (always solved, never solved, learning, forgetting) and pass rate
         at each visit, the signal share per step, the frontier, and the reward-hacking watch's alerts."""
-        return actions.learning_json(_answer(actions.learning, run_id, upto_step))
+        return actions.learning_json(acted(actions.learning, run_id, upto_step))
 
     def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:
         """Start a held-out evaluation of base vs tuned (greedy, then ``samples`` each); its results appear under
         /run's "heldout" when it has finished."""
-        evaluation_id = _answer(actions.evaluate, run_id, adapter, int(k), int(samples))
+        evaluation_id = acted(actions.evaluate, run_id, adapter, int(k), int(samples))
         return {"run_id": int(run_id), "evaluation_id": evaluation_id}
 
     found = dict(locals())

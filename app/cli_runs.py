@@ -22,12 +22,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainer.presets import resolve_preset
 
     source = Path(resolve_preset(args.config))
-    checked = actions.validate(source, actions.OPERATOR, name=args.name)
-    if checked.problems:
-        return refused(actions.ActionError(f"{args.config}: invalid run config", checked.problems))
-    for note in checked.notes + checked.warnings:
+    start = "detached" if args.detach else "here"
+    try:
+        launched = actions.launch(source, actions.OPERATOR, name=args.name, start=start, warn=True)
+    except actions.ActionError as exc:
+        return refused(actions.ActionError(f"{args.config}: invalid run config", exc.problems))
+    for note in launched.notes:
         print(f"note: {note}", file=sys.stderr)
-    launched = actions.launch(checked.config, actions.OPERATOR, start="detached" if args.detach else "here")
     if launched.started is None:
         print(f"run {launched.run_id}: {launched.name}")
         return foreground(launched.run_id)
@@ -38,12 +39,9 @@ def _started(run_id: int, started: int | str, detach: bool, verb: str) -> int:
     """What ``run`` and ``resume`` say after starting a worker elsewhere: a Slurm job refused (exit 1, with Slurm's
     words), a detached worker (exit 0), or a Slurm job followed in the foreground as ``run`` follows a local one."""
     if started == "":
-        from storage import queries
-        from storage.db import get_sessionmaker
+        from app.actions.runs import refusal
 
-        with get_sessionmaker().begin() as session:
-            error = queries.get_run(session, run_id).error or "Slurm refused the job"
-        print(f"grpo-studio: run {run_id}: {error.strip().splitlines()[0]}", file=sys.stderr)
+        print(f"grpo-studio: run {run_id}: {refusal(run_id)}", file=sys.stderr)
         return 1
     if detach:
         print(f"run {run_id} {verb} in the background ({started_text(started)}); follow it with: grpo-studio runs")

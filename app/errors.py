@@ -10,6 +10,16 @@ import gradio as gr
 log = logging.getLogger("grpo_studio.ui")
 
 
+def acted(action, *args, **kwargs):
+    """An action's result (app.actions), its refusal raised as the user error the page or the API client shows."""
+    from app.actions import ActionError  # the action layer imports nothing of Gradio: this module is its adapter
+
+    try:
+        return action(*args, **kwargs)
+    except ActionError as exc:
+        raise user_error(exc.message) from None
+
+
 def user_error(message: str) -> gr.Error:
     """The gr.Error to raise for ``message``; the server's log gets one line saying what the user was told."""
     log.info("user error: %s", message)

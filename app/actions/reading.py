@@ -49,13 +49,16 @@ def columns(series: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str, lis
     return table
 
 
-def samples(run_id: int, step: int | None = None, limit: int = 200) -> dict[str, Any]:
+def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_missing: bool = False) -> dict[str, Any]:
     """The completions sampled at ``step`` (default: the newest sampled step), at most ``limit``, with their rewards
-    and advantages, and the steps that have samples."""
+    and advantages, and the steps that have samples. A step without samples is refused, or with
+    ``newest_if_missing`` read as the newest (the Monitor's slider before the first samples arrive)."""
     limit = max(1, min(int(limit), MAX_SAMPLES))
     with get_sessionmaker().begin() as session:
         find_run(session, run_id)
         steps = queries.sample_steps(session, int(run_id))
+        if step is not None and int(step) not in steps and newest_if_missing:
+            step = None
         if step is not None and int(step) not in steps:
             shown = f"{steps[0]}..{steps[-1]}" if steps else "none yet"
             raise ActionError(f"run {run_id} kept no samples at step {step} (sampled steps: {shown})")

@@ -63,6 +63,7 @@ class Launched:
     started: int | str | None = None
     error: str | None = None
     kept_probe: bool = False
+    notes: list[str] = field(default_factory=list)  # the config's ignored keys and (with ``warn``) its warnings
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "name": self.name, "problems": [], "error": self.error}
@@ -73,7 +74,7 @@ def validate(source: ConfigSource, access: Access, name: str | None = None, warn
     refused before anything reads it, and custom reward code is neither imported nor accepted unless allowed. A
     valid config's warnings are read too (``warn``: they read a few rows of the data set)."""
     try:
-        mapping, _ = read_mapping_of(source) if not isinstance(source, RunConfig) else (source.to_dict(), "")
+        mapping, _ = read_mapping_of(source)
     except ActionError as exc:
         return Checked(None, exc.problems)
     if name:
@@ -96,10 +97,12 @@ def launch(
     name: str | None = None,
     start: Start = "queue",
     probed: dict | None = None,
+    warn: bool = False,
 ) -> Launched:
     """Create a run from a valid config (ActionError with every problem otherwise, and nothing created). The probe's
-    samples become its step 0 when ``probed`` (what app.actions.jobs.probe returned) is of this very config."""
-    checked = validate(source, access, name=name, warn=False)
+    samples become its step 0 when ``probed`` (what app.actions.jobs.probe returned) is of this very config. The
+    config is checked once, here: ``warn`` also reads its warnings into the result's notes (the command line's)."""
+    checked = validate(source, access, name=name, warn=warn)
     if checked.problems or checked.config is None:
         raise ActionError(problems_message(checked.problems), checked.problems)
     config = checked.config
@@ -113,15 +116,19 @@ def launch(
             queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
         now = start == "detached" or (start == "here" and config.executor == "slurm")
         started = start_worker(session, run) if now else None
+    refused = now and started is None
     return Launched(
-        run_id, config.name, "" if now and started is None else started, _refusal(run_id, now, started), same
+        run_id,
+        config.name,
+        "" if refused else started,
+        refusal(run_id) if refused else None,
+        same,
+        checked.notes + checked.warnings,
     )
 
 
-def _refusal(run_id: int, tried: bool, started: int | str | None) -> str | None:
-    """Why a worker that was to start now did not (Slurm refused the job), from the run's row."""
-    if not tried or started is not None:
-        return None
+def refusal(run_id: int) -> str:
+    """Why a worker that was to start now did not (Slurm refused the job), from the run's row: its first line."""
     with get_sessionmaker().begin() as session:
         error = queries.get_run(session, run_id).error or "Slurm refused the job"
     return error.strip().splitlines()[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from app import actions
-from app.errors import user_error
+from app.errors import acted, user_error
 from app.pages import evaluation
 from app.verdict import problem
 from storage import queries
@@ -175,10 +175,7 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
         raise user_error("pick a run first")
     progress(0.2, desc="merging")
     target = new_export_dir() / f"run-{int(run_id)}-merged"
-    try:
-        actions.export(int(run_id), adapter or "final", merge_into=target)
-    except actions.ActionError as exc:
-        raise user_error(exc.message) from None
+    acted(actions.export, int(run_id), adapter or "final", merge_into=target)
     archive = shutil.make_archive(str(target), "zip", target)
     return archive, f"Merged model (safetensors + tokenizer) ready: {Path(archive).name}"
 

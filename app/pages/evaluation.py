@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.charts import heldout_figure
-from app.errors import user_error
+from app.errors import acted
 from app.verdict import verdict
 from storage.models import Evaluation, RunStatus
 
@@ -23,10 +23,7 @@ def start(run_id, adapter, k, samples) -> str:
     can't be."""
     from app import actions
 
-    try:
-        evaluation_id = actions.evaluate(run_id, adapter, int(k or 0), int(samples or 0))
-    except actions.ActionError as exc:
-        raise user_error(exc.message) from None
+    evaluation_id = acted(actions.evaluate, run_id, adapter, int(k or 0), int(samples or 0))
     return f"Evaluation {evaluation_id} started: loading the model…"
 
 

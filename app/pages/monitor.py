@@ -77,10 +77,7 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
     if run_id is None:
         return []
     try:
-        try:
-            read = actions.samples(int(run_id), step, limit=MAX_SAMPLES)
-        except actions.ActionError:  # no samples kept at that step (or none yet): the newest
-            read = actions.samples(int(run_id), None, limit=MAX_SAMPLES)
+        read = actions.samples(int(run_id), step, limit=MAX_SAMPLES, newest_if_missing=True)
     except actions.ActionError:  # the run is gone
         return []
     samples = read["samples"]

@@ -10,7 +10,7 @@ import gradio as gr
 
 from app import actions
 from app.access import Access
-from app.errors import show, user_error
+from app.errors import acted, show, user_error
 from app.liveness import liveness_problem
 from app.verdict import problem
 from storage.db import get_sessionmaker, new_export_dir
@@ -96,17 +96,9 @@ def run_choices(summaries: list[RunSummary] | None = None) -> list[tuple[str, in
     return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries]
 
 
-def _acted(action, *args):
-    """An action's result, its refusal raised as the page's gr.Error."""
-    try:
-        return action(*args)
-    except actions.ActionError as exc:
-        raise user_error(exc.message) from None
-
-
 def stop_run(run_id) -> str:
     """Ask a live run to stop at its next step (a waiting run is simply marked stopped)."""
-    sent = _acted(actions.stop, run_id)
+    sent = acted(actions.stop, run_id)
     return f"Run {run_id}: " + (
         "stop requested; it ends at the next step boundary." if sent else "stopped before it started."
     )
@@ -115,13 +107,13 @@ def stop_run(run_id) -> str:
 def resume_run(run_id) -> str:
     """Queue a stopped or failed run again; the worker continues from its latest checkpoint (a worker still saving
     after a stop is waited for)."""
-    _acted(actions.resume, run_id)
+    acted(actions.resume, run_id)
     return f"Run {run_id} queued to resume from its latest checkpoint."
 
 
 def clone_config(run_id) -> RunConfig:
     """The config of a run, renamed as a copy, for the New run form."""
-    return _acted(actions.clone, run_id)
+    return acted(actions.clone, run_id)
 
 
 def fork_steps(run_id):
@@ -133,7 +125,7 @@ def fork_steps(run_id):
 def fork(access: Access, run_id, step, settings: str) -> str:
     """Queue a fork of the run from its checkpoint at ``step``, with the changed settings (one key=value a line),
     under the operator's ``access`` rules, as the New run form is (app.actions.fork)."""
-    new_id = _acted(actions.fork, run_id, step, settings or "", access)
+    new_id = acted(actions.fork, run_id, step, settings or "", access)
     return (
         f"Run {new_id} queued: a fork of run {run_id} from step {step}. Its steps continue from {int(step) + 1}, "
         "and the Monitor draws it over its parent."
@@ -144,7 +136,7 @@ def delete_run(run_id, confirmed: bool) -> str:
     """Delete a finished run with its rows and files, after confirmation."""
     if not confirmed:
         raise user_error(f"tick 'yes, delete run {run_id}' to confirm: its metrics, samples and files are removed")
-    name = _acted(actions.delete, run_id)
+    name = acted(actions.delete, run_id)
     return f"Run {run_id} ({name}) deleted."
 
 
@@ -153,7 +145,7 @@ def adapter_zip(run_id) -> str:
     if run_id in (None, ""):
         raise user_error("pick a run first")
     target = new_export_dir() / f"run-{int(run_id)}-adapter"
-    (line,) = _acted(lambda: actions.export(int(run_id), "final", zip_to=target))
+    (line,) = acted(lambda: actions.export(int(run_id), "final", zip_to=target))
     return line.removeprefix("adapter zipped to ")
 
 

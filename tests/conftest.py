@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 
 from storage.db import reset_engine
+from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
+    pytest_configure,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+    refuse_unmarked_slow_fixtures,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -228,8 +234,17 @@ def slurm_cluster() -> str:
     return name
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook suffixes node ids with them)
 def pytest_collection_modifyitems(config, items):
     """Modules without slow tests first (keeping each module's tests together and in order): the suite shows
-    progress, and a broken fast test, within its first minute instead of after the browser and training tests."""
+    progress, and a broken fast test, within its first minute instead of after the browser and training tests.
+
+    Under pytest-xdist (``-n 2 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
+    from start to end, so a module's fixtures (a server, a browser, a shared run) are set up once, as in a serial
+    run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do)."""
+    refuse_unmarked_slow_fixtures(items)
     slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.module.__name__ in slow_modules)  # sort is stable: order within kept
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -105,6 +105,7 @@ def test_step_line_and_summary_read_as_one_line_each():
     ]
 
 
+@pytest.mark.slow
 def test_progress_printer_prints_one_line_per_step_from_the_database(trained_run):
     """What `grpo-studio run` shows while training, read back from a real run: a line per step with its reward and
     KL, then the summary with the adapter's place; nothing of TRL's per-step dict."""

@@ -40,6 +40,7 @@ def _start_from_a_process_that_exits(run_id: int, k: int, samples: int) -> tuple
     return int(evaluation_id), int(starter)
 
 
+@pytest.mark.slow
 def test_a_job_outlives_its_starter_and_scores_what_evaluate_run_scores(trained_run):
     from trainer.evaluation.eval_job import evaluation_state
     from trainer.evaluation.evaluate import evaluate_run
@@ -58,6 +59,7 @@ def test_a_job_outlives_its_starter_and_scores_what_evaluate_run_scores(trained_
     assert evaluation_state(run_id).id == evaluation_id
 
 
+@pytest.mark.slow
 def test_progress_is_written_as_answers_are_generated(trained_run, monkeypatch):
     from trainer.evaluation import eval_job
 
@@ -75,6 +77,7 @@ def test_progress_is_written_as_answers_are_generated(trained_run, monkeypatch):
     assert _row(evaluation_id).done == _row(evaluation_id).total == 140
 
 
+@pytest.mark.slow
 def test_a_killed_job_ends_failed_and_a_stopped_one_stopped(trained_run):
     from trainer.evaluation.eval_job import evaluation_state, start_evaluation, stop_evaluation
 
@@ -91,6 +94,7 @@ def test_a_killed_job_ends_failed_and_a_stopped_one_stopped(trained_run):
     assert _row(stopped).status == RunStatus.STOPPED and _row(stopped).results is None
 
 
+@pytest.mark.slow
 def test_bad_requests_are_refused_before_anything_starts(trained_run):
     from trainer.evaluation.eval_job import start_evaluation
     from trainer.evaluation.evaluate import EvaluationError

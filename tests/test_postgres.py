@@ -21,6 +21,8 @@ from storage.summaries import run_summaries
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
+pytestmark = pytest.mark.slow  # every test here talks to a real PostgreSQL server
+
 
 @pytest.fixture
 def Session(postgres_url):

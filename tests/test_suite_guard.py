@@ -1,0 +1,104 @@
+"""The suite's own promise: ``pytest -m "not slow"`` trains nothing and starts no worker, browser, Slurm or
+PostgreSQL (tests/slow_guard.py). Each case runs a one-test suite in a pytest of its own with the guard loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _run_suite(tmp_path, body: str, *options: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_case.py").write_text(textwrap.dedent(body))
+    plugins = ["-p", "tests.slow_guard", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+    command = [sys.executable, "-m", "pytest", "-q", *plugins, *options]
+    return subprocess.run(
+        [*command, str(tmp_path / "test_case.py")],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# the command only has to look like a worker's: nothing is trained
+STARTS_A_WORKER = """
+    import subprocess, sys
+    {mark}
+    def test_case():
+        subprocess.run([sys.executable, "-c", "pass", "-m", "trainer.job.worker", "1"], check=True)
+"""
+
+
+def test_an_unmarked_test_that_starts_a_worker_fails_naming_what_it_did(tmp_path):
+    done = _run_suite(tmp_path, STARTS_A_WORKER.format(mark=""))
+    assert done.returncode == 1, done.stdout
+    assert "test_case is not marked @pytest.mark.slow but it started a training worker" in done.stdout
+    assert "1 passed, 1 error" in done.stdout  # the test's own assertions passed; the guard's check did not
+
+
+def test_the_same_test_marked_slow_passes(tmp_path):
+    done = _run_suite(tmp_path, STARTS_A_WORKER.format(mark="import pytest\n    @pytest.mark.slow"))
+    assert done.returncode == 0, done.stdout
+    assert "1 passed" in done.stdout and "error" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ('["/bin/true", "--", "/usr/bin/chromium"]', "started a browser"),
+        ('["/bin/true", "pg_ctl", "start"]', "started PostgreSQL"),
+        ('["/bin/true", "sbatch", "job.sh"]', "used Slurm"),
+    ],
+)
+def test_a_browser_postgres_or_slurm_in_an_unmarked_test_fails(tmp_path, command, what):
+    body = f"""
+        import subprocess
+        def test_case():
+            subprocess.run({command}, check=True)
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 1 and f"but it {what}" in done.stdout, done.stdout
+
+
+def test_training_in_the_tests_own_process_fails_an_unmarked_test(tmp_path):
+    # a stand-in for transformers.trainer (the real one costs seconds to import): the guard wraps Trainer.train
+    # wherever that module is, and the test calls it as GRPOTrainer's train() would
+    body = """
+        import sys, types
+        module = types.ModuleType("transformers.trainer")
+        class Trainer:
+            def train(self):
+                return "trained"
+        module.Trainer = Trainer
+        sys.modules["transformers.trainer"] = module
+        def test_case():
+            import os  # any event after the import lets the guard see the module
+            os.listdir(".")
+            assert sys.modules["transformers.trainer"].Trainer().train() == "trained"
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 1 and "but it trained a model in the test's process (Trainer.train)" in done.stdout
+
+
+def test_an_unmarked_test_asking_for_a_training_fixture_is_refused_at_collection(tmp_path):
+    body = """
+        import pytest
+        @pytest.fixture
+        def trained_run():
+            return 1
+        def test_case(trained_run):
+            assert trained_run == 1
+    """
+    (tmp_path / "conftest.py").write_text(
+        "from tests.slow_guard import refuse_unmarked_slow_fixtures\n"
+        "def pytest_collection_modifyitems(items):\n    refuse_unmarked_slow_fixtures(items)\n"
+    )
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error: nothing ran
+    assert "test_case.py::test_case uses trained_run" in done.stderr

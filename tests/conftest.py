@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from storage.db import reset_engine
+from tests.sigterm import pytest_sessionstart  # noqa: F401  (a SIGTERM ends the run and its processes: sigterm.py)
 from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
     pytest_configure,
     pytest_runtest_makereport,

@@ -11,6 +11,7 @@ Two checks, because either alone has a blind spot:
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -20,20 +21,17 @@ SLOW_FIXTURES = frozenset(
     {"trained_run", "format_learner_path", "postgres_cluster", "postgres_server", "postgres_url", "slurm_cluster"}
 )
 
-# What a started process's command line holds when it is one of the heavy things.
+# What a started process's command line holds when it is one of the heavy things (a regular expression each).
 HEAVY_COMMANDS = {
-    "trainer.job.worker": "started a training worker",
-    "trainer.evaluation.eval_job": "started an evaluation process",
-    "trainer.probe": "started a probe process",
-    "playwright": "started a browser (Playwright's driver)",
-    "chromium": "started a browser",
-    "initdb": "started PostgreSQL",
-    "pg_ctl": "started PostgreSQL",
-    "sbatch": "used Slurm",
-    "squeue": "used Slurm",
-    "sinfo": "used Slurm",
-    "scancel": "used Slurm",
-    "srun": "used Slurm",
+    r"trainer\.job\.worker|run_worker\(": "started a training worker",
+    r"(app\.cli|grpo-studio)\s+(run|fork|resume|eval|probe|build-tiny)\b": "ran a command that trains or loads a model",
+    r"(app\.cli|grpo-studio)\s+serve\b": "started a dashboard server",
+    r"trainer\.evaluation\.eval_job": "started an evaluation process",
+    r"trainer\.probe\b": "started a probe process",
+    r"playwright": "started a browser (Playwright's driver)",
+    r"chromium": "started a browser",
+    r"\b(initdb|pg_ctl|postgres)\b": "started PostgreSQL",
+    r"\b(sbatch|squeue|sinfo|scancel|srun|scontrol)\b": "used Slurm",
 }
 
 
@@ -52,8 +50,8 @@ class SlowGuard:
         if not self.watching or event != "subprocess.Popen":
             return
         command = " ".join(str(a) for a in (args[1] if isinstance(args[1], list | tuple) else [args[1]]))
-        for needle, what in HEAVY_COMMANDS.items():
-            if needle in command:
+        for pattern, what in HEAVY_COMMANDS.items():
+            if re.search(pattern, command):
                 self.seen.append(f"{what}: {command[:160]}")
                 return
 

@@ -618,6 +618,7 @@ run_worker(run_id)
 """
 
 
+@pytest.mark.slow
 def test_a_model_unsloth_refuses_trains_on_trls_path(tmp_path, tiny_model_path):
     """Item 13: when Unsloth refuses the model, the worker replaces itself (same pid) with one that skips Unsloth and
     trains on TRL's own path (here, with no GPU, the plain one), recording why; the run completes."""

@@ -21,6 +21,8 @@ from trainer.job.run_files import RunFiles
 from .helpers import create_run, run_row, tiny_config, wait_for
 
 pytestmark = pytest.mark.slow
+# Three groups that pytest-xdist may run side by side on the one Slurm node (16 CPUs configured: jobs run together):
+# the time limit's job alone takes its three minutes, so it does not wait behind the others.
 
 ENDED = ("completed", "failed", "stopped")
 
@@ -31,14 +33,20 @@ def _job_ids() -> set[str]:
     return set(out.split())
 
 
+def _this_tests_jobs() -> set[str]:
+    """The Slurm jobs of this test's runs: every job is submitted for a run, and each test has a database of its own
+    (so under pytest-xdist another worker's test, running beside this one on the same Slurm, is never touched)."""
+    with get_sessionmaker().begin() as s:
+        return {run.slurm_job_id for run in queries.list_runs(s) if run.slurm_job_id}
+
+
 @pytest.fixture
 def on_slurm(slurm_cluster, postgres_url, tiny_model_path):
     """This test's PostgreSQL database, for the test and (through the job's exported environment) its workers. The
     jobs a test leaves in Slurm's queue are cancelled after it, so no test sees another's job ahead of its own."""
     use_database(postgres_url)
-    before = _job_ids()
     yield slurm_cluster
-    left = sorted(_job_ids() - before)
+    left = sorted(_this_tests_jobs() & _job_ids())
     if left:
         subprocess.run(["scancel", *left], check=False, timeout=30)
 
@@ -58,6 +66,7 @@ def submit_long_run(name: str) -> int:
     return run_id
 
 
+@pytest.mark.xdist_group("slurm-requeue")
 def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
     from app.pages import new_run, runs
 
@@ -84,6 +93,7 @@ def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
     assert runs.run_rows()[0][-1] == f"slurm {row.slurm_job_id} on {on_slurm}"
 
 
+@pytest.mark.xdist_group("slurm-ends")
 def test_a_stop_reaches_the_worker_through_scancel_and_the_run_ends_stopped(on_slurm):
     from app.pages import runs
 
@@ -97,6 +107,7 @@ def test_a_stop_reaches_the_worker_through_scancel_and_the_run_ends_stopped(on_s
     wait_for(lambda: slurm.job_state(row.slurm_job_id).state == "COMPLETED", 60, "the job to end by itself")
 
 
+@pytest.mark.xdist_group("slurm-ends")
 def test_a_job_slurm_kills_fails_the_run_with_slurms_reason(on_slurm):
     run_id = submit_long_run("kill-me")
     job_id = run_row(run_id).slurm_job_id
@@ -125,6 +136,7 @@ def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.xdist_group("slurm-requeue")
 def test_run_in_the_foreground_submits_the_job_and_follows_it(on_slurm, tmp_path):
     config = tiny_config(name="followed", executor="slurm", max_steps=3)
     path = tmp_path / "slurm.yaml"
@@ -138,6 +150,7 @@ def test_run_in_the_foreground_submits_the_job_and_follows_it(on_slurm, tmp_path
         assert run.status == "completed" and run.slurm_job_id and run.host == on_slurm  # trained on the node
 
 
+@pytest.mark.xdist_group("slurm-requeue")
 def test_a_refused_submission_exits_1_with_slurms_words(on_slurm, tmp_path):
     path = tmp_path / "bad-partition.yaml"
     tiny_config(executor="slurm", slurm_partition="no-such-partition").save(path)
@@ -148,6 +161,7 @@ def test_a_refused_submission_exits_1_with_slurms_words(on_slurm, tmp_path):
     assert "error: " in listed.stdout  # the runs list shows why
 
 
+@pytest.mark.xdist_group("slurm-ends")
 def test_a_job_that_can_never_start_says_why(on_slurm):
     run_id = create_run(tiny_config(name="two-nodes", executor="slurm", slurm_nodes=2, num_processes=2))
     assert schedule() == [run_id]
@@ -170,6 +184,7 @@ def test_a_job_that_can_never_start_says_why(on_slurm):
         subprocess.run(["scancel", job_id], check=False)
 
 
+@pytest.mark.xdist_group("slurm-requeue")
 def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
     run_id = create_run(tiny_config(name="requeued", executor="slurm", max_steps=400, save_steps=2, slurm_requeue=True))
     assert schedule() == [run_id]
@@ -197,6 +212,7 @@ def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
     assert steps == sorted(set(steps)) and steps[0] == 1
 
 
+@pytest.mark.xdist_group("slurm-ends")
 def test_a_worker_killed_by_a_signal_is_reported_as_such(on_slurm):
     import os
     import signal
@@ -209,6 +225,7 @@ def test_a_worker_killed_by_a_signal_is_reported_as_such(on_slurm):
     assert "killed by signal 9 (SIGKILL)" in error and "JobLaunchFailure" not in error, error
 
 
+@pytest.mark.xdist_group("slurm-time-limit")
 def test_a_short_time_limit_trains_and_says_it_stopped_at_the_limit(on_slurm):
     run_id = create_run(tiny_config(name="limited", executor="slurm", max_steps=100_000, save_steps=50, slurm_time="3"))
     assert schedule() == [run_id]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,40 @@ def test_an_unmarked_test_asking_for_a_training_fixture_is_refused_at_collection
     done = _run_suite(tmp_path, body)
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error: nothing ran
     assert "test_case.py::test_case uses trained_run" in done.stderr
+
+
+def test_sigterm_ends_the_run_at_once_and_takes_the_tests_processes_with_it(tmp_path):
+    """A test that ignores SIGTERM (as a foreground run's stop handler does) and leaves a detached child: a SIGTERM to
+    pytest still ends it within seconds, with 143, and the child is gone too."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "test_case.py").write_text(
+        textwrap.dedent(f"""
+        import signal, subprocess, time
+        def test_case():
+            signal.signal(signal.SIGTERM, lambda *_: None)  # "stop at the next step"
+            child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            open({str(pid_file)!r}, "w").write(str(child.pid))
+            time.sleep(300)
+        """)
+    )
+    plugins = ["-p", "tests.sigterm", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", *plugins, str(tmp_path / "test_case.py")],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and runner.poll() is None, "the inner test never started its child"
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    time.sleep(0.5)  # the test is in its sleep, with its own SIGTERM handler installed
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=10) == 143
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]

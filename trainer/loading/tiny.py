@@ -194,14 +194,35 @@ def build_tokenizer():
     return fast
 
 
-def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
-    """Build, warm up and save a built-in model to ``target`` (overwriting). Returns ``target``."""
-    import torch
+# How many of the warm-up's first losses a build records: a check can replay that many steps (a second) and compare,
+# instead of the whole build (minutes), to see that the recipe still does what it did when the shipped files were made.
+RECORDED_LOSSES = 20
+
+
+def recipe_digest(spec: TinySpec = DEFAULT_SPEC) -> str:
+    """A digest of everything a build reads: the spec, the code of the build's steps, the tokens and template, and
+    the text of every warm-up example. Recorded by each build, so a change to the recipe that the shipped files
+    predate is seen without rebuilding them (tests/test_shipped_model.py); edits elsewhere in the modules it imports
+    (a new reward, a comment) leave it alone."""
+    import hashlib
+    import inspect
+
+    digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
+    for step in (build_tokenizer, _new_model, build_tiny_model, warm_up_examples, _warm_up):
+        digest.update(inspect.getsource(step).encode())
+    digest.update(json.dumps([SPECIAL_TOKENS, FORMAT_TAGS, CHAT_TEMPLATE, SYSTEM_PROMPT]).encode())
+    for text in tokenizer_corpus():
+        digest.update(text.encode())
+    for problem in warm_up_problems():
+        messages = make_prompt(problem.question, SYSTEM_PROMPT)
+        digest.update(json.dumps([messages, arithmetic_solution(problem, forget_carry=True)]).encode())
+    return digest.hexdigest()
+
+
+def _new_model(tokenizer, spec: TinySpec):
+    """The untrained model of ``spec`` for ``tokenizer`` (seeded by the caller)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    started = time.perf_counter()
-    torch.manual_seed(spec.seed)
-    tokenizer = build_tokenizer()
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
@@ -215,10 +236,37 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = Qwen2ForCausalLM(config)
+    return Qwen2ForCausalLM(config)
+
+
+def first_warm_up_losses(spec: TinySpec = DEFAULT_SPEC, steps: int = RECORDED_LOSSES) -> list[float]:
+    """The first ``steps`` warm-up losses of a build of ``spec``, from a build stopped there (about a second)."""
+    import torch
+
+    torch.manual_seed(spec.seed)
+    tokenizer = build_tokenizer()
+    model = _new_model(tokenizer, spec)
+    losses: list[float] = []
     threads = use_tiny_threads()
     try:
-        _warm_up(model, tokenizer, spec)
+        _warm_up(model, tokenizer, spec, losses=losses, stop_after=steps)
+    finally:
+        torch.set_num_threads(threads)
+    return losses
+
+
+def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
+    """Build, warm up and save a built-in model to ``target`` (overwriting). Returns ``target``."""
+    import torch
+
+    started = time.perf_counter()
+    torch.manual_seed(spec.seed)
+    tokenizer = build_tokenizer()
+    model = _new_model(tokenizer, spec)
+    losses: list[float] = []
+    threads = use_tiny_threads()
+    try:
+        _warm_up(model, tokenizer, spec, losses=losses)
     finally:
         torch.set_num_threads(threads)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -232,6 +280,8 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
         "build_seconds": round(seconds, 1),
         "built_with": {name: _version(name) for name in ("torch", "transformers", "tokenizers")},
         "made_by": "grpo-studio build-tiny --into DIR (trainer.loading.tiny.build_tiny_model)",
+        "recipe_digest": recipe_digest(spec),
+        "first_losses": [round(loss, 6) for loss in losses[:RECORDED_LOSSES]],
     }
     (target / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     log.info("built %s in %.1f s", target, seconds)
@@ -261,9 +311,12 @@ def warm_up_examples(tokenizer) -> list[tuple[list[int], list[int], list[int] | 
     return examples
 
 
-def _warm_up(model, tokenizer, spec: TinySpec) -> None:
+def _warm_up(
+    model, tokenizer, spec: TinySpec, losses: list[float] | None = None, stop_after: int | None = None
+) -> None:
     """Supervised warm-up on the arithmetic train split; the loss covers only the assistant's answer. Each time a
-    problem with a carry is drawn, its answer forgets the carry with probability ``spec.carry_slip``."""
+    problem with a carry is drawn, its answer forgets the carry with probability ``spec.carry_slip``. Each step's
+    loss is appended to ``losses``; ``stop_after`` ends the warm-up after that many steps (the schedule unchanged)."""
     import torch
 
     started = _clock()
@@ -274,6 +327,8 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
     model.train()
     pad = tokenizer.pad_token_id
     for step in range(spec.sft_steps):
+        if stop_after is not None and step >= stop_after:
+            break
         batch = [
             (p, slip if slip is not None and rng.random() < spec.carry_slip else right)
             for p, right, slip in rng.sample(examples, spec.sft_batch_size)
@@ -288,6 +343,8 @@ def _warm_up(model, tokenizer, spec: TinySpec) -> None:
             labels[row, len(p) : len(seq)] = torch.tensor(a)
             mask[row, : len(seq)] = 1
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if losses is not None:
+            losses.append(loss.item())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -8,8 +8,6 @@ import json
 import zipfile
 
 import pytest
-import torch
-from safetensors.torch import save_file
 
 from storage import queries
 from storage.db import get_sessionmaker
@@ -19,6 +17,9 @@ from trainer.job.run_files import RunFiles
 
 
 def _checkpoint(root, step: int):
+    import torch  # here, not at collection (seconds before the suite's first test)
+    from safetensors.torch import save_file
+
     path = RunFiles(root).checkpoints / f"checkpoint-{step}"
     path.mkdir(parents=True)
     save_file({"lora_A": torch.ones(4, 8), "lora_B": torch.zeros(8, 4)}, path / "adapter_model.safetensors")

@@ -140,3 +140,13 @@ def test_sigterm_ends_the_run_at_once_and_takes_the_tests_processes_with_it(tmp_
     assert runner.wait(timeout=10) == 143
     time.sleep(0.2)
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_ci_runs_the_test_command_the_readme_gives():
+    """.ci/run's last command is the README's whole-suite command (python3 for python: a bare Debian has no python)."""
+    readme = (ROOT / "README.md").read_text()
+    command = next(
+        line for line in readme.splitlines() if line.startswith('pip install -e ".[test]" && python -m pytest')
+    )
+    last = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert last == command.replace("pip install", "python3 -m pip install --quiet").replace("python -m", "python3 -m")

@@ -11,7 +11,6 @@ Two checks, because either alone has a blind spot:
 
 from __future__ import annotations
 
-import re
 import sys
 
 import pytest
@@ -21,18 +20,57 @@ SLOW_FIXTURES = frozenset(
     {"trained_run", "format_learner_path", "postgres_cluster", "postgres_server", "postgres_url", "slurm_cluster"}
 )
 
-# What a started process's command line holds when it is one of the heavy things (a regular expression each).
-HEAVY_COMMANDS = {
-    r"trainer\.job\.worker|run_worker\(": "started a training worker",
-    r"(app\.cli|grpo-studio)\s+(run|fork|resume|eval|probe|build-tiny)\b": "ran a command that trains or loads a model",
-    r"(app\.cli|grpo-studio)\s+serve\b": "started a dashboard server",
-    r"trainer\.evaluation\.eval_job": "started an evaluation process",
-    r"trainer\.probe\b": "started a probe process",
-    r"playwright": "started a browser (Playwright's driver)",
-    r"chromium": "started a browser",
-    r"\b(initdb|pg_ctl|postgres)\b": "started PostgreSQL",
-    r"\b(sbatch|squeue|sinfo|scancel|srun|scontrol)\b": "used Slurm",
+# The heavy things, by what a started process runs: a Python module (``python -m M``), code that trains
+# (``python -c`` holding one of these calls), or a program (by its name; Slurm's and PostgreSQL's only where they
+# resolve to the installed programs, since tests of the Slurm executor put fakes of the same names on PATH).
+HEAVY_MODULES = {
+    "trainer.job.worker": "started a training worker",
+    "trainer.evaluation.eval_job": "started an evaluation process",
+    "trainer.probe": "started a probe process",
 }
+HEAVY_CLI = {"run", "fork", "resume", "eval", "probe", "build-tiny", "serve"}  # app.cli / grpo-studio subcommands
+HEAVY_CODE = ("run_worker(", "start_worker(", "GRPOTrainer(")
+BROWSERS = {"chromium", "chromium-browser", "chrome", "headless_shell"}
+INSTALLED = {
+    **dict.fromkeys(("initdb", "pg_ctl", "postgres"), "started PostgreSQL"),
+    **dict.fromkeys(("sbatch", "squeue", "sinfo", "scancel", "srun", "scontrol", "sacct"), "used Slurm"),
+}
+
+
+def heavy(program: str, argv: list[str], env: dict | None) -> str | None:
+    """What the process ``argv`` (``program`` resolved as Popen does) is, if it is one of the heavy things."""
+    import os
+    import shutil
+
+    name = os.path.basename(str(argv[0]) if argv else program)
+    rest = [str(a) for a in argv[1:]]
+    if name in ("runuser", "sudo", "setsid", "nice", "timeout") and "--" in rest:  # a wrapper: what it runs
+        inner = rest[rest.index("--") + 1 :]
+        return heavy(inner[0], inner, env) if inner else None
+    if "python" in name:
+        if "-m" in rest and rest.index("-m") + 1 < len(rest):
+            module, *more = rest[rest.index("-m") + 1 :]
+            if module in HEAVY_MODULES:
+                return HEAVY_MODULES[module]
+            if module == "app.cli" and HEAVY_CLI & set(more[:1]):
+                return f"ran `grpo-studio {more[0]}` (trains, loads a model or serves)"
+        if (
+            "-c" in rest
+            and rest.index("-c") + 1 < len(rest)
+            and any(c in rest[rest.index("-c") + 1] for c in HEAVY_CODE)
+        ):
+            return "started a training worker (python -c)"
+        return None
+    if name == "grpo-studio" and HEAVY_CLI & set(rest[:1]):
+        return f"ran `grpo-studio {rest[0]}` (trains, loads a model or serves)"
+    if name in BROWSERS or "playwright" in str(program):
+        return "started a browser"
+    if name in INSTALLED:
+        path = (env or os.environ).get("PATH") if isinstance(env, dict) else os.environ.get("PATH")
+        where = shutil.which(name, path=path) if os.sep not in str(argv[0]) else str(argv[0])
+        if where and (where.startswith("/usr/") or "/postgresql/" in where):
+            return INSTALLED[name]
+    return None
 
 
 class SlowGuard:
@@ -49,11 +87,11 @@ class SlowGuard:
             self._wrap_trainer()
         if not self.watching or event != "subprocess.Popen":
             return
-        command = " ".join(str(a) for a in (args[1] if isinstance(args[1], list | tuple) else [args[1]]))
-        for pattern, what in HEAVY_COMMANDS.items():
-            if re.search(pattern, command):
-                self.seen.append(f"{what}: {command[:160]}")
-                return
+        program, argv, _cwd, env = args
+        argv = [str(a) for a in argv] if isinstance(argv, list | tuple) else str(argv).split()
+        what = heavy(str(program), argv, env)
+        if what:
+            self.seen.append(f"{what}: {' '.join(argv)[:160]}")
 
     def _wrap_trainer(self) -> None:
         trainer_class = getattr(sys.modules["transformers.trainer"], "Trainer", None)

@@ -127,6 +127,7 @@ def test_progress_printer_prints_one_line_per_step_from_the_database(trained_run
     assert "{" not in out.getvalue()  # no dict of TRL's logs
 
 
+@pytest.mark.slow
 def test_serve_says_where_to_open_the_dashboard():
     port = free_port()
     process = subprocess.Popen(

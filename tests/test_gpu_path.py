@@ -552,6 +552,7 @@ with get_sessionmaker().begin() as s:
 """
 
 
+@pytest.mark.slow
 def test_worker_imports_unsloth_before_trl_transformers_and_peft(tmp_path):
     """The worker, on the Unsloth path, imports unsloth before anything has imported trl, transformers or peft: a
     stand-in unsloth reports what was already imported when the worker first imported it."""

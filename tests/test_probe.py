@@ -32,6 +32,7 @@ def _config_file(tmp_path, **overrides) -> Path:
 HEALTHY = {"temperature": 1.3}
 
 
+@pytest.mark.slow
 def test_healthy_config_gets_verdict_ok_and_exit_0(tmp_path, tiny_model_path, capsys):
     assert main(["probe", str(_config_file(tmp_path, **HEALTHY))]) == 0
     out = capsys.readouterr().out
@@ -41,6 +42,7 @@ def test_healthy_config_gets_verdict_ok_and_exit_0(tmp_path, tiny_model_path, ca
         assert f"- {reward} (weight 1): mean" in out
 
 
+@pytest.mark.slow
 def test_report_of_a_healthy_config(tiny_model_path):
     report = run_probe(tiny_config(**HEALTHY), prompts=6)
     assert (report.prompts, report.group_size, len(report.samples)) == (6, 4, 24)
@@ -58,6 +60,7 @@ def test_report_of_a_healthy_config(tiny_model_path):
     assert ProbeReport.from_dict(report.to_dict()) == report  # what the dashboard's probe job hands back
 
 
+@pytest.mark.slow
 def test_unearnable_reward_is_named_and_exits_3(tmp_path, tiny_model_path, capsys):
     path = _config_file(tmp_path, reward_funcs=[f"{REWARDS}:unearnable"])
     assert main(["probe", str(path)]) == WASTED_EXIT == 3
@@ -67,6 +70,7 @@ def test_unearnable_reward_is_named_and_exits_3(tmp_path, tiny_model_path, capsy
     assert "the model never earns unearnable: add soft_format / xmlcount for partial credit" in out
 
 
+@pytest.mark.slow
 def test_nan_and_truncation_are_risks_with_their_fix(tiny_model_path):
     config = tiny_config(reward_funcs=["xmlcount", f"{REWARDS}:sometimes_nan"], max_completion_length=6)
     report = run_probe(config, prompts=4)
@@ -78,6 +82,7 @@ def test_nan_and_truncation_are_risks_with_their_fix(tiny_model_path):
     assert all(s["rewards"]["sometimes_nan"] is None for s in report.samples[::4])  # NaN stored as "no score"
 
 
+@pytest.mark.slow
 def test_dashboard_probe_runs_in_a_child_and_its_samples_become_step_0(tiny_model_path):
     from app.access import Access
     from app.pages import new_run
@@ -99,6 +104,7 @@ def test_histogram_bins_many_values_and_lists_few():
     assert len(binned) == 10 and sum(c for _, c in binned) == 100 and binned[0] == ("0", 10)
 
 
+@pytest.mark.slow
 def test_probe_job_reports_a_failure_in_plain_words():
     from trainer.probe.job import ProbeError
 

@@ -265,6 +265,7 @@ def test_monitor_reports_a_damaged_database_without_sql():
     assert "is damaged (database disk image is malformed)" in header and "SELECT" not in header
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_malformed_auth_variable():
     done = _cli("serve", "--port", "1", env={"GRPO_STUDIO_AUTH": "no-colon-here"})
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -272,6 +273,7 @@ def test_serve_refuses_a_malformed_auth_variable():
     assert "no-colon-here" not in done.stderr  # a secret is never echoed
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_allow_path_that_does_not_exist(tmp_path):
     done = _cli("serve", "--allow-path", str(tmp_path / "missing"))
     assert done.returncode == 2 and "no such directory" in done.stderr

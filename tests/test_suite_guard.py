@@ -49,22 +49,47 @@ def test_the_same_test_marked_slow_passes(tmp_path):
     assert "1 passed" in done.stdout and "error" not in done.stdout
 
 
+def _installed(pattern: str) -> str | None:
+    import glob
+
+    found = sorted(glob.glob(pattern))
+    return found[-1] if found else None
+
+
 @pytest.mark.parametrize(
-    ("command", "what"),
+    ("program", "what"),
     [
-        ('["/bin/true", "--", "/usr/bin/chromium"]', "started a browser"),
-        ('["/bin/true", "pg_ctl", "start"]', "started PostgreSQL"),
-        ('["/bin/true", "sbatch", "job.sh"]', "used Slurm"),
+        (_installed("/usr/bin/chromium"), "started a browser"),
+        (_installed("/usr/lib/postgresql/*/bin/pg_ctl"), "started PostgreSQL"),
+        (_installed("/usr/bin/sinfo"), "used Slurm"),
     ],
 )
-def test_a_browser_postgres_or_slurm_in_an_unmarked_test_fails(tmp_path, command, what):
+def test_a_browser_postgres_or_slurm_in_an_unmarked_test_fails(tmp_path, program, what):
+    if program is None:
+        pytest.skip(f"the program behind '{what}' is not installed here")
     body = f"""
         import subprocess
         def test_case():
-            subprocess.run({command}, check=True)
+            subprocess.run([{program!r}, "--version"], capture_output=True)
     """
     done = _run_suite(tmp_path, body)
     assert done.returncode == 1 and f"but it {what}" in done.stdout, done.stdout
+
+
+def test_a_fake_of_slurms_commands_on_path_is_no_slurm(tmp_path):
+    """The Slurm executor's unit tests put fakes named squeue/sbatch on PATH: those are no Slurm."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "squeue").write_text("#!/bin/sh\necho 1\n")
+    (fake / "squeue").chmod(0o755)
+    body = f"""
+        import os, subprocess
+        def test_case():
+            env = {{**os.environ, "PATH": {str(fake)!r} + ":/usr/bin:/bin"}}
+            assert subprocess.run(["squeue"], env=env, capture_output=True, text=True).stdout == "1\\n"
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 0, done.stdout
 
 
 def test_training_in_the_tests_own_process_fails_an_unmarked_test(tmp_path):

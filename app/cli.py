@@ -154,7 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in the container)"
     )
-    p.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=os.environ.get("GRPO_STUDIO_PORT", 7860),  # argparse reads a text default with type=int
+        help="port to listen on (default 7860, or $GRPO_STUDIO_PORT)",
+    )
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
     p.add_argument(
         "--allow-custom-rewards",

@@ -95,7 +95,9 @@ def test_every_block_is_tagged():
         for b in BLOCKS
         if b.lang not in RUN + ("text", "console") or (b.lang == "console" and b.skip_reason() is None)
     ]
-    assert wrong == [], "tag each as ```python/```bash (run), ```text, or ```console with '# not run by the docs test: why'"
+    assert wrong == [], (
+        "tag each as ```python/```bash (run), ```text, or ```console with '# not run by the docs test: why'"
+    )
     assert sum(b.lang in RUN for b in BLOCKS) >= 4  # the quickstart, the demo and the two Python examples
 
 
@@ -202,7 +204,11 @@ def _run_server_block(block: Block, tmp_path: Path) -> None:
     started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(
-            ["bash", "-e", "-c", block.text], cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT,
+            ["bash", "-e", "-c", block.text],
+            cwd=checkout,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
@@ -221,7 +227,9 @@ def _run_server_block(block: Block, tmp_path: Path) -> None:
 def _run_block(block: Block, cwd: Path, env: dict[str, str], timeout: float = 300) -> None:
     command = [sys.executable, "-c", block.text] if block.lang == "python" else ["bash", "-e", "-c", block.text]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{block.name} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{block.name} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    )
 
 
 @pytest.mark.slow
@@ -229,7 +237,9 @@ def _run_block(block: Block, cwd: Path, env: dict[str, str], timeout: float = 30
 def test_doc_block_runs_as_written(block, request, tmp_path):
     reason = block.skip_reason()
     if reason or block.lang not in RUN:
-        pytest.skip(reason or f"untagged ```{block.lang} (test_every_block_is_tagged fails for it)")
+        pytest.skip(
+            f"{block.name}: " + (reason or f"untagged ```{block.lang} (test_every_block_is_tagged fails for it)")
+        )
     if block.lang == "bash" and re.search(r"grpo-studio serve\s*$", block.text.strip()):
         _run_server_block(block, tmp_path)
     elif block.lang == "python":

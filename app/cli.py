@@ -199,6 +199,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
     from app.access import Access
+    from app.serve_checks import ServeRefused, claim, port_problem, release
     from app.server import parse_auth, parse_size, serve
 
     auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
@@ -217,11 +218,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
-    # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
-    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
-    print("keep training)", flush=True)
-    serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
+    try:  # before saying where to open it: another dashboard on this database, or another program on the port
+        lock = claim(args.host, args.port)
+    except ServeRefused as exc:
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
+    try:
+        taken = port_problem(args.host, args.port)
+        if taken:
+            print(f"grpo-studio: {taken}", file=sys.stderr)
+            return 2
+        # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
+        print("keep training)", flush=True)
+        serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
+    finally:
+        release(lock)
     return 0
 
 

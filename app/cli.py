@@ -55,11 +55,15 @@ def _main(argv: Sequence[str] | None) -> int:
 
     from app.actions import ActionError
     from storage.db import StorageError, describe_error
+    from trainer.presets import PresetNotFound
 
     try:
         return args.func(args)
     except ActionError as exc:  # a refusal: what is wrong, one sentence (or one problem a line)
         return refused(exc)
+    except PresetNotFound as exc:  # `run`/`probe` NAME that is neither a file nor a preset
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
     except StorageError as exc:  # a damaged or unreachable database: one sentence, no traceback
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2

@@ -92,9 +92,39 @@ def _add_adapter(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint; default final)')
 
 
+# Each subcommand's help ends with real examples (tests/test_cli_help.py parses every one of them).
+EXAMPLES = {
+    "run": ["grpo-studio run tiny-offline", "grpo-studio run my-run.yaml --name lr-1e-4 --detach"],
+    "probe": ["grpo-studio probe tiny-offline", "grpo-studio probe my-run.yaml --prompts 16"],
+    "fork": ["grpo-studio fork 1 --step 20 --set beta=0.01 --set max_steps=200"],
+    "worker": ["grpo-studio worker 1"],
+    "resume": ["grpo-studio resume 1", "grpo-studio resume 1 --detach"],
+    "stop": ["grpo-studio stop 1"],
+    "prompts": ["grpo-studio prompts 1", "grpo-studio prompts 1 --step 50 --all"],
+    "runs": ["grpo-studio runs"],
+    "presets": ["grpo-studio presets"],
+    "logs": ["grpo-studio logs 1", "grpo-studio logs 1 --follow"],
+    "eval": ["grpo-studio eval 1", "grpo-studio eval 1 --k 50 --samples 0 --adapter 'step 20'"],
+    "export": ["grpo-studio export 1 --zip adapter.zip", "grpo-studio export 1 --metrics run.csv"],
+    "serve": ["grpo-studio serve", "grpo-studio serve --host 0.0.0.0 --auth me:secret"],
+    "build-tiny": ["grpo-studio build-tiny"],
+}
+
+TOP_HELP = """where data lives:
+  $GRPO_STUDIO_HOME (default ~/.grpo-studio): the database, each run's files, built models
+  ($DATABASE_URL points the database elsewhere, e.g. PostgreSQL)
+
+start here:
+  grpo-studio run tiny-offline   the offline demo: the built-in tiny model learns arithmetic on a CPU
+  grpo-studio serve              the dashboard, at http://127.0.0.1:7860/
+  grpo-studio COMMAND --help     a command's arguments and examples"""
+
+
 def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentParser:
-    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order."""
-    p = sub.add_parser(name, help=help)
+    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order, and
+    its examples after the arguments."""
+    epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+    p = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     for add in options:
         add(p)
     p.set_defaults(func=func)
@@ -102,7 +132,12 @@ def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentPars
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
+    parser = argparse.ArgumentParser(
+        prog="grpo-studio",
+        description="Launch and watch GRPO fine-tuning runs.",
+        epilog=TOP_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"grpo-studio {version()}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 

@@ -88,6 +88,12 @@ def _add_detach(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
 
 
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--verbose", "-v", action="store_true", help="print the worker's INFO lines too (else they go to the run's log)"
+    )
+
+
 def _add_adapter(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint; default final)')
 
@@ -145,12 +151,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
     p.add_argument("--name", help="override the run name")
     _add_detach(p)
+    _add_verbose(p)
     _unisolated_code_flag(p)
 
     probe_help = "sample and score a few groups with the base model before training"
     _command(sub, "probe", cmd_probe, probe_help, probe_options, _unisolated_code_flag)
     fork_help = "start a new run from a saved checkpoint of another run"
-    _command(sub, "fork", cmd_fork, fork_help, _add_run_id, fork_options, _add_detach, _unisolated_code_flag)
+    fork_flags = (_add_run_id, fork_options, _add_detach, _add_verbose, _unisolated_code_flag)
+    _command(sub, "fork", cmd_fork, fork_help, *fork_flags)
 
     _command(
         sub,
@@ -166,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         "continue a stopped or failed run from its latest checkpoint",
         _add_run_id,
         _add_detach,
+        _add_verbose,
         _unisolated_code_flag,
     )
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)

@@ -58,7 +58,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(f"run {run_id} started in the background ({started_text(started)}); follow it with: grpo-studio runs")
         return 0
 
-    return foreground(run_id)
+    return foreground(run_id, args.verbose)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -278,7 +278,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
         # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-        print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
+        print(
+            f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs"
+        )
         print("keep training)", flush=True)
         serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
     finally:

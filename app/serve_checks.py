@@ -44,7 +44,8 @@ def claim(host: str, port: int) -> Path:
             holder = _holder(path)
             if holder and _alive(holder["pid"]) and holder["pid"] != os.getpid():
                 shown = _address(holder.get("host", "127.0.0.1"), holder.get("port", "?"))
-                where = f"the database {os.environ['DATABASE_URL']!r}" if os.environ.get("DATABASE_URL") else data_dir()
+                # (never the URL itself: it may hold a password)
+                where = "the database $DATABASE_URL names" if os.environ.get("DATABASE_URL") else data_dir()
                 raise ServeRefused(
                     f"another dashboard (pid {holder['pid']}, {shown}) already serves {where}: open that one, or stop "
                     "it first (two would each start runs up to their own limit)"

@@ -108,3 +108,18 @@ def test_the_api_refuses_a_typo_in_validate_and_launch():
 def test_a_forks_setting_typo_names_the_setting():
     with pytest.raises(ForkError, match=re.escape("betta: no such setting; did you mean beta?")):
         forked_config(tiny_config().to_dict(), {"betta": "0.1"}, step=1)
+
+
+def test_a_file_of_junk_keys_is_noted_and_only_its_first_keys_are_looked_at(monkeypatch):
+    """50,000 unknown keys (a hostile upload): at most MAX_CHECKED are compared with the settings (each comparison
+    costs edit distances in the dashboard's process), all are noted, 20 of them named."""
+    from trainer import config_keys
+
+    looked_at = []
+    real = config_keys.meant_setting
+    monkeypatch.setattr(
+        config_keys, "meant_setting", lambda key, settings: looked_at.append(key) or real(key, settings)
+    )
+    config, notes = RunConfig.from_dict({f"k{i:05d}": 1 for i in range(50_000)} | {"beta": 0.1})
+    assert config.beta == 0.1 and len(notes) == 21 and notes[-1] == "... and 49980 more unknown settings"
+    assert len(looked_at) == config_keys.MAX_CHECKED

@@ -111,6 +111,7 @@ ALIASES = {
 }
 
 MAX_LISTED = 20  # a file of junk keys must not flood the dashboard
+MAX_CHECKED = 200  # unknown keys looked at for a typo; a real config has a handful
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][\w.-]{0,59}$")
 
 
@@ -137,8 +138,11 @@ def sort_unknown(keys: Iterable[object], settings: Iterable[str]) -> tuple[list[
     settings = list(settings)
     problems: list[str] = []
     notes: list[str] = []
-    for key in sorted(str(k) for k in keys):
-        meant = None if key in RECIPE_KEYS else meant_setting(key, settings)
+    for checked, key in enumerate(sorted(str(k) for k in keys)):
+        # past MAX_CHECKED keys the file is junk, not a typo: its keys are only noted (a hostile file of 50,000 short
+        # keys would otherwise cost seconds of edit distances in the dashboard's process)
+        close = key not in RECIPE_KEYS and checked < MAX_CHECKED
+        meant = meant_setting(key, settings) if close else None
         if meant:
             problems.append(f"{_shown(key)} is not a setting: did you mean {meant}?")
         else:

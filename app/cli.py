@@ -55,11 +55,15 @@ def _main(argv: Sequence[str] | None) -> int:
 
     from app.actions import ActionError
     from storage.db import StorageError, describe_error
+    from trainer.presets import PresetNotFound
 
     try:
         return args.func(args)
     except ActionError as exc:  # a refusal: what is wrong, one sentence (or one problem a line)
         return refused(exc)
+    except PresetNotFound as exc:  # `run`/`probe` NAME that is neither a file nor a preset
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
     except StorageError as exc:  # a damaged or unreachable database: one sentence, no traceback
         print(f"grpo-studio: {exc}", file=sys.stderr)
         return 2
@@ -84,13 +88,49 @@ def _add_detach(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
 
 
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--verbose", "-v", action="store_true", help="print the worker's INFO lines too (else they go to the run's log)"
+    )
+
+
 def _add_adapter(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint; default final)')
 
 
+# Each subcommand's help ends with real examples (tests/test_cli_help.py parses every one of them).
+EXAMPLES = {
+    "run": ["grpo-studio run tiny-offline", "grpo-studio run my-run.yaml --name lr-1e-4 --detach"],
+    "probe": ["grpo-studio probe tiny-offline", "grpo-studio probe my-run.yaml --prompts 16"],
+    "fork": ["grpo-studio fork 1 --step 20 --set beta=0.01 --set max_steps=200"],
+    "worker": ["grpo-studio worker 1"],
+    "resume": ["grpo-studio resume 1", "grpo-studio resume 1 --detach"],
+    "stop": ["grpo-studio stop 1"],
+    "prompts": ["grpo-studio prompts 1", "grpo-studio prompts 1 --step 50 --all"],
+    "runs": ["grpo-studio runs"],
+    "presets": ["grpo-studio presets"],
+    "logs": ["grpo-studio logs 1", "grpo-studio logs 1 --follow"],
+    "eval": ["grpo-studio eval 1", "grpo-studio eval 1 --k 50 --samples 0 --adapter 'step 20'"],
+    "export": ["grpo-studio export 1 --zip adapter.zip", "grpo-studio export 1 --metrics run.csv"],
+    "serve": ["grpo-studio serve", "grpo-studio serve --host 0.0.0.0 --auth me:secret"],
+    "build-tiny": ["grpo-studio build-tiny"],
+}
+
+TOP_HELP = """where data lives:
+  $GRPO_STUDIO_HOME (default ~/.grpo-studio): the database, each run's files, built models
+  ($DATABASE_URL points the database elsewhere, e.g. PostgreSQL)
+
+start here:
+  grpo-studio run tiny-offline   the offline demo: the built-in tiny model learns arithmetic on a CPU
+  grpo-studio serve              the dashboard, at http://127.0.0.1:7860/
+  grpo-studio COMMAND --help     a command's arguments and examples"""
+
+
 def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentParser:
-    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order."""
-    p = sub.add_parser(name, help=help)
+    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order, and
+    its examples after the arguments."""
+    epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+    p = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     for add in options:
         add(p)
     p.set_defaults(func=func)
@@ -98,7 +138,12 @@ def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentPars
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-studio", description="Launch and watch GRPO fine-tuning runs.")
+    parser = argparse.ArgumentParser(
+        prog="grpo-studio",
+        description="Launch and watch GRPO fine-tuning runs.",
+        epilog=TOP_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"grpo-studio {version()}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -106,12 +151,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
     p.add_argument("--name", help="override the run name")
     _add_detach(p)
+    _add_verbose(p)
     _unisolated_code_flag(p)
 
     probe_help = "sample and score a few groups with the base model before training"
     _command(sub, "probe", cmd_probe, probe_help, probe_options, _unisolated_code_flag)
     fork_help = "start a new run from a saved checkpoint of another run"
-    _command(sub, "fork", cmd_fork, fork_help, _add_run_id, fork_options, _add_detach, _unisolated_code_flag)
+    fork_flags = (_add_run_id, fork_options, _add_detach, _add_verbose, _unisolated_code_flag)
+    _command(sub, "fork", cmd_fork, fork_help, *fork_flags)
 
     _command(
         sub,
@@ -127,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         "continue a stopped or failed run from its latest checkpoint",
         _add_run_id,
         _add_detach,
+        _add_verbose,
         _unisolated_code_flag,
     )
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
@@ -154,7 +202,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in the container)"
     )
-    p.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=os.environ.get("GRPO_STUDIO_PORT", 7860),  # argparse reads a text default with type=int
+        help="port to listen on (default 7860, or $GRPO_STUDIO_PORT)",
+    )
     p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
     p.add_argument(
         "--allow-custom-rewards",
@@ -194,6 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
     from app.access import Access
+    from app.serve_checks import ServeRefused, claim, port_problem, release
     from app.server import parse_auth, parse_size, serve
 
     auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
@@ -212,11 +266,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"grpo-studio: --allow-path {missing[0]}: no such directory", file=sys.stderr)
         return 2
     access = Access(args.allow_custom_rewards, tuple(os.path.abspath(d) for d in args.allow_path))
-    # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
-    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    print(f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs")
-    print("keep training)", flush=True)
-    serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
+    try:  # before saying where to open it: another dashboard on this database, or another program on the port
+        lock = claim(args.host, args.port)
+    except ServeRefused as exc:
+        print(f"grpo-studio: {exc}", file=sys.stderr)
+        return 2
+    try:
+        taken = port_problem(args.host, args.port)
+        if taken:
+            print(f"grpo-studio: {taken}", file=sys.stderr)
+            return 2
+        # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        print(
+            f"grpo-studio {version()}: open http://{shown}:{args.port}/ in a browser (Ctrl-C stops the dashboard; runs"
+        )
+        print("keep training)", flush=True)
+        serve(args.host, args.port, auth or None, access, args.max_concurrent_runs, max_upload)
+    finally:
+        release(lock)
     return 0
 
 

@@ -58,7 +58,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(f"run {run_id} started in the background ({started_text(started)}); follow it with: grpo-studio runs")
         return 0
 
-    return foreground(run_id)
+    return foreground(run_id, args.verbose)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -66,9 +66,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from app import actions
     from app.cli_output import Progress, evaluation_lines
 
-    print(f"scoring base and tuned on up to {args.k} held-out problems (greedy, then {args.samples} samples each)")
+    def announce() -> None:
+        print(f"scoring base and tuned on up to {args.k} held-out problems (greedy, then {args.samples} samples each)")
+
     results = actions.evaluate(
-        args.run_id, args.adapter, args.k, args.samples, here=True, on_answers=Progress("answers")
+        args.run_id, args.adapter, args.k, args.samples, here=True, on_answers=Progress("answers"), announce=announce
     )
     print("\n".join(evaluation_lines(results, args.run_id, args.adapter, args.samples)))
     return 0

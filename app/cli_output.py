@@ -209,17 +209,19 @@ def evaluation_lines(results: dict, run_id: int, adapter: str, samples: int) -> 
     return lines
 
 
-def foreground(run_id: int) -> int:
+def foreground(run_id: int, verbose: bool = False) -> int:
     """Train in this process, printing one line per step (ProgressPrinter) and a summary; TRL's own per-step
-    output stays off."""
+    output stays off, and grpo-studio's INFO lines go to the run's log file unless ``verbose`` (app.cli_log)."""
     quiet_libraries()
+    from app.cli_log import InfoToRunLog
     from storage.models import RunStatus
     from trainer.job.worker import run_worker
 
     printer = ProgressPrinter(run_id)
     printer.start()
     try:
-        status = run_worker(run_id, show_progress=False)
+        with InfoToRunLog(run_id, verbose):
+            status = run_worker(run_id, show_progress=False)
     finally:
         printer.finished.set()
     printer.finish(str(status))

@@ -31,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     if launched.started is None:
         print(f"run {launched.run_id}: {launched.name}")
-        return foreground(launched.run_id)
+        return foreground(launched.run_id, args.verbose)
     return _started(launched.run_id, launched.started, args.detach, "started")
 
 
@@ -74,7 +74,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     started = actions.resume(args.run_id, start="detached" if args.detach else "here")
     if started is None:
-        return foreground(args.run_id)
+        return foreground(args.run_id, args.verbose)
     return _started(args.run_id, started, args.detach, "resumed")
 
 

@@ -33,6 +33,7 @@ def test_importing_the_config_loads_only_its_own_ground():
         "trainer.config_checks",
         "trainer.config_fields",
         "trainer.config_file",
+        "trainer.config_keys",
         "trainer.safe_text",
     ]
 

@@ -62,11 +62,12 @@ def test_every_argument_has_help_text():
 
 def test_a_preset_runs_by_name_anywhere(tmp_path, monkeypatch, capsys):
     """`grpo-studio run tiny-offline` needs no examples/ folder (a wheel install has none); `presets` lists it."""
-    from trainer.presets import TINY_DEMO, resolve_preset
+    from trainer.presets import TINY_DEMO, PresetNotFound, resolve_preset
 
     monkeypatch.chdir(tmp_path)
     assert resolve_preset("tiny-offline") == TINY_DEMO == resolve_preset("tiny-offline.yaml")
-    assert resolve_preset("no-such-preset") == Path("no-such-preset")
+    with pytest.raises(PresetNotFound, match="no-such-preset: no such file or preset; the presets are "):
+        resolve_preset("no-such-preset")  # (was: the name unchanged, then "no such file"; issue 37.3)
     (tmp_path / "tiny-offline").write_text("max_steps: 3\n")  # a file of that name in the working directory wins
     assert resolve_preset("tiny-offline") == Path("tiny-offline")
     assert main(["presets"]) == 0

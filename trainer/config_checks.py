@@ -15,6 +15,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from trainer.config_keys import sort_unknown
 from trainer.safe_text import text_problem
 
 # Size bounds on what a config may hold: it is stored on the run row and shown in the dashboard.
@@ -29,8 +30,8 @@ MULTILINE_FIELDS = ("system_prompt",)
 def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
     """The values of ``data`` whose keys are fields (``hints`` maps each field to its type), each read as its type.
 
-    Returns (values, problems, notes): a problem for each value of the wrong type, a note for each unknown key (at
-    most 20 named: a file of junk keys must not flood the dashboard).
+    Returns (values, problems, notes): a problem for each value of the wrong type and for each key that is close to
+    a field's name (a typo: trainer.config_keys), a note for each other unknown key.
     """
     values: dict[str, Any] = {}
     problems: list[str] = []
@@ -41,11 +42,8 @@ def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, 
             values[key] = coerce(value, hints[key])
         except (TypeError, ValueError, OverflowError):
             problems.append(f"{key}: expected {type_name(hints[key])}, got {shorten(value)}")
-    ignored = sorted(str(k) for k in data if k not in hints)
-    notes = [f"ignored unknown setting {shorten(k)}" for k in ignored[:20]]
-    if len(ignored) > 20:
-        notes.append(f"... and {len(ignored) - 20} more unknown settings")
-    return values, problems, notes
+    mistyped, notes = sort_unknown([k for k in data if k not in hints], hints)
+    return values, problems + mistyped, notes
 
 
 def coerce(value: Any, hint: Any) -> Any:

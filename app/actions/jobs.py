@@ -71,10 +71,13 @@ def evaluate(
     samples: int = 4,
     here: bool = False,
     on_answers: Callable[[int, int], None] | None = None,
+    announce: Callable[[], None] | None = None,
 ) -> Any:
     """Score base and tuned on up to ``k`` held-out problems (greedy, then ``samples`` sampled answers each): as a
     background job whose id is returned (the dashboard, the API), or ``here``, returning the results (the command
-    line). The result is stored on the run either way (the Runs table's held-out column)."""
+    line). The result is stored on the run either way (the Runs table's held-out column). ``announce`` is called once
+    the run and its adapter are found, before the model loads (the command line says what it is about to do then,
+    not before refusing a run that doesn't exist)."""
     from trainer.evaluation.evaluate import EvaluationError
     from trainer.evaluation.run_lookup import RunLookupError
 
@@ -83,6 +86,11 @@ def evaluate(
     try:
         if here:
             from trainer.evaluation.evaluate import evaluate_run
+            from trainer.evaluation.run_lookup import run_adapter
+
+            run_adapter(int(run_id), adapter)  # torch-free: a missing run or adapter is refused first
+            if announce:
+                announce()
 
             return evaluate_run(int(run_id), int(k), int(samples), adapter, on_answers=on_answers)
         if busy := gpu_busy():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +25,8 @@ from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import SlurmError, queue_positions, where
 
+# Caps every config this process validates (capped_steps).
+MAX_STEPS_ENV = "GRPO_STUDIO_MAX_STEPS"
 # How long a resume waits for the stopped worker to exit (it saves its adapter first) before it is queued anyway.
 SHUTDOWN_WAIT_S = 120.0
 
@@ -84,10 +86,29 @@ def validate(source: ConfigSource, access: Access, name: str | None = None, warn
         config, notes = config_of(mapping)
     except ActionError as exc:
         return Checked(None, refused + exc.problems)
+    try:
+        config, notes = capped_steps(config, notes)
+    except ActionError as exc:
+        return Checked(None, exc.problems)
     problems = refused + review.problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
     problems += custom_reward_problems(access, config.reward_funcs)
     warnings = review.warnings(config) if warn and not problems else []
     return Checked(config, problems, warnings, notes)
+
+
+def capped_steps(config: RunConfig, notes: list[str]) -> tuple[RunConfig, list[str]]:
+    """The config with max_steps capped at ``$GRPO_STUDIO_MAX_STEPS`` when that is set (and a note saying so): the
+    docs' examples run in the test suite that way (tests/test_doc_blocks.py), and so does a quick try of a long
+    recipe."""
+    cap = os.environ.get(MAX_STEPS_ENV, "").strip()
+    if not cap:
+        return config, notes
+    if not cap.isdigit() or int(cap) < 1:
+        raise ActionError(f"{MAX_STEPS_ENV}={cap[:20]!r}: expected a whole number of steps, at least 1")
+    if config.max_steps <= int(cap):
+        return config, notes
+    note = f"max_steps {config.max_steps} capped at {cap} by {MAX_STEPS_ENV}"
+    return replace(config, max_steps=int(cap)), [*notes, note]
 
 
 def launch(

@@ -59,21 +59,39 @@ _ADAPTER_SEEN: dict[tuple, frozenset[str]] = {}
 
 
 EXAMPLES = 20  # held-out prompts offered per run
+HELDOUT_POOL = 100  # the problems they are chosen from: the periodic evaluation's (trainer.evaluation.periodic_eval)
+
+
+def changed_questions(points) -> set[str]:
+    """The held-out questions whose greedy correctness differs between the run's first evaluation (step 0: the base)
+    and its latest (storage.learning.heldout_points): there base and tuned answer differently, so the side-by-side
+    shows what training changed (on the demo, the first held-out prompt gave identical text on both sides)."""
+    steps = sorted({p.step for p in points})
+    if len(steps) < 2:
+        return set()
+    first = {p.question: p.correct for p in points if p.step == steps[0]}
+    last = {p.question: p.correct for p in points if p.step == steps[-1]}
+    return {q for q, correct in last.items() if q in first and first[q] != correct}
 
 
 def run_details(run_id):
     """Checkpoint choices and example prompts (with reference answers) of the picked run: held-out ones, problems it
-    did not train on (trainer.loading.heldout), so the panel compares base and tuned where tuning has to generalise."""
+    did not train on (trainer.loading.heldout), so the panel compares base and tuned where tuning has to generalise.
+    The problems whose answer training changed (:func:`changed_questions`) are offered first."""
+    from storage.learning import heldout_points
     from trainer.evaluation.evaluate import heldout_problems
 
     if run_id is None:
         return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
     config, adapters = _run(run_id)
     try:
-        problems = heldout_problems(config, EXAMPLES)
+        problems = heldout_problems(config, HELDOUT_POOL)
     except Exception:  # no held-out problems, or the data set needs the hub; typing a prompt still works
         problems = []
-    examples = [(f"{p.question[:90]} → {p.answer}", i) for i, p in enumerate(problems)]
+    with get_sessionmaker().begin() as session:
+        changed = changed_questions(heldout_points(session, int(run_id)))
+    order = sorted(range(len(problems)), key=lambda i: (problems[i].question not in changed, i))[:EXAMPLES]
+    examples = [(f"{problems[i].question[:90]} → {problems[i].answer}", i) for i in order]
     names = list(adapters)
     chosen = "final" if "final" in names else (names[0] if names else None)
     return gr.update(choices=names, value=chosen), gr.update(choices=examples, value=None)
@@ -86,7 +104,7 @@ def pick_example(run_id, index):
     if run_id is None or index is None:
         return gr.update(), gr.update()
     config, _ = _run(run_id)
-    problem = heldout_problems(config, EXAMPLES)[int(index)]
+    problem = heldout_problems(config, HELDOUT_POOL)[int(index)]
     return problem.question, problem.answer
 
 
@@ -227,12 +245,12 @@ def build() -> gr.Dropdown:
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
         with gr.Column():
-            base_summary = gr.Markdown(elem_id="compare-base-summary")
+            base_summary = gr.Markdown("**Base**: the model without the adapter", elem_id="compare-base-summary")
             base_table = gr.Dataframe(
                 headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-base"
             )
         with gr.Column():
-            tuned_summary = gr.Markdown(elem_id="compare-tuned-summary")
+            tuned_summary = gr.Markdown("**Tuned**: with the run's adapter", elem_id="compare-tuned-summary")
             tuned_table = gr.Dataframe(
                 headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
             )

@@ -24,6 +24,7 @@ from storage import queries
 from storage.db import data_dir, get_sessionmaker
 from trainer import config_review as review
 from trainer.config import ConfigError, RunConfig
+from trainer.config_keys import unknown_setting
 from trainer.job.run_files import RunFiles, checkpoint_step
 
 # Settings a fork may not change, and why: the checkpoint's adapter would not fit, or would not compute what it did.
@@ -66,7 +67,8 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int, ch
     ``check_rewards``: the dashboard passes its operator's choice); raises :class:`ForkError` naming every refused,
     unknown or invalid setting."""
     refused = [f"{key} can't change in a fork: {SHAPE_SETTINGS[key]}" for key in changes if key in SHAPE_SETTINGS]
-    unknown = [f"{key}: no such setting" for key in changes if key not in RunConfig.__dataclass_fields__]
+    fields = RunConfig.__dataclass_fields__
+    unknown = [unknown_setting(key, fields) for key in changes if key not in fields]
     if refused or unknown:
         raise ForkError("; ".join(refused + unknown))
     try:

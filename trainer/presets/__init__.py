@@ -11,6 +11,7 @@ The first line of a preset, ``# preset: <title>``, is its title in the dashboard
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from trainer.config import ConfigError, RunConfig
@@ -50,11 +51,24 @@ def tiny_demo() -> RunConfig:
     return load_preset(TINY_DEMO)
 
 
+class PresetNotFound(ValueError):
+    """A name that is neither a file nor a preset; the message names the presets and the nearest one."""
+
+
 def resolve_preset(name_or_path: str) -> Path:
-    """A config file's path: ``name_or_path`` itself when it is a file, else the preset of that name (``tiny-offline``,
-    with or without ``.yaml``), else ``name_or_path`` unchanged (reading it then says "no such file")."""
+    """A config file's path: ``name_or_path`` itself when it is a file or has a directory part, else the preset of
+    that name (``tiny-offline``, with or without ``.yaml``); raises :class:`PresetNotFound` naming the presets (and
+    the one it was probably meant to be: ``tiny-ofline`` is one letter from ``tiny-offline``) otherwise."""
     path = Path(name_or_path)
     if path.exists() or "/" in name_or_path:
         return path
-    preset = PRESET_DIR / (name_or_path if name_or_path.endswith(".yaml") else name_or_path + ".yaml")
-    return preset if preset.is_file() else path
+    stem = name_or_path.removesuffix(".yaml")
+    preset = PRESET_DIR / f"{stem}.yaml"
+    if preset.is_file():
+        return preset
+    names = [p.stem for p in preset_files()]
+    near = difflib.get_close_matches(stem, names, n=1, cutoff=0.75)
+    meant = f"did you mean {near[0]}? " if near else ""
+    raise PresetNotFound(
+        f"{name_or_path}: no such file or preset; {meant}the presets are {', '.join(names)} (grpo-studio presets)"
+    )

@@ -232,8 +232,20 @@ def _run_block(block: Block, cwd: Path, env: dict[str, str], timeout: float = 30
     )
 
 
+def _param(block: Block):
+    """The block as a test, in a pytest-xdist group that may run beside the others: the Python blocks share one
+    dashboard; a block that serves (the quickstart, minutes of installing) runs apart from the rest."""
+    if block.lang == "python":
+        group = "doc-blocks-python"
+    elif block.lang == "bash" and re.search(r"grpo-studio serve\s*$", block.text.strip()):
+        group = f"doc-block-{block.name}"
+    else:
+        group = "doc-blocks"
+    return pytest.param(block, id=block.name, marks=pytest.mark.xdist_group(group))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
 def test_doc_block_runs_as_written(block, request, tmp_path):
     reason = block.skip_reason()
     if reason or block.lang not in RUN:

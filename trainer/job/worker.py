@@ -128,6 +128,7 @@ def build_trainer(
     from trl import GRPOTrainer
 
     from trainer.job.measures import install_measures
+    from trainer.job.token_capture import TokenCapture
     from trainer.job.trl_args import to_trl, truncate_prompts
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
@@ -157,7 +158,9 @@ def build_trainer(
     )
     trainer.grpo_studio_backend = backend
     # measured KL at beta 0 (TRL logs its own KL otherwise), step time split, tokens/s, peak GPU memory
-    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0)
+    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0, note=log_line)
+    # the token view's values, on every process (their forward passes may be collective); the writing one stores them
+    trainer.grpo_studio_tokens = TokenCapture.install(trainer, config.token_samples_per_step, note=log_line)
     # read by bench/first_step.py, which splits the time to the first step with it
     log_line(
         f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "

@@ -156,8 +156,10 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "memory",
         "Peak GPU memory per step",
-        ("memory/peak_gib",),
-        "The most GPU memory the step allocated (torch.cuda.max_memory_allocated, reset every step).",
+        ("memory/peak_gib", "memory/engine_gib"),
+        "The most GPU memory the step allocated for training (torch.cuda.max_memory_allocated, reset every step), "
+        "without what a colocated vLLM engine reserved when it started (its KV cache: about vllm_gpu_memory_utilization "
+        "of the card, whatever the model), which is the second line.",
         unit="GiB",
         empty="measured on a CUDA GPU only: this run trains without one",
     ),

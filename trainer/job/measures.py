@@ -11,8 +11,12 @@
   and the rest (scoring, log-probs, backward, optimizer).
 - ``throughput/tokens_per_step`` and ``throughput/tokens_per_second``: prompt and completion tokens, from the counter
   TRL logs as ``num_tokens`` (``state.num_input_tokens_seen``, grpo_trainer.py:2292), over the steps' wall time.
-- ``memory/peak_gib``: the step's peak GPU memory (``torch.cuda.max_memory_allocated``, reset at each step's start),
-  on CUDA only.
+- ``memory/peak_gib``: the step's peak GPU memory for training (``torch.cuda.max_memory_allocated``, reset at each
+  step's start), on CUDA only, without what a colocated vLLM engine allocated through this process's torch when it
+  was built (its weights and KV cache, about ``vllm_gpu_memory_utilization`` of the card whatever the model: it would
+  otherwise be most of the figure); that reservation is ``memory/engine_gib``, charted beside it. Counted by wrapping
+  ``vllm.LLM``'s constructor (:func:`count_engine_reservation`), which TRL's colocate engine and Unsloth's both call
+  (trl 1.15.0 generation/vllm_generation.py, unsloth_zoo 2026.10.9 vllm_utils.py:5320), as scripts/gpu_check.py does.
 
 A measure that fails turns itself off for the rest of the run (a measurement must never end a training run) and says
 so, with the reason, in the run's log (storage.queries.measure_off_line), which the KL chart shows.
@@ -26,6 +30,7 @@ averaged over all of them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -51,8 +56,42 @@ def per_token_kl(policy_logps, base_logps):
     return torch.exp(delta) - delta - 1
 
 
+@dataclass
+class EngineReservation:
+    """Bytes this process's torch allocator handed the vLLM engines built in it (see the module docstring)."""
+
+    torch_bytes: int = 0
+
+
+ENGINE = EngineReservation()
+
+
+def count_engine_reservation(reservation: EngineReservation = ENGINE) -> None:
+    """Wrap ``vllm.LLM.__init__`` to add what each engine allocates through torch to ``reservation`` (once per
+    process; the worker calls it before a colocated engine starts, after Unsloth's import)."""
+    import torch
+    import vllm
+
+    original = vllm.LLM.__init__
+    if getattr(original, "grpo_studio_counted", False):
+        return
+
+    @functools.wraps(original)
+    def counting_init(self, *args, **kwargs):
+        before = torch.cuda.memory_allocated()
+        original(self, *args, **kwargs)
+        reservation.torch_bytes += max(torch.cuda.memory_allocated() - before, 0)
+
+    counting_init.grpo_studio_counted = True
+    vllm.LLM.__init__ = counting_init
+
+
 class CudaMemory:
-    """Peak GPU memory of the current device, the one boundary :class:`StepMeasures` crosses for it (tests fake it)."""
+    """Peak GPU memory of the current device, the one boundary :class:`StepMeasures` crosses for it (tests fake it):
+    torch's allocator, and what vLLM engines took from it (``reservation``)."""
+
+    def __init__(self, reservation: EngineReservation = ENGINE) -> None:
+        self.reservation = reservation
 
     def reset(self) -> None:
         """Start a new peak."""
@@ -60,11 +99,19 @@ class CudaMemory:
 
         torch.cuda.reset_peak_memory_stats()
 
-    def peak_gib(self) -> float:
-        """The peak allocated since the last reset, in GiB."""
+    def allocated_peak(self) -> int:
+        """The peak bytes allocated since the last reset, everything counted."""
         import torch
 
-        return torch.cuda.max_memory_allocated() / GIB
+        return torch.cuda.max_memory_allocated()
+
+    def peak_gib(self) -> float:
+        """The training peak since the last reset, in GiB: without the engines' reservation."""
+        return max(self.allocated_peak() - self.reservation.torch_bytes, 0) / GIB
+
+    def engine_gib(self) -> float:
+        """What the vLLM engines of this process reserved through torch, in GiB (0 without one)."""
+        return self.reservation.torch_bytes / GIB
 
 
 def cuda_memory(device: Any) -> CudaMemory | None:
@@ -114,6 +161,8 @@ class StepMeasures:
             self.tokens, self.tokens_at = tokens_seen, now
         if self.memory is not None:
             found["memory/peak_gib"] = self.memory.peak_gib()
+            if self.memory.engine_gib():
+                found["memory/engine_gib"] = self.memory.engine_gib()
         return found
 
 

@@ -80,7 +80,10 @@ def start_backend(config: RunConfig) -> Backend:
         prepare_vllm()  # before TRL's colocate engine or Unsloth's starts: no FlashInfer JIT without nvcc (issue 26)
     if backend.name == "unsloth":
         import unsloth  # noqa: F401
+    if backend.use_vllm:
+        from trainer.job.measures import count_engine_reservation
 
+        count_engine_reservation()  # after Unsloth's import: vllm imports transformers
     return backend
 
 

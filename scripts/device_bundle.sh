@@ -26,7 +26,8 @@ trap 'rm -rf "$WORK"' EXIT
 # Pinned: unsloth 2026.10.9 allows trl <= 1.15.0 and datasets < 5; datasets 4.8.5 wants dill < 0.4.2,
 # multiprocess < 0.70.20 and fsspec <= 2026.2.0; math-verify 0.9.0 wants latex2sympy2_extended 1.11.0 (antlr4 4.13.2).
 # Unsloth's and unsloth_zoo's imports beyond the target's packages: tyro (+ its three), msgspec, cut_cross_entropy,
-# hf_transfer, structlog, json5, nest_asyncio.
+# hf_transfer, structlog, json5, nest_asyncio. peft (0.8 MB) too: grpo-studio needs >= 0.21 and a node's own peft may
+# be older; the carried one comes first on the stages' path.
 WHEELS=(
     trl==1.15.0
     datasets==4.8.5 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.2.0
@@ -36,6 +37,7 @@ WHEELS=(
     tyro==1.0.17 docstring-parser==0.18.0 shtab==1.13.0 typeguard==4.6.1
     msgspec==0.23.0 cut-cross-entropy==25.1.1 hf-transfer==0.1.9 structlog==26.1.0 json5==0.17.3 nest-asyncio==1.6.0
     bitsandbytes==0.50.2
+    peft==0.21.2
 )
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
 

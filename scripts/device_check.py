@@ -430,6 +430,10 @@ def row_line(row: dict) -> str:
     step = row.get("seconds_per_step")
     peak = row.get("peak_gpu_gib")
     figures = [f"{step:.3f} s/step" if step is not None else None, f"peak {peak:.2f} GiB" if peak is not None else None]
+    if row.get("kl_measured"):  # a beta0 stage: what it measured
+        figures.append(f"measured KL {row['kl_measured'][-1]:.3g} ({len(row['kl_measured'])} points)")
+        figures.append(f"clip_ratio {max(row['clip_ratio'] or [0.0]):.3g}")
+        figures.append(f"{row['tokens_with_values']} tokens with values")
     figures.append(f"{row['wall_s']:.1f} s in all")
     return (
         f"{row['stage']:<13} ok: "

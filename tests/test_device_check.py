@@ -74,6 +74,11 @@ def test_a_row_says_ok_failed_or_skipped_with_its_figures(device_check):
     assert device_check.row_line(ok) == "plain         ok: 0.250 s/step, peak 1.50 GiB, 20.0 s in all"
     failed = {"stage": "unsloth-4bit", "status": "failed", "error": "timed out after 210 s", "wall_s": 210}
     assert device_check.row_line(failed) == "unsloth-4bit  failed: timed out after 210 s"
+    beta0 = ok | {"stage": "beta0", "kl_measured": [0.0, 0.0123], "clip_ratio": [0.0, 0.1], "tokens_with_values": 40}
+    assert device_check.row_line(beta0) == (
+        "beta0         ok: 0.250 s/step, peak 1.50 GiB, measured KL 0.0123 (2 points), clip_ratio 0.1, "
+        "40 tokens with values, 20.0 s in all"
+    )
 
 
 @pytest.mark.slow
@@ -122,7 +127,7 @@ def test_cpu_smoke_passes_with_a_row_for_every_stage(tmp_path):
 def test_bundle_script_gathers_the_missing_wheels_for_python_3_12():
     text = (ROOT / "scripts" / "device_bundle.sh").read_text()
     assert "--python-version 3.12" in text and "--only-binary=:all:" in text and "--no-deps" in text
-    for name in ("trl==", "datasets==", "sqlalchemy==", "alembic==", "math-verify==", "unsloth==", "unsloth_zoo=="):
+    for name in ("trl==", "datasets==", "sqlalchemy==", "alembic==", "math-verify==", "unsloth==", "unsloth_zoo==", "peft=="):
         assert name in text.lower()
     assert "libbitsandbytes_cuda130.so" in text  # bitsandbytes' CUDA 13 build only
     assert "LIMIT_MIB=64" in text  # checks its own size

@@ -3,9 +3,9 @@
 #
 #   scripts/device_bundle.sh [OUT]        # default: dist/device-bundle.tar.gz; needs PyPI and git here
 #
-# The target: Python 3.12 on x86-64 Linux with CUDA 13, torch, transformers, peft and accelerate already installed
-# (an HPC compute node, an air-gapped lab machine, the workplace's H200 machine), but no trl, datasets, sqlalchemy,
-# vllm or unsloth, and room for a small archive (LIMIT_MIB below). The archive holds:
+# The target: Python 3.12 on x86-64 Linux with CUDA 13, torch, transformers and accelerate already installed (an HPC
+# compute node, an air-gapped lab machine), but no trl, datasets, sqlalchemy, vllm or unsloth, maybe an older peft,
+# and room for a small archive (LIMIT_MIB below). The archive holds:
 #   wheels/        the missing pure-Python wheels for Python 3.12 (pip download --no-deps, pinned), Unsloth's without
 #                  its `studio` web app (28 of its 29 MB, not needed to train), bitsandbytes' with its CUDA 13 library
 #                  only (the wheel carries one per CUDA and ROCm version: 43 MB)
@@ -14,7 +14,7 @@
 # Not carried: vLLM (its wheel is 326 MB) and its FlashInfer (34 MB), so device_check checks no vLLM path; that path
 # keeps its static evidence in docs/gpu-path-evidence.md. xformers neither: unsloth pulls 0.0.35, built for CUDA 12
 # (its _C.so needs libcudart.so.12), and Unsloth runs without it (see the Dockerfile).
-# docs/device-check.md has the command line to run on the machine.
+# docs/device-check.md says how to carry it there and has the one command to paste on the machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -3,8 +3,10 @@
     python scripts/device_check.py [--model builtin:tiny | /path/to/local/model] [--steps 4] [--out device-check.json]
     python scripts/device_check.py --cpu-smoke       # the same stages on the CPU, as the test suite runs it
 
-For an HPC compute node or an air-gapped lab machine: CUDA, torch and transformers/peft/accelerate present, nothing
-to download, a small archive carried in (scripts/device_bundle.sh makes it; docs/device-check.md says how to run it).
+For an HPC compute node or an air-gapped lab machine: CUDA 13, torch, transformers and accelerate present, nothing to
+download, a small archive carried in (scripts/device_bundle.sh makes it; docs/device-check.md says how to run it):
+
+    python3 src/scripts/device_check.py --wheels wheels      # installs the archive's wheels first, a timed step
 Each stage runs in a process of its own with its own timeout, so a hang costs that stage and the summary still comes;
 its output is streamed, prefixed by the stage's name, to the terminal and to ``--log``; one JSON summary goes to
 ``--out``. Stages:
@@ -533,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["setup"].append(row)
         print(setup_line(row), flush=True)
         write_summary(args.out, summary)
+    if args.site and summary["setup"][0]["status"] == "ok":
+        sys.path.insert(1, args.site)  # the carried packages, for the configs this process builds
     summary["machine"] = {"python": sys.version.split()[0], "torch": summary["setup"][-1].get("output", "")}
     print(f"device check: {summary['machine']}; model {args.model}; {args.steps} steps; stages {', '.join(stages)}")
     with tempfile.TemporaryDirectory(prefix="grpo-studio-device-check-") as home, open(args.log, "w") as log:

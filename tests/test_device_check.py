@@ -127,7 +127,16 @@ def test_cpu_smoke_passes_with_a_row_for_every_stage(tmp_path):
 def test_bundle_script_gathers_the_missing_wheels_for_python_3_12():
     text = (ROOT / "scripts" / "device_bundle.sh").read_text()
     assert "--python-version 3.12" in text and "--only-binary=:all:" in text and "--no-deps" in text
-    for name in ("trl==", "datasets==", "sqlalchemy==", "alembic==", "math-verify==", "unsloth==", "unsloth_zoo==", "peft=="):
+    for name in (
+        "trl==",
+        "datasets==",
+        "sqlalchemy==",
+        "alembic==",
+        "math-verify==",
+        "unsloth==",
+        "unsloth_zoo==",
+        "peft==",
+    ):
         assert name in text.lower()
     assert "libbitsandbytes_cuda130.so" in text  # bitsandbytes' CUDA 13 build only
     assert "LIMIT_MIB=64" in text  # checks its own size
@@ -159,3 +168,21 @@ def test_a_check_killed_after_its_first_stage_leaves_its_summary(tmp_path):
     assert [row["stage"] for row in summary["rows"]] == ["gpu-busy"] and summary["rows"][0]["status"] == "ok"
     assert summary["finished"] is False and [row["step"] for row in summary["setup"]] == ["install", "torch import"]
     assert summary["rows"][0]["wall_s"] > 0
+
+
+def test_the_pasted_command_is_the_same_in_the_readme_and_the_docs_and_parses(device_check):
+    """The one line a user pastes on the node: README and docs/device-check.md agree, and the check accepts it."""
+    lines = []
+    for doc in ("README.md", "docs/device-check.md"):
+        lines += [line for line in (ROOT / doc).read_text().splitlines() if "device_check.py --wheels" in line]
+    assert len(lines) == 2 and lines[0] == lines[1]
+    args = device_check.parser().parse_args(lines[0].split("device_check.py", 1)[1].split())
+    assert (args.wheels, args.out, args.log) == ("/tmp/gs/wheels", "device-check.json", "device-check.log")
+
+
+def test_the_install_step_says_what_is_missing(device_check, tmp_path):
+    args = device_check.parser().parse_args([])
+    assert device_check.install(args)["status"] == "skipped"  # nothing carried: the node has it all
+    args = device_check.parser().parse_args(["--wheels", str(tmp_path), "--site", str(tmp_path / "site")])
+    row = device_check.install(args)
+    assert row["status"] == "failed" and row["error"] == f"no .whl file in {tmp_path}"

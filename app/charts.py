@@ -77,9 +77,11 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "clip_ratio",
         "Clipped policy ratios",
-        ("clip_ratio/", "cispo_clip_ratio"),
-        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work. It "
-        "only acts when a batch is reused (num_iterations > 1, or steps_per_generation above the accumulation steps).",
+        ("clip_ratio/", "cispo_clip_ratio", "vespo/phi_seq_mean"),
+        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work "
+        "(cispo_clip_ratio: cispo's clipped importance weights; vespo/phi_seq_mean: vespo's mean sequence weight, 1 "
+        "when nothing is damped, its soft counterpart of the clip). It only acts when a batch is reused "
+        "(num_iterations > 1, or steps_per_generation above the accumulation steps).",
         unit="share of tokens",
     ),
     Chart(

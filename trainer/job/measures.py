@@ -1,7 +1,7 @@
 """What the worker measures beside TRL's own metrics, each one more metric key of the step it belongs to:
 
 - ``kl_measured``: KL(policy ‖ base) at beta 0, where TRL computes no KL at all (its ``kl`` needs the reference
-  log-probs it only computes when beta != 0: trl 1.16.0 grpo_trainer.py:2709-2739), so the KL chart stayed empty and
+  log-probs it only computes when beta != 0: trl 1.15.0 grpo_trainer.py:2636, 1.16.0 :2709-2739), so the KL chart stayed empty and
   the KL-climb alert could never fire exactly when nothing holds the policy back. Every ``measured_kl_steps`` steps,
   on (at most 16 of) that step's sampled completions (:func:`kl_rows`), with TRL's own estimator; the base is the model
   with its LoRA adapter off (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not
@@ -49,7 +49,8 @@ GIB = 2**30
 
 def per_token_kl(policy_logps, base_logps):
     """TRL's per-token KL estimator, exp(ref - logp) - (ref - logp) - 1: never negative, and unbiased for
-    KL(policy ‖ base) on tokens the policy sampled (trl 1.16.0 grpo_trainer.py:3100-3102; SPEC.md, quantity 5)."""
+    KL(policy ‖ base) on tokens the policy sampled (trl 1.15.0 grpo_trainer.py:3026-3028, 1.16.0 :3100-3102; SPEC.md,
+    quantity 5)."""
     import torch
 
     delta = base_logps - policy_logps

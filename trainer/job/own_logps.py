@@ -56,9 +56,19 @@ def logits_not_hidden_states():
             os.environ[key] = previous
 
 
-def completion_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature=1.0, entropy=False):
+def completion_logps(
+    model,
+    prompt_ids,
+    prompt_mask,
+    completion_ids,
+    completion_mask,
+    temperature=1.0,
+    entropy=False,
+    autocast=contextlib.nullcontext,
+):
     """Each completion token's log-probability under ``model`` (and the entropy of its distribution with
-    ``entropy``), shaped like ``completion_ids``; zero where ``completion_mask`` is 0."""
+    ``entropy``), shaped like ``completion_ids``; zero where ``completion_mask`` is 0. ``autocast``: the trainer's
+    mixed-precision context, as TRL runs its own forward passes in it (``accelerator.autocast()``)."""
     import torch
 
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
@@ -68,10 +78,11 @@ def completion_logps(model, prompt_ids, prompt_mask, completion_ids, completion_
     # the first completion token of the shortest prompt is the first one scored: logits from the position before
     start = max(int(prompt_mask.sum(dim=1).min()) - 1, 0)
     logps, entropies = [], []
-    with torch.no_grad(), logits_not_hidden_states():
+    with torch.no_grad(), logits_not_hidden_states(), autocast():
         for first in range(0, len(ids), ROWS_PER_PASS):
             rows = slice(first, first + ROWS_PER_PASS)
-            logits = model(input_ids=packed[rows], attention_mask=packed_mask[rows]).logits
+            # no KV cache: nothing is generated here
+            logits = model(input_ids=packed[rows], attention_mask=packed_mask[rows], use_cache=False).logits
             logits = logits[:, start:-1].float() / temperature
             log_probs = torch.log_softmax(logits, dim=-1)
             logps.append(log_probs.gather(-1, packed[rows, start + 1 :].unsqueeze(-1)).squeeze(-1))
@@ -100,7 +111,10 @@ def row_values(trainer: Any, output: dict, rows, entropy: bool = False) -> RowVa
     mask = picked[3]
     if "tool_mask" in output:
         mask = mask * output["tool_mask"][rows]
-    policy, entropies = completion_logps(trainer.model, *picked, temperature=temperature, entropy=entropy)
+    autocast = getattr(trainer.accelerator, "autocast", contextlib.nullcontext)
+    policy, entropies = completion_logps(
+        trainer.model, *picked, temperature=temperature, entropy=entropy, autocast=autocast
+    )
     with model.disable_adapter():
-        base, _ = completion_logps(trainer.model, *picked, temperature=temperature)
+        base, _ = completion_logps(trainer.model, *picked, temperature=temperature, autocast=autocast)
     return RowValues(policy, base, entropies, mask.float())

@@ -97,7 +97,7 @@ def test_cpu_smoke_passes_with_a_row_for_every_stage(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # a cap on a shared CPU (about 150 s on two quiet cores)
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

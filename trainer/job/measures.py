@@ -69,7 +69,13 @@ ENGINE = EngineReservation()
 
 def count_engine_reservation(reservation: EngineReservation = ENGINE) -> None:
     """Wrap ``vllm.LLM.__init__`` to add what each engine allocates through torch to ``reservation`` (once per
-    process; the worker calls it before a colocated engine starts, after Unsloth's import)."""
+    process; the worker calls it before a colocated engine starts, after Unsloth's import). Without vLLM installed
+    there is no engine to count."""
+    import importlib.util
+    import sys
+
+    if "vllm" not in sys.modules and importlib.util.find_spec("vllm") is None:
+        return
     import torch
     import vllm
 

@@ -6,6 +6,8 @@
 - KL with beta = 0 (TRL's default): TRL computes no KL term at all (SPEC.md), so no KL series is logged. The empty
   chart says so instead of "nothing logged yet"; when the worker measured KL itself (``measured_kl_steps``), the chart
   shows that line and says it is measured, not in the loss.
+- A measure the worker turned off mid-run (it failed; trainer.job.measures says so in the run's log): the KL chart at
+  beta 0 says "measured KL turned off at step N" with the reason, instead of going silent.
 
 The config is read with ``.get`` and TRL's defaults, so a run stored before a field existed reads as TRL ran it.
 """
@@ -28,8 +30,20 @@ KL_MEASURED_NOTE = (
 )
 
 
-def chart_notes(config: Mapping[str, Any]) -> dict[str, str]:
-    """Chart name -> the note this run's config calls for."""
+# the charts that show a measure of the worker's (metric key -> chart name)
+MEASURE_CHARTS = {"kl_measured": "kl"}
+
+
+def off_note(measure: str, when: str) -> str:
+    """The note on a chart whose measure turned itself off: ``when`` is "at step N: reason"."""
+    step, _, reason = when.partition(": ")
+    label = "measured KL" if measure == "kl_measured" else measure
+    return f"{label} turned off {step}, so the line ends there:<br>{reason[:140]}"
+
+
+def chart_notes(config: Mapping[str, Any], off: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Chart name -> the note this run's config calls for, and for a measure that turned itself off (``off``:
+    storage.queries.measures_off), that."""
     notes = {}
     if int(config.get("num_iterations", 1) or 1) == 1:
         notes["clip_ratio"] = CLIP_NOTE
@@ -39,14 +53,22 @@ def chart_notes(config: Mapping[str, Any]) -> dict[str, str]:
         beta = None
     if beta == 0.0:
         notes["kl"] = KL_NOTE
+        for measure, when in (off or {}).items():
+            if measure in MEASURE_CHARTS:
+                notes[MEASURE_CHARTS[measure]] = off_note(measure, when)
     return notes
 
 
-def add_notes(figures: Sequence[Any], config: Mapping[str, Any], charts: Sequence[Chart] = CHARTS) -> list[Any]:
+def add_notes(
+    figures: Sequence[Any],
+    config: Mapping[str, Any],
+    charts: Sequence[Chart] = CHARTS,
+    off: Mapping[str, str] | None = None,
+) -> list[Any]:
     """The figures (in ``charts`` order) with the notes of :func:`chart_notes`: on an empty chart in place of its
     "nothing logged" words; on a drawn chart under its title (a drawn KL chart at beta 0 is the measured KL, and says
-    so)."""
-    notes = chart_notes(config)
+    so, or that it turned off)."""
+    notes = chart_notes(config, off)
     out = list(figures)
     for index, chart in enumerate(charts):
         note = notes.get(chart.name)
@@ -59,7 +81,7 @@ def add_notes(figures: Sequence[Any], config: Mapping[str, Any], charts: Sequenc
             ]
         else:
             figure.add_annotation(  # inside the plot's top edge, clear of the title
-                text=KL_MEASURED_NOTE if chart.name == "kl" else note,
+                text=KL_MEASURED_NOTE if chart.name == "kl" and note == KL_NOTE else note,
                 xref="paper",
                 yref="paper",
                 x=0.5,

@@ -77,9 +77,11 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "clip_ratio",
         "Clipped policy ratios",
-        ("clip_ratio/", "cispo_clip_ratio"),
-        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work. It "
-        "only acts when a batch is reused (num_iterations > 1, or steps_per_generation above the accumulation steps).",
+        ("clip_ratio/", "cispo_clip_ratio", "vespo/phi_seq_mean"),
+        "Share of tokens where the ratio pi_new/pi_old hit the clip range: PPO's speed limit on change at work "
+        "(cispo_clip_ratio: cispo's clipped importance weights; vespo/phi_seq_mean: vespo's mean sequence weight, 1 "
+        "when nothing is damped, its soft counterpart of the clip). It only acts when a batch is reused "
+        "(num_iterations > 1, or steps_per_generation above the accumulation steps).",
         unit="share of tokens",
     ),
     Chart(
@@ -156,8 +158,10 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "memory",
         "Peak GPU memory per step",
-        ("memory/peak_gib",),
-        "The most GPU memory the step allocated (torch.cuda.max_memory_allocated, reset every step).",
+        ("memory/peak_gib", "memory/engine_gib"),
+        "The most GPU memory the step allocated for training (torch.cuda.max_memory_allocated, reset every step), "
+        "without what a colocated vLLM engine reserved when it started (its KV cache: about vllm_gpu_memory_utilization "
+        "of the card, whatever the model), which is the second line.",
         unit="GiB",
         empty="measured on a CUDA GPU only: this run trains without one",
     ),

@@ -3,9 +3,9 @@
 #
 #   scripts/device_bundle.sh [OUT]        # default: dist/device-bundle.tar.gz; needs PyPI and git here
 #
-# The target: Python 3.12 on x86-64 Linux with CUDA 13, torch, transformers, peft and accelerate already installed
-# (an HPC compute node, an air-gapped lab machine, the workplace's H200 machine), but no trl, datasets, sqlalchemy,
-# vllm or unsloth, and room for a small archive (LIMIT_MIB below). The archive holds:
+# The target: Python 3.12 on x86-64 Linux with CUDA 13, torch, transformers and accelerate already installed (an HPC
+# compute node, an air-gapped lab machine), but no trl, datasets, sqlalchemy, vllm or unsloth, maybe an older peft,
+# and room for a small archive (LIMIT_MIB below). The archive holds:
 #   wheels/        the missing pure-Python wheels for Python 3.12 (pip download --no-deps, pinned), Unsloth's without
 #                  its `studio` web app (28 of its 29 MB, not needed to train), bitsandbytes' with its CUDA 13 library
 #                  only (the wheel carries one per CUDA and ROCm version: 43 MB)
@@ -14,7 +14,7 @@
 # Not carried: vLLM (its wheel is 326 MB) and its FlashInfer (34 MB), so device_check checks no vLLM path; that path
 # keeps its static evidence in docs/gpu-path-evidence.md. xformers neither: unsloth pulls 0.0.35, built for CUDA 12
 # (its _C.so needs libcudart.so.12), and Unsloth runs without it (see the Dockerfile).
-# docs/device-check.md has the command line to run on the machine.
+# docs/device-check.md says how to carry it there and has the one command to paste on the machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,7 +26,8 @@ trap 'rm -rf "$WORK"' EXIT
 # Pinned: unsloth 2026.10.9 allows trl <= 1.15.0 and datasets < 5; datasets 4.8.5 wants dill < 0.4.2,
 # multiprocess < 0.70.20 and fsspec <= 2026.2.0; math-verify 0.9.0 wants latex2sympy2_extended 1.11.0 (antlr4 4.13.2).
 # Unsloth's and unsloth_zoo's imports beyond the target's packages: tyro (+ its three), msgspec, cut_cross_entropy,
-# hf_transfer, structlog, json5, nest_asyncio.
+# hf_transfer, structlog, json5, nest_asyncio. peft (0.8 MB) too: grpo-studio needs >= 0.21 and a node's own peft may
+# be older; the carried one comes first on the stages' path.
 WHEELS=(
     trl==1.15.0
     datasets==4.8.5 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.2.0
@@ -36,6 +37,7 @@ WHEELS=(
     tyro==1.0.17 docstring-parser==0.18.0 shtab==1.13.0 typeguard==4.6.1
     msgspec==0.23.0 cut-cross-entropy==25.1.1 hf-transfer==0.1.9 structlog==26.1.0 json5==0.17.3 nest-asyncio==1.6.0
     bitsandbytes==0.50.2
+    peft==0.21.2
 )
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
 

@@ -255,7 +255,7 @@ class HeldOutResult(RunRow, Base):
 class SampleTokens(RunRow, Base):
     """Per-token values of one sampled completion, for a bounded number of completions per step
     (``RunConfig.token_samples_per_step``): each token's text, its log-probability and entropy under the policy that
-    sampled it, and the reference's log-probability where TRL computed it (beta > 0).
+    sampled it, and the reference's log-probability (the base: the adapter off), by the worker's own forward passes.
 
     The values are little-endian float16 (storage/learning.py packs them), two bytes a value, so 200
     tokens of three series cost 1.2 kB, a few per step. ``sample_index`` is the completion's position among its step's

@@ -370,6 +370,26 @@ def log_tail(session: Session, run_id: int, limit: int = 50) -> list[RunLog]:
     return list(reversed(session.scalars(stmt).all()))
 
 
+# A line of a run's log saying that one of the worker's measures (trainer.job.measures, trainer.job.token_capture)
+# turned itself off, and why; the Monitor's charts and the token view read it back with measures_off.
+MEASURE_OFF = "measure turned off: "
+
+
+def measure_off_line(measure: str, step: int, reason: str) -> str:
+    """The log line saying ``measure`` (a metric key, or ``token_values``) turned itself off at ``step``."""
+    return f"{MEASURE_OFF}{measure} at step {step}: {reason}"
+
+
+def measures_off(session: Session, run_id: int) -> dict[str, str]:
+    """Measure -> "at step N: reason", for each measure of the run that turned itself off (the first time)."""
+    stmt = select(RunLog.message).where(RunLog.run_id == run_id, RunLog.message.startswith(MEASURE_OFF))
+    found: dict[str, str] = {}
+    for message in session.scalars(stmt.order_by(RunLog.id)):
+        measure, _, rest = message.removeprefix(MEASURE_OFF).partition(" ")
+        found.setdefault(measure, rest)
+    return found
+
+
 # --- evaluations ----------------------------------------------------------------------------------------------------
 def add_evaluation(
     session: Session,

@@ -34,7 +34,8 @@ def test_every_field_has_help_group_and_range_metadata():
         assert f.metadata["group"] in ("model", "data", "rewards", "grpo", "lora", "generation", "advanced", "cluster")
     ranged = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}
     assert ranged["num_generations"]["min"] == 2
-    assert ranged["loss_type"]["choices"] == ("grpo", "dapo", "dr_grpo", "bnpo")
+    # TRL's newer loss types where the installed TRL has them (issue 38; TRL 1.16 here has all four)
+    assert ranged["loss_type"]["choices"] == ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 
 
 @pytest.mark.parametrize(
@@ -136,6 +137,9 @@ CHANGED_FOR_TRL = {
     "beta": 0.02,
     "epsilon": 0.3,
     "loss_type": "dapo",
+    "epsilon_high": 0.28,
+    "mask_truncated_completions": True,
+    "top_entropy_quantile": 0.2,
     "scale_rewards": "batch",
     "learning_rate": 1e-5,
     "max_steps": 7,
@@ -154,6 +158,9 @@ CHANGED_FOR_TRL = {
     "temperature": 0.7,
     "top_p": 0.9,
     "vllm_gpu_memory_utilization": 0.3,
+    "vllm_importance_sampling_correction": False,
+    "vllm_importance_sampling_mode": "token_mask",
+    "vllm_importance_sampling_clip_max": 2.0,
     "gradient_checkpointing": False,
     "max_seq_length": 512,
 }

@@ -141,7 +141,7 @@ def test_trackio_run_dir_holds_the_run_metrics(signals_run, trackio_dir):
 TRL115 = ROOT / ".ci-cache" / "trl115"
 # Logged by TRL, listed under "other metrics" rather than charted: a cumulative counter (the throughput charts show
 # it per step and per second) and the VESPO loss variant's statistic.
-LISTED = {"num_tokens", "vespo/phi_seq_mean"}
+LISTED = {"num_tokens"}  # vespo/phi_seq_mean is charted with the clip ratios since issue 38
 
 
 def _trl_keys(source: Path) -> set[str]:
@@ -229,6 +229,9 @@ class FakeMemory:
     def peak_gib(self):
         return self.peak
 
+    def engine_gib(self):
+        return 0.0  # no vLLM engine in this process
+
 
 def test_step_measures_split_the_step_and_count_tokens_and_gpu_memory():
     from trainer.job.measures import StepMeasures
@@ -255,6 +258,43 @@ def test_step_measures_split_the_step_and_count_tokens_and_gpu_memory():
     now[0] = 104.0
     third = measures.end_step(tokens_seen=1600)  # tokens over the two steps since the last generation
     assert third["throughput/tokens_per_second"] == 300.0 and memory.resets == 3
+
+
+def test_the_training_peak_leaves_out_a_colocated_engines_reservation(monkeypatch):
+    """Issue 38, item 4: a colocated vLLM engine takes about vllm_gpu_memory_utilization of the card through this
+    process's torch when it is built; the step's peak is the training's, the reservation its own line."""
+    import types
+
+    import torch
+
+    from trainer.job.measures import GIB, CudaMemory, EngineReservation, StepMeasures, count_engine_reservation
+
+    allocated = [2 * GIB]  # the model's weights, before the engine
+
+    class LLM:  # vllm.LLM as the boundary sees it: building it allocates its weights and KV cache
+        def __init__(self, model, gpu_memory_utilization=0.6):
+            allocated[0] += 6 * GIB
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: allocated[0])
+    reservation = EngineReservation()
+    count_engine_reservation(reservation)
+    count_engine_reservation(reservation)  # once per process: a second call adds no second count
+    LLM("tiny", gpu_memory_utilization=0.6)
+    assert reservation.torch_bytes == 6 * GIB
+
+    class Card(CudaMemory):
+        def reset(self):
+            pass
+
+        def allocated_peak(self):
+            return 11 * GIB  # 2 GiB of weights, 6 of engine, 3 of the step's activations and optimizer state
+
+    measures = StepMeasures(memory=Card(reservation), clock=lambda: 0.0)
+    measures.begin_step()
+    found = measures.end_step(tokens_seen=0)
+    assert found["memory/peak_gib"] == 5.0 and found["memory/engine_gib"] == 6.0
+    assert "memory/engine_gib" not in StepMeasures(memory=Card(EngineReservation()), clock=lambda: 0.0).end_step(0)
 
 
 def test_no_memory_figure_without_cuda_and_kl_every_n_steps():
@@ -331,10 +371,10 @@ def test_the_banner_marks_a_note_apart_from_the_alerts():
 def test_other_metrics_are_listed_and_charted_on_request():
     from app.other_metrics import other_figure, other_text
 
-    runs = {"1: a": _series(reward=[1.0, 2.0], vespo__phi_seq_mean=[0.5, 0.6], my__custom=[3.0, 4.0])}
-    assert other_keys(runs) == ["my/custom", "vespo/phi_seq_mean"]
+    runs = {"1: a": _series(reward=[1.0, 2.0], num_tokens=[0.5, 0.6], my__custom=[3.0, 4.0])}
+    assert other_keys(runs) == ["my/custom", "num_tokens"]
     assert other_text(other_keys(runs)) == (
-        "<small>Logged but not charted above (2): `my/custom`, `vespo/phi_seq_mean`</small>"
+        "<small>Logged but not charted above (2): `my/custom`, `num_tokens`</small>"
     )
     figure = other_figure(runs, ["my/custom"])
     assert [(trace.meta, list(trace.y)) for trace in figure.data] == [("my/custom", [3.0, 4.0])]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import config_checks as checks
+from trainer import trl_features
 from trainer.config_fields import (  # noqa: F401 - re-exported
     EXECUTORS,
     GROUPS,
@@ -108,8 +109,31 @@ class RunConfig:
     epsilon: float = grpo(0.2, "Clip range of the policy ratio (PPO-style speed limit on change).", min=0.0, max=1.0)
     loss_type: str = grpo(
         "grpo",
-        "How token losses are aggregated: grpo (per-sequence mean, as in the paper), dapo, dr_grpo or bnpo.",
-        choices=("grpo", "dapo", "dr_grpo", "bnpo"),
+        "How token losses are aggregated: grpo (per-sequence mean, as in the paper), dapo, dr_grpo or bnpo; where the "
+        "installed TRL has them (1.15 and 1.16 do), cispo (clips the importance weights), sapo (a soft gate instead "
+        "of the clip), luspo (length-unbiased sequence loss) or vespo (smooth sequence-level weights).",
+        choices=trl_features.installed().loss_types,
+    )
+    epsilon_high: float = grpo(
+        0.0,
+        "Upper clip of the policy ratio, 1 + epsilon_high (DAPO's clip-higher, e.g. 0.28; cispo's ε_max); 0: epsilon.",
+        min=0.0,
+        max=10.0,
+        advanced=True,
+    )
+    mask_truncated_completions: bool = grpo(
+        False,
+        "Leave completions cut at max_completion_length out of the loss (DAPO): a truncated answer teaches nothing "
+        "about its ending.",
+        advanced=True,
+    )
+    top_entropy_quantile: float = grpo(
+        1.0,
+        "Train only on the tokens whose entropy is in this top share of each batch (e.g. 0.2, the forking tokens); "
+        "1: every token.",
+        min=0.0,
+        max=1.0,
+        advanced=True,
     )
     scale_rewards: str = grpo(
         "group",
@@ -198,8 +222,8 @@ class RunConfig:
     token_samples_per_step: int = advanced(
         8,
         "Sampled completions per step whose per-token log-probability and entropy under the policy (and the "
-        "reference's, with beta > 0) are kept for the Monitor's token view: the best and worst answer of each group "
-        "first; 0: none.",
+        "reference's: the base, adapter off) are kept for the Monitor's token view: the best and worst answer of each "
+        "group first; two extra no-grad forward passes over them; 0: none.",
         min=0,
         max=1024,
     )
@@ -229,6 +253,22 @@ class RunConfig:
     )
     load_in_4bit: bool = advanced(True, "Load the base model in 4 bits (GPU only; saves memory).")
     use_vllm: bool = advanced(True, "Generate groups with vLLM (GPU fast path only).")
+    vllm_importance_sampling_correction: bool = advanced(
+        True,
+        "TRL + vLLM: weight each completion by pi_train / pi_vLLM, the gap between the sampler's and the trainer's "
+        "log-probs (TRL's default; Unsloth's vLLM path corrects in its own way and ignores this).",
+        trl=True,
+    )
+    vllm_importance_sampling_mode: str = advanced(
+        "sequence_mask",
+        "How that correction acts: per token or per sequence, clipping the ratio at the cap (truncate) or dropping "
+        "what exceeds it (mask).",
+        choices=("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
+        trl=True,
+    )
+    vllm_importance_sampling_clip_max: float = advanced(
+        3.0, "The cap C of that correction's ratio.", min=1.0, max=1e6, trl=True
+    )
     vllm_gpu_memory_utilization: float = advanced(
         0.6, "Share of GPU memory vLLM may take.", min=0.05, max=0.95, trl=True
     )
@@ -311,9 +351,15 @@ class RunConfig:
         doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.config_review.problems adds
         the checks that look outside the config)."""
         found: list[str] = []
+        trl = trl_features.installed()
         for f in dataclasses.fields(self):
-            if f.name != "num_generations":  # check_batch words its range in GRPO terms
-                found.extend(checks.check_range(f, getattr(self, f.name)))
+            value = getattr(self, f.name)
+            # a setting the installed TRL lacks is refused naming its version: asked for, or set off its default
+            lacking = trl.lacks(f.name, value) if f.name == "loss_type" or value != f.default else None
+            if lacking:
+                found.append(lacking)
+            elif f.name != "num_generations":  # check_batch words its range in GRPO terms
+                found.extend(checks.check_range(f, value))
         if not self.name.strip():
             found.append("name is empty: give the run a name")
         batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)

@@ -9,6 +9,8 @@ every tick of the Monitor's timer. Everything comes from trainer.insight.report 
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +127,10 @@ def token_view(run_id, step, index) -> str:
     with get_sessionmaker().begin() as session:
         values = learning.token_values(session, run_id, int(step), int(index))
         samples = queries.samples_at(session, run_id, int(step))
+        off = queries.measures_off(session, run_id).get("token_values")
+    off_step = re.match(r"at step (\d+)", off or "")
+    if values is None and off_step and int(step) >= int(off_step.group(1)):  # it failed: say when and why
+        return f"<small>No token values: the token capture turned itself off {html.escape(off)}.</small>"
     if values is None:
         return "<small>No token values were kept for this completion (token_samples_per_step).</small>"
     advantage = samples[int(index)].advantage if int(index) < len(samples) else None

@@ -184,6 +184,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         runs = {rid: queries.get_run(session, rid) for rid in run_ids}
         steps = queries.sample_steps(session, int(run_id))
         log_lines = queries.log_tail(session, int(run_id), 30)
+        off = queries.measures_off(session, int(run_id))
         main = runs[int(run_id)]
         waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
     if main is None:
@@ -219,7 +220,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
         figures, other_plot = [gr.update()] * len(CHARTS), gr.update()
     else:
-        drawn_figures = add_notes(build_all(labels, *view), main.config or {})
+        drawn_figures = add_notes(build_all(labels, *view), main.config or {}, off=off)
         figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
         other_plot = other_figure(labels, picked, *view[:2])
         caches[int(run_id)].drawn = drawn

@@ -93,10 +93,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
             from trainer.job.checkpoints import follow_config_after_resume
 
             changed = follow_config_after_resume(args, state, optimizer, lr_scheduler)
-            if writer and self.trainer is not None and self.tokens is None:
-                from trainer.job.token_capture import TokenCapture
-
-                self.tokens = TokenCapture.install(self.trainer, config.token_samples_per_step)
+            if writer and self.trainer is not None:  # installed by the worker's build_trainer
+                self.tokens = getattr(self.trainer, "grpo_studio_tokens", None)
             if writer:
                 writer.progress(state.global_step, state.max_steps)
                 if changed is not None:

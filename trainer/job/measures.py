@@ -1,16 +1,25 @@
 """What the worker measures beside TRL's own metrics, each one more metric key of the step it belongs to:
 
 - ``kl_measured``: KL(policy ‖ base) at beta 0, where TRL computes no KL at all (its ``kl`` needs the reference
-  log-probs it only computes when beta != 0: trl 1.16.0 grpo_trainer.py:2709-2739), so the KL chart stayed empty and
+  log-probs it only computes when beta != 0: trl 1.15.0 grpo_trainer.py:2636, 1.16.0 :2709-2739), so the KL chart stayed empty and
   the KL-climb alert could never fire exactly when nothing holds the policy back. Every ``measured_kl_steps`` steps,
-  on (at most 16 of) that step's sampled completions, with TRL's own estimator; the base is the model with its LoRA adapter off
-  (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not in the loss.
+  on (at most 16 of) that step's sampled completions (:func:`kl_rows`), with TRL's own estimator; the base is the model
+  with its LoRA adapter off (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not
+  in the loss. The passes are grpo-studio's own (trainer.job.own_logps), not the trainer's log-prob method, which
+  Unsloth replaces with one of another layout: the same value on every model path.
 - ``time/generation`` and ``time/other``: a step's seconds split into generating completions (TRL's ``_generate``)
   and the rest (scoring, log-probs, backward, optimizer).
 - ``throughput/tokens_per_step`` and ``throughput/tokens_per_second``: prompt and completion tokens, from the counter
   TRL logs as ``num_tokens`` (``state.num_input_tokens_seen``, grpo_trainer.py:2292), over the steps' wall time.
-- ``memory/peak_gib``: the step's peak GPU memory (``torch.cuda.max_memory_allocated``, reset at each step's start),
-  on CUDA only.
+- ``memory/peak_gib``: the step's peak GPU memory for training (``torch.cuda.max_memory_allocated``, reset at each
+  step's start), on CUDA only, without what a colocated vLLM engine allocated through this process's torch when it
+  was built (its weights and KV cache, about ``vllm_gpu_memory_utilization`` of the card whatever the model: it would
+  otherwise be most of the figure); that reservation is ``memory/engine_gib``, charted beside it. Counted by wrapping
+  ``vllm.LLM``'s constructor (:func:`count_engine_reservation`), which TRL's colocate engine and Unsloth's both call
+  (trl 1.15.0 generation/vllm_generation.py, unsloth_zoo 2026.10.9 vllm_utils.py:5320), as scripts/gpu_check.py does.
+
+A measure that fails turns itself off for the rest of the run (a measurement must never end a training run) and says
+so, with the reason, in the run's log (storage.queries.measure_off_line), which the KL chart shows.
 
 They go into TRL's metric buffer (``trainer._metrics["train"]``: trl 1.15.0 grpo_trainer.py:1054, 1.16.0 :1080), which
 TRL averages and logs with its own keys at each logging step: they reach the database and every tracker of
@@ -21,8 +30,10 @@ averaged over all of them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,15 +49,56 @@ GIB = 2**30
 
 def per_token_kl(policy_logps, base_logps):
     """TRL's per-token KL estimator, exp(ref - logp) - (ref - logp) - 1: never negative, and unbiased for
-    KL(policy ‖ base) on tokens the policy sampled (trl 1.16.0 grpo_trainer.py:3100-3102; SPEC.md, quantity 5)."""
+    KL(policy ‖ base) on tokens the policy sampled (trl 1.15.0 grpo_trainer.py:3026-3028, 1.16.0 :3100-3102; SPEC.md,
+    quantity 5)."""
     import torch
 
     delta = base_logps - policy_logps
     return torch.exp(delta) - delta - 1
 
 
+@dataclass
+class EngineReservation:
+    """Bytes this process's torch allocator handed the vLLM engines built in it (see the module docstring)."""
+
+    torch_bytes: int = 0
+
+
+ENGINE = EngineReservation()
+
+
+def count_engine_reservation(reservation: EngineReservation = ENGINE) -> None:
+    """Wrap ``vllm.LLM.__init__`` to add what each engine allocates through torch to ``reservation`` (once per
+    process; the worker calls it before a colocated engine starts, after Unsloth's import). Without vLLM installed
+    there is no engine to count."""
+    import importlib.util
+    import sys
+
+    if "vllm" not in sys.modules and importlib.util.find_spec("vllm") is None:
+        return
+    import torch
+    import vllm
+
+    original = vllm.LLM.__init__
+    if getattr(original, "grpo_studio_counted", False):
+        return
+
+    @functools.wraps(original)
+    def counting_init(self, *args, **kwargs):
+        before = torch.cuda.memory_allocated()
+        original(self, *args, **kwargs)
+        reservation.torch_bytes += max(torch.cuda.memory_allocated() - before, 0)
+
+    counting_init.grpo_studio_counted = True
+    vllm.LLM.__init__ = counting_init
+
+
 class CudaMemory:
-    """Peak GPU memory of the current device, the one boundary :class:`StepMeasures` crosses for it (tests fake it)."""
+    """Peak GPU memory of the current device, the one boundary :class:`StepMeasures` crosses for it (tests fake it):
+    torch's allocator, and what vLLM engines took from it (``reservation``)."""
+
+    def __init__(self, reservation: EngineReservation = ENGINE) -> None:
+        self.reservation = reservation
 
     def reset(self) -> None:
         """Start a new peak."""
@@ -54,11 +106,19 @@ class CudaMemory:
 
         torch.cuda.reset_peak_memory_stats()
 
-    def peak_gib(self) -> float:
-        """The peak allocated since the last reset, in GiB."""
+    def allocated_peak(self) -> int:
+        """The peak bytes allocated since the last reset, everything counted."""
         import torch
 
-        return torch.cuda.max_memory_allocated() / GIB
+        return torch.cuda.max_memory_allocated()
+
+    def peak_gib(self) -> float:
+        """The training peak since the last reset, in GiB: without the engines' reservation."""
+        return max(self.allocated_peak() - self.reservation.torch_bytes, 0) / GIB
+
+    def engine_gib(self) -> float:
+        """What the vLLM engines of this process reserved through torch, in GiB (0 without one)."""
+        return self.reservation.torch_bytes / GIB
 
 
 def cuda_memory(device: Any) -> CudaMemory | None:
@@ -108,46 +168,38 @@ class StepMeasures:
             self.tokens, self.tokens_at = tokens_seen, now
         if self.memory is not None:
             found["memory/peak_gib"] = self.memory.peak_gib()
+            if self.memory.engine_gib():
+                found["memory/engine_gib"] = self.memory.engine_gib()
         return found
+
+
+def kl_rows(output: dict) -> slice:
+    """Which completions of a generation batch (``output``) the measured KL looks at: the first
+    :data:`KL_COMPLETIONS` (whole groups at G <= 16)."""
+    return slice(0, KL_COMPLETIONS)
 
 
 def measure_kl(trainer: Any, output: dict) -> float | None:
     """KL(policy ‖ base) per completion token of one generation batch (``output``, what
-    ``_generate_and_score_completions`` returned), averaged over every process; None when the model has no adapter to
-    switch off."""
+    ``_generate_and_score_completions`` returned), on :func:`kl_rows`, averaged over every process; None when the model
+    has no adapter to switch off."""
     import torch
 
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if not hasattr(model, "disable_adapter"):
+    from trainer.job.own_logps import row_values
+
+    values = row_values(trainer, output, kl_rows(output))
+    if values is None:
         return None
-    rows = slice(0, KL_COMPLETIONS)
-    prompt_ids, completion_ids = output["prompt_ids"][rows], output["completion_ids"][rows]
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([output["prompt_mask"][rows], output["completion_mask"][rows]], dim=1)
-    mask = output["completion_mask"][rows]
-    if "tool_mask" in output:
-        mask = mask * output["tool_mask"][rows]
-    keep, batch_size = completion_ids.size(1), trainer.args.per_device_train_batch_size
-
-    def logps():
-        # (log-probs, entropies, aux loss) in both pinned TRLs (trl 1.15.0 grpo_trainer.py:1377, 1.16.0 :1419)
-        return trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, keep, batch_size)[0]
-
-    with torch.no_grad():
-        # TRL keeps the policy's log-probs at sampling time when it needs them (num_iterations > 1, vLLM): reuse them
-        policy = output.get("old_per_token_logps")
-        policy = logps() if policy is None else policy[rows]
-        with model.disable_adapter():
-            base = logps()
-        kl = per_token_kl(policy.float(), base.float()) * mask
-        totals = torch.stack([kl.sum(), mask.sum().float()])
-        kl_sum, tokens = trainer.accelerator.gather(totals.reshape(1, 2)).sum(dim=0).tolist()
+    kl = per_token_kl(values.policy, values.base) * values.mask
+    totals = torch.stack([kl.sum(), values.mask.sum()])
+    kl_sum, tokens = trainer.accelerator.gather(totals.reshape(1, 2)).sum(dim=0).tolist()
     return kl_sum / tokens if tokens else None
 
 
-def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
+def install_measures(trainer: Any, kl_every: int, note: Callable[[str], None] | None = None) -> StepMeasures:
     """Measure ``trainer``'s steps (see the module docstring): time its generation, add a measured KL every
-    ``kl_every`` steps (0: none) and register the callback that logs each step's figures. Returns the measures."""
+    ``kl_every`` steps (0: none) and register the callback that logs each step's figures. ``note`` gets the line that
+    says a measure turned itself off (the run's log). Returns the measures."""
     device = getattr(getattr(trainer, "accelerator", None), "device", None)  # a fake trainer in tests has none
     measures = StepMeasures(kl_every=kl_every, memory=cuda_memory(device))
     generate = getattr(trainer, "_generate", None)
@@ -172,9 +224,8 @@ def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
                 try:
                     value = measure_kl(trainer, output)
                 except Exception as exc:  # noqa: BLE001 - a measurement must never end a training run
-                    # e.g. a model path whose trainer computes log-probs its own way (Unsloth patches TRL's): said
-                    # once, and not tried again
-                    log.warning("measured KL turned off at step %d: %s", step + 1, exc)
+                    # said once, in the run's log too (the KL chart shows it), and not tried again
+                    turned_off(KL_KEY, step + 1, exc, note)
                     measures.kl_every, value = 0, None
                 if value is not None:
                     trainer._metrics["train"][KL_KEY].append(value)
@@ -183,6 +234,16 @@ def install_measures(trainer: Any, kl_every: int) -> StepMeasures:
         trainer._generate_and_score_completions = scored_with_kl
     trainer.add_callback(measure_callback(trainer, measures))
     return measures
+
+
+def turned_off(measure: str, step: int, exc: BaseException, note: Callable[[str], None] | None) -> None:
+    """Say that ``measure`` turned itself off at ``step`` because of ``exc``: the process log, and ``note``."""
+    from storage.queries import measure_off_line
+
+    line = measure_off_line(measure, step, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300])
+    log.warning(line)
+    if note is not None:
+        note(line)
 
 
 def measure_callback(trainer: Any, measures: StepMeasures) -> Any:

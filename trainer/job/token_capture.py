@@ -1,25 +1,26 @@
-"""The tokens behind an advantage (issue 31, item 4): each token's log-probability and entropy under the policy, and
-the reference's log-probability, for a few sampled completions per step, taken from what GRPOTrainer computes
-anyway: no extra forward pass.
+"""The tokens behind an advantage (issue 31, item 4): each token's log-probability and entropy under the policy that
+sampled it, and the base's log-probability (the model with its LoRA adapter off, the reference TRL's KL uses), for a
+few sampled completions per generation batch.
 
-TRL's loss computes both for every completion token of the batch: ``_compute_loss`` calls
-``_get_per_token_logps_and_entropies(..., compute_entropy=True)`` (trl 1.16 grpo_trainer.py:3020-3045), and the
-reference's log-probabilities arrive in the batch as ``ref_per_token_logps`` when beta > 0 (grpo_trainer.py:2737-2765,
-read at :3099). :class:`TokenCapture` wraps those two methods on the trainer instance, keeps a CPU copy of the
-values of each training batch, and hands the callback the rows of the chosen completions at the step's log. With one
-optimisation pass per generation batch (num_iterations 1, the default) the policy that scores them is the one that
-sampled them.
+The values come from grpo-studio's own forward passes (trainer.job.own_logps) on the chosen completions, right after
+TRL's ``_generate_and_score_completions`` returned them, on every model path alike. They used to be taken from TRL's
+loss computation (``_compute_loss``), which Unsloth's ``compute_loss`` never calls (unsloth 2026.10.9
+models/rl_replacements.py:4764), its log-prob method returning ``(None, None)`` there (:3437-3442): on the default GPU
+path no completion had token values. Scoring right after sampling also means the policy is the sampler's whatever
+num_iterations is. Two no-grad passes over ``token_samples_per_step`` completions a generation batch, on every process
+(collective under DeepSpeed ZeRO-3); only the writing process stores them.
 
-The batches TRL trains on are shuffled out of generation order (``shuffle_sequence_dict``, grpo_trainer.py:1543), so a
-completion is matched to its stored sample by its decoded text and advantage, as the completions table logs them.
-
-Bounded per step: ``RunConfig.token_samples_per_step`` completions (the best and the worst answer of each group
-first, the pair an advantage is about), at most ``max_completion_length`` tokens each.
+Which completions: :func:`kept_rows` (the best and the worst answer of each group first, the pair an advantage is
+about, by :func:`chosen_indices`), at most ``max_completion_length`` tokens each. The step's stored samples are matched
+to them by decoded text and advantage, as the completions table logs them (TRL's log is gathered over processes and
+its batches are shuffled out of generation order). If the capture fails it turns itself off and says so in the run's
+log (storage.queries.measure_off_line), which the token view shows.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from storage.learning import token_row
@@ -50,88 +51,96 @@ def chosen_indices(rows: list[dict], limit: int) -> list[int]:
     return sorted(chosen)
 
 
+def kept_rows(output: dict, group_size: int, limit: int) -> list[int]:
+    """Which completions of a generation batch (``output``) get token values: :func:`chosen_indices` on its rows,
+    groups being consecutive ``group_size`` rows as TRL samples them."""
+    advantages = output["advantages"].reshape(len(output["completion_ids"]), -1)[:, 0].tolist()
+    rows = [{"group_index": i // group_size, "advantage": a} for i, a in enumerate(advantages)]
+    return chosen_indices(rows, limit)
+
+
 class TokenCapture:
-    """Keeps the per-token values of the batches a trainer computes its loss on, until :meth:`rows` takes them."""
+    """Scores the chosen completions of each generation batch a trainer samples, and keeps their values until the
+    next one replaces them; :meth:`rows` hands the step's samples theirs."""
 
-    def __init__(self, trainer: Any, limit: int) -> None:
-        self.trainer, self.limit = trainer, limit
-        self.batches: list[dict[str, Any]] = []
-        self._last: Any = None
-        logps, loss = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
+    def __init__(self, trainer: Any, limit: int, note: Callable[[str], None] | None = None) -> None:
+        self.trainer, self.limit, self.note = trainer, limit, note
+        self.kept: dict[tuple[str, float], list[dict[str, list]]] = {}
+        self.off = False
+        score = trainer._generate_and_score_completions
 
-        def capturing_logps(*args, **kwargs):
-            out = logps(*args, **kwargs)
-            if kwargs.get("compute_entropy"):
-                self._last = out
-            return out
+        def scored_with_tokens(*args, **kwargs):
+            output = score(*args, **kwargs)
+            if not self.off and trainer.model.training:
+                try:
+                    self.kept = self._score(output)
+                except Exception as exc:  # noqa: BLE001 - the token view must never end a training run
+                    from trainer.job.measures import turned_off
 
-        def capturing_loss(model, inputs, *args, **kwargs):
-            self._last = None
-            result = loss(model, inputs, *args, **kwargs)
-            if self._last is not None and trainer.model.training:
-                self._keep(inputs, self._last)
-            return result
+                    self.off, self.kept = True, {}
+                    turned_off("token_values", trainer.state.global_step + 1, exc, note)
+            return output
 
-        trainer._get_per_token_logps_and_entropies = capturing_logps
-        trainer._compute_loss = capturing_loss
+        trainer._generate_and_score_completions = scored_with_tokens
 
     @classmethod
-    def install(cls, trainer: Any, limit: int) -> TokenCapture | None:
-        """Capture on ``trainer`` (None when ``limit`` is 0 or this TRL lacks the methods it wraps)."""
+    def install(cls, trainer: Any, limit: int, note: Callable[[str], None] | None = None) -> TokenCapture | None:
+        """Capture on ``trainer`` (None when ``limit`` is 0, or, said in the run's log, when this trainer has no
+        ``_generate_and_score_completions`` to follow)."""
         if limit <= 0:
             return None
-        if not all(hasattr(trainer, name) for name in ("_get_per_token_logps_and_entropies", "_compute_loss")):
-            log.warning("this TRL computes its loss elsewhere: no per-token values are kept")
+        if not hasattr(trainer, "_generate_and_score_completions"):
+            line = "this trainer samples completions elsewhere: no per-token values are kept"
+            log.warning(line)
+            if note is not None:
+                note(line)
             return None
-        return cls(trainer, limit)
+        return cls(trainer, limit, note)
 
-    def _keep(self, inputs: dict, out: Any) -> None:
-        logps, entropies = out[0], out[1] if len(out) > 1 else None
-        ref = inputs.get("ref_per_token_logps")
-        self.batches.append(
-            {
-                "ids": inputs["completion_ids"].detach().cpu(),
-                "mask": inputs["completion_mask"].detach().cpu(),
-                "logps": logps.detach().float().cpu(),
-                "entropies": None if entropies is None else entropies.detach().float().cpu(),
-                "ref": None if ref is None else ref.detach().float().cpu(),
-                "advantages": inputs["advantages"].detach().float().cpu().reshape(len(logps), -1)[:, 0],
-            }
-        )
+    def _score(self, output: dict) -> dict[tuple[str, float], list[dict[str, list]]]:
+        from trainer.job.own_logps import row_values
+
+        chosen = kept_rows(output, self.trainer.args.num_generations, self.limit)
+        values = row_values(self.trainer, output, chosen, entropy=True) if chosen else None
+        if values is None:
+            return {}
+        tokenizer = self.tokenizer()
+        pad = tokenizer.pad_token_id
+        advantages = output["advantages"].reshape(len(output["completion_ids"]), -1)[:, 0]
+        kept: dict[tuple[str, float], list[dict[str, list]]] = {}
+        for j, i in enumerate(chosen):
+            ids, mask = output["completion_ids"][i].cpu(), output["completion_mask"][i].cpu()
+            if mask.any():
+                length = int(mask.nonzero().max()) + 1
+            else:  # a truncated completion TRL masked out whole (mask_truncated_completions): its non-pad tokens
+                length = int((ids != pad).sum()) if pad is not None else len(ids)
+            text = tokenizer.decode(ids[:length], skip_special_tokens=True).strip()
+            entry = {"ids": ids[:length].tolist()}
+            for name, tensor in (("logps", values.policy), ("entropies", values.entropies), ("ref", values.base)):
+                entry[name] = tensor[j, :length].cpu().tolist()
+            kept.setdefault((text, round(float(advantages[i]), 4)), []).append(entry)
+        return kept
+
+    def tokenizer(self) -> Any:
+        """The trainer's tokenizer (a processor wraps its tokenizer)."""
+        tokenizer = self.trainer.processing_class
+        return getattr(tokenizer, "tokenizer", tokenizer)
 
     def rows(self, samples: list[dict], run_id: int, step: int) -> list[dict]:
-        """Token rows (storage.learning.token_row) for the chosen ones of ``samples``, the step's sample rows; forgets
-        the batches kept so far."""
-        batches, self.batches = self.batches, []
-        if not samples or not batches:
+        """Token rows (storage.learning.token_row) for the chosen ones of ``samples``, the step's sample rows, from
+        the latest generation batch's values (the steps that share one generation batch share its values)."""
+        if not samples or not self.kept:
             return []
-        tokenizer = self.trainer.processing_class
-        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor wraps its tokenizer
-        pad = tokenizer.pad_token_id
-        found: dict[tuple[str, float], list[tuple[dict, int, int]]] = {}
-        for batch in batches:
-            for j in range(len(batch["ids"])):
-                ids, mask = batch["ids"][j], batch["mask"][j]
-                if mask.any():
-                    length = int(mask.nonzero().max()) + 1
-                else:  # a truncated completion TRL masked out whole (mask_truncated_completions): its non-pad tokens
-                    length = int((ids != pad).sum()) if pad is not None else len(ids)
-                text = tokenizer.decode(ids[:length], skip_special_tokens=True).strip()
-                key = (text, round(float(batch["advantages"][j]), 4))
-                found.setdefault(key, []).append((batch, j, length))
+        tokenizer = self.tokenizer()
+        left = {key: list(entries) for key, entries in self.kept.items()}
         rows = []
         for i in chosen_indices(samples, self.limit):
             sample = samples[i]
             advantage = sample["advantage"] if sample["advantage"] is not None else 0.0
-            matches = found.get((sample["completion"].strip(), round(advantage, 4)))
+            matches = left.get((sample["completion"].strip(), round(advantage, 4)))
             if not matches:
                 continue
-            batch, j, length = matches.pop(0)
-            ids = batch["ids"][j][:length].tolist()
-            logps, entropies, ref = (
-                None if batch[name] is None else batch[name][j][:length].tolist()
-                for name in ("logps", "entropies", "ref")
-            )
-            tokens = [tokenizer.decode([t]) for t in ids]
-            rows.append(token_row(run_id, step, i, tokens, logps, entropies, ref))
+            entry = matches.pop(0)
+            tokens = [tokenizer.decode([t]) for t in entry["ids"]]
+            rows.append(token_row(run_id, step, i, tokens, entry["logps"], entry["entropies"], entry["ref"]))
         return rows

@@ -71,6 +71,11 @@ def grpo_kwargs(
         "bf16": bf16,
         # 0 is RunConfig's word for TRL's own default (None: gradient_accumulation_steps, grpo_config.py:1098-1100)
         "steps_per_generation": config.steps_per_generation or None,
+        # 0 is RunConfig's word for "as epsilon" (TRL's None, grpo_trainer.py reads it as epsilon)
+        "epsilon_high": config.epsilon_high or None,
+        # luspo is GSPO's sequence-level ratio scaled by length: TRL warns unless the ratio is per sequence (trl 1.15.0
+        # grpo_trainer.py:893-898)
+        **({"importance_sampling_level": "sequence"} if config.loss_type == "luspo" else {}),
         # The trackers a user asked for get TRL's log dicts as well (transformers' integrations); grpo-studio's own
         # charts read its database either way. "project" names the trackio project (TrainingArguments.project).
         "report_to": list(config.report_to) or "none",

@@ -80,7 +80,10 @@ def start_backend(config: RunConfig) -> Backend:
         prepare_vllm()  # before TRL's colocate engine or Unsloth's starts: no FlashInfer JIT without nvcc (issue 26)
     if backend.name == "unsloth":
         import unsloth  # noqa: F401
+    if backend.use_vllm:
+        from trainer.job.measures import count_engine_reservation
 
+        count_engine_reservation()  # after Unsloth's import: vllm imports transformers
     return backend
 
 
@@ -128,6 +131,7 @@ def build_trainer(
     from trl import GRPOTrainer
 
     from trainer.job.measures import install_measures
+    from trainer.job.token_capture import TokenCapture
     from trainer.job.trl_args import to_trl, truncate_prompts
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
@@ -157,7 +161,9 @@ def build_trainer(
     )
     trainer.grpo_studio_backend = backend
     # measured KL at beta 0 (TRL logs its own KL otherwise), step time split, tokens/s, peak GPU memory
-    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0)
+    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0, note=log_line)
+    # the token view's values, on every process (their forward passes may be collective); the writing one stores them
+    trainer.grpo_studio_tokens = TokenCapture.install(trainer, config.token_samples_per_step, note=log_line)
     # read by bench/first_step.py, which splits the time to the first step with it
     log_line(
         f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "

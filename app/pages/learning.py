@@ -69,7 +69,8 @@ def learning_view(run_id) -> LearningView:
             else ""
         )
         hint = alert.hint[:1].upper() + alert.hint[1:]
-        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}"))
+        where = f"{alert.steps}, {alert.state}"
+        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({where}): {alert.message}. {hint}{compare}"))
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
     with get_sessionmaker().begin() as session:
         steps = queries.sample_steps(session, run_id)

@@ -20,7 +20,7 @@ sampled answers; a held-out score with earlier held-out scores of the same probl
   ``1 - best`` more than ``NOISE_SIGMAS`` times its noise). A held-out score at its ceiling cannot show a gain, so it is no
   evidence against a rise (the demo's 96-97 %).
 - **shaping saturates**: a reward that is not the correctness reward climbed during the run to its ceiling (the last
-  ``WINDOW`` steps within ``TOP`` of its best, and flat there) while correctness (held-out when evaluated, else the
+  ``WINDOW`` steps within ``TOP`` of its best, and no longer rising over the last ``2 * WINDOW``) while correctness (held-out when evaluated, else the
   training correctness reward) did not improve.
 - **length tracks reward**: over ``2 * WINDOW`` consecutive steps mean completion length and reward rise together
   (correlation at least ``CORRELATION``): the length bias of docs/grpo.md.
@@ -38,6 +38,7 @@ are module constants with the reason for each.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ class WatchAlert:
 
     @property
     def state(self) -> str:
-        """"holds now" or "cleared": a cleared alert stays in the history."""
+        """Either "holds now" or "cleared": a cleared alert stays in the history."""
         return "holds now" if self.holds_now else "cleared"
 
 
@@ -142,9 +143,11 @@ def heldout_falls(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list
     reward does (one alert per stretch of such evaluations, from the best it fell from)."""
     evals = _points(series, "heldout/correct")
     flagged, figures = [], []
+    best_step, best = evals[0] if evals else (0, 0.0)
     for i in range(1, len(evals)):
-        best_step, best = max(evals[:i], key=lambda p: (p[1], -p[0]))
         step, now = evals[i]
+        if evals[i - 1][1] > best:
+            best_step, best = evals[i - 1]
         noise = heldout_noise(best, now, n)
         if best - now > NOISE_SIGMAS * noise:
             flagged.append((best_step, step))
@@ -172,18 +175,18 @@ def heldout_falls(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list
 def reward_outruns_heldout(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list[WatchAlert]:
     """Training reward rising while neither the training correctness of the same answers nor held-out correctness
     (with room to rise) did; one alert per stretch of evaluations."""
-    evals, reward = _points(series, "heldout/correct"), _points(series, "reward")
+    evals, reward = _points(series, "heldout/correct"), _Stepped(_points(series, "reward"))
     key = _correctness_key(series)
-    correct = _points(series, key) if key else []
+    correct = _Stepped(_points(series, key)) if key else []
     if len(evals) < 2 or len(reward) < 4:
         return []
     flagged, figures = [], []
     for i in range(1, len(evals)):
         (a, before), (b, after) = evals[max(0, i - LOOKBACK)], evals[i]
-        rise = _significant_rise([(s, v) for s, v in reward if a < s <= b])
+        rise = _significant_rise(_between(reward, a, b))
         if rise is None:
             continue
-        if correct and _significant_rise([(s, v) for s, v in correct if a < s <= b]) is not None:
+        if correct and _significant_rise(_between(correct, a, b)) is not None:
             continue  # the answers that earned the rise got more right: it paid for right answers
         if after - before > FLAT:
             continue  # held-out rose with it
@@ -209,6 +212,19 @@ def reward_outruns_heldout(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE
             )
         )
     return alerts
+
+
+def _between(points: _Stepped, a: int, b: int) -> Points:
+    """The points with a step in (a, b] (two bisections, not a scan: the watch judges every step of a long run)."""
+    return points[bisect_right(points.steps, a) : bisect_right(points.steps, b)]
+
+
+class _Stepped(list):
+    """(step, value) points that keep their steps for bisection."""
+
+    def __init__(self, points) -> None:
+        super().__init__(points)
+        self.steps = [p[0] for p in self]
 
 
 def _significant_rise(points: Sequence[tuple[int, float]]) -> float | None:
@@ -254,26 +270,35 @@ def shaping_saturates(series: Mapping[str, Sequence]) -> list[WatchAlert]:
     """A shaping reward (any but the correctness reward) that climbed to its ceiling while correctness stalled,
     judged at every step: one alert per stretch where it held."""
     correct_key = "heldout/correct" if series.get("heldout/correct") is not None else _correctness_key(series)
-    correct = _points(series, correct_key) if correct_key else []
+    correct = _Stepped(_points(series, correct_key) if correct_key else [])
     last = _last_step(series)
     alerts = []
     for key in sorted(series):
         if not (key.startswith("rewards/") and key.endswith("/mean")) or "correct" in key:
             continue
         points = _points(series, key)
+        values = [v for _, v in points]
+        bests = [values[0]] if values else []  # the best (largest in size) value up to each point
+        for v in values[1:]:
+            bests.append(v if abs(v) > abs(bests[-1]) else bests[-1])
 
-        def judge(end: int, points=points):
-            values = [v for _, v in points[:end]]
-            best = max(values, key=abs)
-            recent, first = values[-WINDOW:], values[:WINDOW]
+        starts: dict[float, int] = {}
+
+        def judge(end: int, points=points, values=values, bests=bests, starts=starts):
+            best = bests[end - 1]
+            recent, first = values[end - WINDOW : end], values[:WINDOW]
             at_top = all(abs(v - best) <= TOP * abs(best) for v in recent)
             if not (best and at_top and _mean(recent) - _mean(first) >= CLIMB * abs(best)):
                 return None
-            start = next(s for s, v in points[:end] if abs(v - best) <= TOP * abs(best))
+            if _significant_rise(points[end - 2 * WINDOW : end]) is not None:
+                return None  # still climbing: near its best so far is not yet a ceiling
+            if best not in starts:  # the first step near this best (the best changes rarely once at a ceiling)
+                starts[best] = next(s for s, v in points[:end] if abs(v - best) <= TOP * abs(best))
+            start = starts[best]
             upto = points[end - 1][0]
-            seen = [v for s, v in correct if start <= s <= upto]
-            before = [v for s, v in correct if s <= start]
-            if before and seen and max(seen) - before[-1] > FLAT:
+            seen = [v for _, v in correct[bisect_left(correct.steps, start) : bisect_right(correct.steps, upto)]]
+            before = correct[: bisect_right(correct.steps, start)]
+            if before and seen and max(seen) - before[-1][1] > FLAT:
                 return None  # correctness still improves beside it
             return start, _mean(recent)
 
@@ -338,10 +363,10 @@ def diversity_collapses(groups: Sequence[GroupStats]) -> list[WatchAlert]:
             by_step[g.step].append((g.distinct - 1) / (g.size - 1))  # 0: all copies, 1: all different
     steps = sorted(by_step)
     share = [(s, _mean(by_step[s])) for s in steps]
+    values = [v for _, v in share]
 
     def judge(end: int):
-        values = [v for _, v in share[:end]]
-        first, recent = _mean(values[:WINDOW]), _mean(values[-WINDOW:])
+        first, recent = _mean(values[:WINDOW]), _mean(values[end - WINDOW : end])
         if recent > COLLAPSED or first - recent < 0.25:
             return None
         middle = (first + recent) / 2

@@ -41,24 +41,30 @@ def test_mostly_wrong_groups_are_a_warning_that_the_prompts_are_too_hard():
 
 def test_mostly_solved_groups_are_a_note_while_heldout_still_climbs():
     """The demo's reading (issue 34): 72 % of groups all right while held-out climbs 79 → 97 % is a working run."""
-    (alert,) = _zero_std_alerts(0.72, 0.0, heldout=[(0, 0.79), (10, 0.85), (20, 0.91), (30, 0.97)])
+    climbing = [(0, 0.79), (10, 0.85), (20, 0.91), (30, 0.97)]
+    (alert,) = _zero_std_alerts(0.72, 0.0, heldout=climbing)
     assert (alert.name, alert.level) == ("zero_std_solved", "note")
     assert "every answer scored high (72% of groups): those prompts are solved" in alert.message
-    assert (
-        "normal for a working run" in alert.hint
-        and "97% at step 30 (best before its latest two evaluations: 85%), still improving" in alert.hint
-    )
+    assert "normal for a working run: the other groups still carry the signal (28% of groups disagree)" in alert.hint
     assert "stop" not in alert.message + alert.hint.replace("stops sampling", "")
-    # no held-out curve: still a note, saying that nothing tells whether it still improves
-    (alert,) = _zero_std_alerts(0.72, 0.0)
+    # nearly every group alike, held-out still climbing: still a note, which says so
+    (alert,) = _zero_std_alerts(0.95, 0.0, heldout=climbing)
+    assert alert.level == "note"
+    assert "97% at step 30 (best before its latest two evaluations: 85%), still improving" in alert.hint
+    # ... and without a held-out curve, that nothing tells whether it still improves
+    (alert,) = _zero_std_alerts(0.95, 0.0)
     assert alert.level == "note" and "no held-out curve yet" in alert.hint
 
 
 def test_stop_is_said_only_when_heldout_has_stopped_improving_too():
-    (alert,) = _zero_std_alerts(0.8, 0.1, heldout=[(0, 0.79), (10, 0.97), (20, 0.96), (30, 0.97)])
+    flat = [(0, 0.79), (10, 0.97), (20, 0.96), (30, 0.97)]
+    (alert,) = _zero_std_alerts(0.8, 0.1, heldout=flat)
     assert (alert.name, alert.level) == ("zero_std", "warning")
     assert "97% at step 30 (best before its latest two evaluations: 97%): held-out has stopped" in alert.message
     assert alert.hint.endswith("train on harder prompts or stop here")
+    # held-out flat, but 28 % of the groups still disagree: the signal does not say stop
+    (alert,) = _zero_std_alerts(0.72, 0.0, heldout=flat)
+    assert alert.level == "note" and "stop here" not in alert.hint
 
 
 def test_mixed_causes_name_each_share():

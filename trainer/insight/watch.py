@@ -17,11 +17,12 @@ sampled answers; a held-out score with earlier held-out scores of the same probl
   reward rose (a line fitted through its steps climbs by at least ``RISE_T`` standard errors), the training
   correctness reward of the same answers did not (no significant rise: the rise was paid for something else), and
   held-out correctness moved by at most ``FLAT`` (flat or falling) while it had room to rise (not at its ceiling:
-  ``1 - best`` more than ``NOISE_SIGMAS`` times its noise). A held-out score at its ceiling cannot show a gain, so it is no
-  evidence against a rise (the demo's 96-97 %).
+  ``1 - best`` more than ``NOISE_SIGMAS`` times its noise). A held-out score at its ceiling cannot show a gain, so
+  it is no evidence against a rise (the demo's 96-97 %).
 - **shaping saturates**: a reward that is not the correctness reward climbed during the run to its ceiling (the last
-  ``WINDOW`` steps within ``TOP`` of its best, and no longer rising over the last ``2 * WINDOW``) while correctness (held-out when evaluated, else the
-  training correctness reward) did not improve.
+  ``WINDOW`` steps within ``TOP`` of its best, and no longer rising over them) while correctness (held-out when
+  evaluated, else the training correctness reward) did not improve. A reward switched on mid-run is judged from
+  the step it was switched on.
 - **length tracks reward**: over ``2 * WINDOW`` consecutive steps mean completion length and reward rise together
   (correlation at least ``CORRELATION``): the length bias of docs/grpo.md.
 - **diversity collapses**: the share of distinct completions per group fell from the first steps' to at most
@@ -172,9 +173,12 @@ def heldout_falls(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list
     return alerts
 
 
-def reward_outruns_heldout(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list[WatchAlert]:
+def reward_outruns_heldout(
+    series: Mapping[str, Sequence], n: int = HELDOUT_SIZE, breaks: Sequence[int] = ()
+) -> list[WatchAlert]:
     """Training reward rising while neither the training correctness of the same answers nor held-out correctness
-    (with room to rise) did; one alert per stretch of evaluations."""
+    (with room to rise) did; one alert per stretch of evaluations. A stretch across one of ``breaks`` (steps where
+    a reward was switched on) is not judged: the reward before and after it measures different things."""
     evals, reward = _points(series, "heldout/correct"), _Stepped(_points(series, "reward"))
     key = _correctness_key(series)
     correct = _Stepped(_points(series, key)) if key else []
@@ -183,6 +187,8 @@ def reward_outruns_heldout(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE
     flagged, figures = [], []
     for i in range(1, len(evals)):
         (a, before), (b, after) = evals[max(0, i - LOOKBACK)], evals[i]
+        if any(a < s <= b for s in breaks):
+            continue
         rise = _significant_rise(_between(reward, a, b))
         if rise is None:
             continue
@@ -266,9 +272,10 @@ def _over_time(
     return out
 
 
-def shaping_saturates(series: Mapping[str, Sequence]) -> list[WatchAlert]:
+def shaping_saturates(series: Mapping[str, Sequence], switched: Mapping[str, int] | None = None) -> list[WatchAlert]:
     """A shaping reward (any but the correctness reward) that climbed to its ceiling while correctness stalled,
-    judged at every step: one alert per stretch where it held."""
+    judged at every step: one alert per stretch where it held. A reward switched on during the run (``switched``:
+    key → step) is judged from that step: going from off to paying is no climb."""
     correct_key = "heldout/correct" if series.get("heldout/correct") is not None else _correctness_key(series)
     correct = _Stepped(_points(series, correct_key) if correct_key else [])
     last = _last_step(series)
@@ -276,7 +283,9 @@ def shaping_saturates(series: Mapping[str, Sequence]) -> list[WatchAlert]:
     for key in sorted(series):
         if not (key.startswith("rewards/") and key.endswith("/mean")) or "correct" in key:
             continue
-        points = _points(series, key)
+        points = [p for p in _points(series, key) if p[0] >= (switched or {}).get(key, -math.inf)]
+        if len(points) < 2 * WINDOW:
+            continue
         values = [v for _, v in points]
         bests = [values[0]] if values else []  # the best (largest in size) value up to each point
         for v in values[1:]:
@@ -290,7 +299,7 @@ def shaping_saturates(series: Mapping[str, Sequence]) -> list[WatchAlert]:
             at_top = all(abs(v - best) <= TOP * abs(best) for v in recent)
             if not (best and at_top and _mean(recent) - _mean(first) >= CLIMB * abs(best)):
                 return None
-            if _significant_rise(points[end - 2 * WINDOW : end]) is not None:
+            if _significant_rise(points[end - WINDOW : end]) is not None:
                 return None  # still climbing: near its best so far is not yet a ceiling
             if best not in starts:  # the first step near this best (the best changes rarely once at a ceiling)
                 starts[best] = next(s for s, v in points[:end] if abs(v - best) <= TOP * abs(best))
@@ -318,9 +327,9 @@ def shaping_saturates(series: Mapping[str, Sequence]) -> list[WatchAlert]:
     return alerts
 
 
-def length_tracks_reward(series: Mapping[str, Sequence]) -> list[WatchAlert]:
+def length_tracks_reward(series: Mapping[str, Sequence], breaks: Sequence[int] = ()) -> list[WatchAlert]:
     """Mean completion length and reward rising together over ``2 * WINDOW`` consecutive steps, judged at every
-    step: one alert per stretch where it held."""
+    step: one alert per stretch where it held (windows across one of ``breaks``, a reward switched on, are not)."""
     length = dict(_points(series, "completions/mean_length"))
     reward = dict(_points(series, "reward"))
     steps = sorted(set(length) & set(reward))
@@ -328,6 +337,8 @@ def length_tracks_reward(series: Mapping[str, Sequence]) -> list[WatchAlert]:
 
     def judge(end: int):
         window = steps[end - 2 * WINDOW : end]
+        if any(window[0] < s <= window[-1] for s in breaks):
+            return None
         xs, ys = [length[s] for s in window], [reward[s] for s in window]
         sx, sy = _std(xs), _std(ys)
         if not sx or not sy:
@@ -396,14 +407,9 @@ def reward_jumps(series: Mapping[str, Sequence]) -> list[WatchAlert]:
             continue
         points = _points(series, key)
         name = key.removeprefix("rewards/").removesuffix("/mean")
-        flagged, figures = [], []
-        for i in range(HISTORY, len(points)):
-            history = [v for _, v in points[i - HISTORY : i]]
-            step, value = points[i]
-            m = _mean(history)
-            if abs(value - m) > max(JUMP_SIGMAS * _std(history), JUMP_SHARE * abs(m), 1e-6):
-                flagged.append((step, step))
-                figures.append((all(abs(v) <= OFF for v in history), m, value))
+        jumps = _jumps(points)
+        flagged = [(step, step) for step, *_ in jumps]
+        figures = [(switched, m, value) for _, m, value, switched in jumps]
         last = points[-1][0] if points else None
         for a, b, i in _stretches_adjacent(flagged, points):
             switched, m, value = figures[i]
@@ -437,6 +443,31 @@ def reward_jumps(series: Mapping[str, Sequence]) -> list[WatchAlert]:
     return alerts
 
 
+def _jumps(points: Points) -> list[tuple[int, float, float, bool]]:
+    """Each step whose value left its previous ``HISTORY`` values: (step, their mean, the value, whether they were
+    all 0: a reward switched on)."""
+    out = []
+    for i in range(HISTORY, len(points)):
+        history = [v for _, v in points[i - HISTORY : i]]
+        step, value = points[i]
+        m = _mean(history)
+        if abs(value - m) > max(JUMP_SIGMAS * _std(history), JUMP_SHARE * abs(m), 1e-6):
+            out.append((step, m, value, all(abs(v) <= OFF for v in history)))
+    return out
+
+
+def switched_on(series: Mapping[str, Sequence]) -> dict[str, int]:
+    """Each reward series (``rewards/<name>/mean``) that was switched on during the run, with the first step it paid
+    at: the runs before and after that step are judged apart."""
+    out = {}
+    for key in sorted(series):
+        if key.startswith("rewards/") and key.endswith("/mean"):
+            steps = [step for step, _, _, switched in _jumps(_points(series, key)) if switched]
+            if steps:
+                out[key] = steps[-1]
+    return out
+
+
 def _stretches_adjacent(flagged: Sequence[tuple[int, int]], points: Points) -> list[tuple[int, int, int]]:
     """Flagged single steps merged where they follow each other among ``points``' steps."""
     position = {s: i for i, (s, _) in enumerate(points)}
@@ -455,11 +486,13 @@ def watch(
     """Every reward-hacking sign a run showed, each stretch where it held, earliest first (``heldout_size``: the
     number of held-out problems each evaluation scored, for its noise; default ``HELDOUT_SIZE``)."""
     n = heldout_size or HELDOUT_SIZE
+    switched = switched_on(series)
+    breaks = sorted(set(switched.values()))
     alerts = (
         heldout_falls(series, n)
-        + reward_outruns_heldout(series, n)
-        + shaping_saturates(series)
-        + length_tracks_reward(series)
+        + reward_outruns_heldout(series, n, breaks)
+        + shaping_saturates(series, switched)
+        + length_tracks_reward(series, breaks)
         + diversity_collapses(groups)
         + reward_jumps(series)
     )

@@ -206,8 +206,23 @@ def test_a_token_row_refuses_values_that_do_not_match_its_tokens():
 def test_the_best_and_worst_answer_of_each_group_keep_token_values_first():
     rows = [{"group_index": i // 4, "advantage": a} for i, a in enumerate([0.1, 1.2, -1.0, -0.3, 0.5, -0.5, 1.5, -1.5])]
     assert chosen_indices(rows, 4) == [1, 2, 6, 7]
-    assert chosen_indices(rows, 2) == [1, 6]
+    # interleaved: a quota of two is the first group's best and worst (issue 34: bests first kept only winners)
+    assert chosen_indices(rows, 2) == [1, 2]
     assert chosen_indices(rows, 20) == list(range(8))
+
+
+def test_groups_that_scored_alike_come_after_every_disagreeing_groups_pair():
+    """The demo's shape: 8 groups a step, 8 views kept, most groups all right (advantage 0 throughout). The kept views
+    are the best and the worst of each disagreeing group: as many negative advantages as positive ones."""
+    advantages = {0: [0.0] * 4, 1: [0.9, -0.9, 0.3, -0.3], 2: [0.0] * 4, 3: [1.5, -0.5, -0.5, -0.5]}
+    advantages |= {g: [0.0] * 4 for g in range(4, 8)}
+    rows = [{"group_index": g, "advantage": a} for g in range(8) for a in advantages[g]]
+    chosen = chosen_indices(rows, 8)
+    # rows 4, 5 and 12, 13: the best and the worst of groups 1 and 3; then the first answer of the all-alike groups
+    # 0, 2, 4 and 5 (rows 0, 8, 16, 20), in group order, up to the quota
+    assert chosen == [0, 4, 5, 8, 12, 13, 16, 20]
+    picked = [rows[i]["advantage"] for i in chosen]
+    assert sum(a < 0 for a in picked) == sum(a > 0 for a in picked) == 2
 
 
 def test_token_html_colours_each_token_by_its_probability():

@@ -198,8 +198,8 @@ class RunConfig:
     token_samples_per_step: int = advanced(
         8,
         "Sampled completions per step whose per-token log-probability and entropy under the policy (and the "
-        "reference's, with beta > 0) are kept for the Monitor's token view: the best and worst answer of each group "
-        "first; 0: none.",
+        "reference's, with beta > 0) are kept for the Monitor's token view: the best and the worst answer of each "
+        "group whose answers differ first, group by group, then groups that scored alike; 0: none.",
         min=0,
         max=1024,
     )

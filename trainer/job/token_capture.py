@@ -13,8 +13,8 @@ sampled them.
 The batches TRL trains on are shuffled out of generation order (``shuffle_sequence_dict``, grpo_trainer.py:1543), so a
 completion is matched to its stored sample by its decoded text and advantage, as the completions table logs them.
 
-Bounded per step: ``RunConfig.token_samples_per_step`` completions (the best and the worst answer of each group
-first, the pair an advantage is about), at most ``max_completion_length`` tokens each.
+Bounded per step: ``RunConfig.token_samples_per_step`` completions (the best and the worst answer of each group whose
+answers differ first, group by group: the pair an advantage is about), at most ``max_completion_length`` tokens each.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ log = logging.getLogger(__name__)
 
 
 def chosen_indices(rows: list[dict], limit: int) -> list[int]:
-    """Which of a step's sample rows get token values: each group's best, then each group's worst answer, then the
-    rest in order, ``limit`` in all."""
+    """Which of a step's sample rows get token values, ``limit`` in all: the best and the worst answer of each group
+    whose advantages differ, interleaved group by group (best, worst, next group's best, worst...), then one answer
+    of each group that scored alike (advantage 0 throughout: nothing won or lost there), then the rest in order.
+    Taking every group's best first filled the quota with winners: on the demo (8 groups a step, 8 kept) none of 800
+    stored views had a negative advantage (issue 34)."""
     groups: dict[int, list[int]] = {}
     for i, row in enumerate(rows):
         groups.setdefault(row["group_index"], []).append(i)
@@ -38,8 +41,13 @@ def chosen_indices(rows: list[dict], limit: int) -> list[int]:
         value = rows[i]["advantage"]
         return value if value is not None else 0.0
 
-    order = [max(members, key=advantage) for members in groups.values()]
-    order += [min(members, key=advantage) for members in groups.values()]
+    def mixed(members: list[int]) -> bool:
+        return max(map(advantage, members)) - min(map(advantage, members)) > 1e-9
+
+    order: list[int] = []
+    for members in (m for m in groups.values() if mixed(m)):
+        order += [max(members, key=advantage), min(members, key=advantage)]
+    order += [members[0] for members in groups.values() if not mixed(members)]
     order += range(len(rows))
     chosen: list[int] = []
     for i in order:

@@ -24,7 +24,8 @@ CLIP_NOTE = (
 KL_NOTE = "beta = 0: TRL computes no KL term at all, so there is none to chart<br>(set beta > 0, e.g. 0.04, to penalise and chart it)"
 # at beta 0 the worker measures KL against the base itself (trainer/job/measures.py, every measured_kl_steps)
 KL_MEASURED_NOTE = (
-    "beta = 0: TRL computes no KL term; this line is measured against the base<br>every few steps, not in the loss"
+    "beta = 0: TRL computes no KL term; this line is measured against the base every few steps<br>on 16 completions "
+    "spread over every group of the step's batch, not in the loss"
 )
 
 

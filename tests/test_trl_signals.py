@@ -214,7 +214,7 @@ def test_new_fields_show_in_the_form_with_their_help():
     from app.form import form_fields
 
     specs = {s.name: s for s in form_fields()}
-    assert specs["num_iterations"].kind == "int" and "only acts when μ > 1" in specs["num_iterations"].help
+    assert specs["num_iterations"].kind == "int" and "not a multiple of" in specs["num_iterations"].help
     assert specs["report_to"].kind == "list" and specs["measured_kl_steps"].advanced
 
 

@@ -134,20 +134,24 @@ class RunConfig:
         advanced=True,
     )
     max_grad_norm: float = grpo(0.1, "Gradient norm clip.", min=0.0, max=1e6)
-    # TRL's names, so a TRL recipe's values load as they are. With one pass over each generation batch the policy
-    # ratio is exactly 1 and the clip never acts (SPEC.md): only these two make clip_ratio/* non-zero.
+    # TRL's names, so a TRL recipe's values load as they are. TRL keeps the sampling policy's log-probs (the ratio's
+    # denominator) only when gradient_accumulation_steps is not a multiple of steps_per_generation × num_iterations
+    # (trl 1.16.0 grpo_trainer.py:2642-2644): otherwise the ratio is exactly 1 and the clip never acts.
     num_iterations: int = grpo(
         1,
-        "μ: optimisation passes over each generation batch. Clipping (epsilon) only acts when μ > 1: with one pass the "
-        "policy ratio is exactly 1.",
+        "μ: optimisation passes over each generation batch. Clipping (epsilon) only acts when μ > 1 or "
+        "steps_per_generation is set, and then only when gradient_accumulation_steps is not a multiple of "
+        "steps_per_generation × μ: otherwise every pass falls within one optimizer step and the policy ratio is "
+        "exactly 1.",
         min=1,
         max=64,
         advanced=True,
     )
     steps_per_generation: int = grpo(
         0,
-        "Optimizer steps that share one generation batch (0: gradient_accumulation_steps, TRL's default). Above that, "
-        "later steps learn from completions an older policy sampled, so the ratio moves and clipping can act.",
+        "Micro-batches (not optimizer steps) that share one generation batch (0: gradient_accumulation_steps, TRL's "
+        "default). When gradient_accumulation_steps is not a multiple of this × num_iterations, later micro-batches "
+        "learn from completions an older policy sampled, so the ratio moves and clipping can act.",
         min=0,
         max=1024,
         advanced=True,

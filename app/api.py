@@ -115,8 +115,8 @@ def endpoints(access: Access) -> dict[str, Any]:
         return acted(actions.log, run_id, int(after_id))
 
     def prompts(run_id: int, upto_step: int | None = None) -> dict:
-        """A run's learning map: each prompt's class (learning, forgetting, learnt, seen once, never solved, always
-        solved) and pass rate at each visit, the signal share per step, the frontier, and the reward-hacking watch's
+        """A run's learning map: each prompt's class (learning, forgetting, learnt, seen once, never solved, mostly
+        solved, always solved) and pass rate at each visit, the signal share per step, the frontier, and the reward-hacking watch's
         alerts."""
         return actions.learning_json(acted(actions.learning, run_id, upto_step))
 

@@ -16,6 +16,7 @@ from trainer.insight.learning_map import (
     FORGETTING,
     LEARNING,
     LEARNT,
+    MOSTLY,
     NEVER,
     SEEN_ONCE,
     Visit,
@@ -52,6 +53,8 @@ def visits(*solved: int, n: int = 8) -> list[Visit]:
         ((2, 5, 7, 8, 7), LEARNT),  # unsolved at its first visit, solved at its latest three
         ((0, 8), LEARNT),  # with one visit after the first, that one says where it is now
         ((2, 8, 8, 5), LEARNING),  # its latest visit missed: not learnt yet
+        ((8, 8, 5, 8, 8, 8, 8, 7, 8), MOSTLY),  # an easy prompt with one unlucky group: neither always nor learnt
+        ((7, 2, 3, 5, 4, 6, 8, 8, 8), LEARNT),  # a lucky first group does not make it "solved before"
         ((0, 0, 0, 0), NEVER),
         ((0, 2, 3, 5), LEARNING),
         ((8, 8, 8, 2, 1, 2), FORGETTING),
@@ -88,7 +91,7 @@ def test_the_map_moves_a_prompt_from_learning_to_learnt():
     assert late.line("3 + 4").cls == ALWAYS and late.line("99 - 98").cls == NEVER
     assert moved(early, late) == {(LEARNING, LEARNT): ["19 + 24"]}
     assert [v.rate for v in late.line("19 + 24").visits] == [0.25, 0.5, 0.625, 1.0, 1.0, 1.0]
-    assert late.counts() == {LEARNING: 0, FORGETTING: 0, LEARNT: 1, SEEN_ONCE: 0, NEVER: 1, ALWAYS: 1}
+    assert late.counts() == {LEARNING: 0, FORGETTING: 0, LEARNT: 1, SEEN_ONCE: 0, NEVER: 1, MOSTLY: 0, ALWAYS: 1}
     # only the 19 + 24 group disagreed, in its first three steps: a third of the groups carried signal there
     assert early.signal == {1: pytest.approx(1 / 3), 2: pytest.approx(1 / 3), 3: pytest.approx(1 / 3)}
     assert [ln.prompt for ln in early.frontier] == ["19 + 24"] and late.frontier == []
@@ -104,7 +107,15 @@ def test_held_out_problems_are_classed_from_their_greedy_results():
     assert at_10.line("What is 19 + 6?", "held-out").cls == LEARNT
     assert at_20.line("What is 19 + 6?", "held-out").cls == LEARNT
     assert at_20.line("What is 7 + 8?", "held-out").cls == FORGETTING  # right before, wrong now
-    assert at_20.counts("held-out") == {LEARNING: 0, FORGETTING: 1, LEARNT: 1, SEEN_ONCE: 0, NEVER: 0, ALWAYS: 1}
+    assert at_20.counts("held-out") == {
+        LEARNING: 0,
+        FORGETTING: 1,
+        LEARNT: 1,
+        SEEN_ONCE: 0,
+        NEVER: 0,
+        MOSTLY: 0,
+        ALWAYS: 1,
+    }
 
 
 def test_without_a_correctness_reward_the_best_total_counts_as_solved():
@@ -262,9 +273,15 @@ def test_the_prompts_command_text_lists_classes_frontier_and_alerts():
     series = {"reward": steady([0.5 + 0.05 * s for s in range(1, 21)]), "heldout/correct": [(0, 0.3), (20, 0.3)]}
     text = map_text(LearningReport(7, "demo", lm, watch(series), [10, 20]))
     assert text.splitlines()[0] == "run 7 (demo): the learning map as of step 4"
-    assert "train prompts: 1 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 1 always solved" in text
+    assert (
+        "train prompts: 1 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 0 mostly solved, 1 always solved"
+        in text
+    )
     assert "  learning      |▂▄▆█| 100%  hard" in text
-    assert "held-out prompts: 0 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 1 always solved" in text
+    assert (
+        "held-out prompts: 0 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 0 mostly solved, 1 always solved"
+        in text
+    )
     assert "frontier (learning now, the latest group disagreed): 0 prompts" in text
     assert "⚠ reward outruns held-out (steps 0-20)" in text and "nearest checkpoint: step 20" in text
     assert math.isfinite(lm.signal[4])

@@ -188,6 +188,13 @@ def test_a_reward_paying_for_length_gets_the_watchs_alert_within_a_few_evaluatio
     early = learning_report(length_run, upto=2 * LENGTH_EVAL_STEPS)
     assert any(a.name == "reward outruns held-out" for a in early.alerts), early.alerts
     assert report.checkpoint_for(alerts[0]) in (3, 6, 9)
+    # the run's one list (the banner's, /alerts', grpo-studio alerts') carries the watch's alert with its steps
+    from app import actions
+
+    listed = [a for a in actions.alerts(length_run) if a["name"] == "reward outruns held-out"]
+    assert [(a["source"], a["first_step"], a["last_step"]) for a in listed] == [
+        ("watch", a.first_step, a.last_step) for a in alerts
+    ]
 
 
 # --- the browser ----------------------------------------------------------------------------------------------------

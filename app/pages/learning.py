@@ -173,7 +173,7 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
         heatmap = gr.Plot(elem_id="learning-map", show_label=False)
         gr.Markdown(
             "<small>Each row a prompt, each column a step that sampled it, coloured by the share of its group "
-            "solved; sorted learning, forgetting, learnt, seen once, never solved, always solved. Held-out problems (greedy, at each "
+            "solved; sorted learning, forgetting, learnt, seen once, never solved, mostly solved, always solved. Held-out problems (greedy, at each "
             "evaluation) below the training prompts.</small>"
         )
         signal = gr.Plot(elem_id="learning-signal", show_label=False)

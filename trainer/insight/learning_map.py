@@ -11,9 +11,12 @@ evaluation is one greedy answer, solved when right. Each name says what the rows
 - **always solved**: solved at every one of its visits (two at least). GRPO learns nothing from it: its groups score
   alike.
 - **never solved**: no answer to it was ever right (two visits at least). No signal either, from the other end.
-- **learnt**: not solved at its first visit, solved at its latest ``window`` visits (a training prompt; fewer when it
-  has fewer visits after its first) or at its latest evaluation (a held-out problem: wrong before training, right
-  now). What the run taught.
+- **learnt**: a training prompt solved at its latest ``window`` visits (fewer when it has fewer after its first)
+  whose visits before them were solved less than ``SOLVED`` of the time on average; a held-out problem wrong at its
+  first evaluation (before training) and right at its latest. What the run taught. (An easy prompt with one unlucky
+  visit among solved ones is not learnt.)
+- **mostly solved**: solved at its latest ``window`` visits, and at least ``SOLVED`` of the time on average before,
+  but not at every visit (an easy prompt with an unlucky group): not "always".
 - **forgetting**: the mean of its latest ``window`` visits is well below (``FORGET_MARGIN``) its best stretch of
   ``window`` visits before (a held-out problem: right at an earlier evaluation, wrong now).
 - **learning**: everything else: right sometimes, not yet every time, and not falling. These groups disagree, which is
@@ -34,8 +37,9 @@ from dataclasses import dataclass, field
 from storage.learning import HeldOutPoint, ScoredSample
 
 ALWAYS, NEVER, LEARNING, FORGETTING = "always solved", "never solved", "learning", "forgetting"
-LEARNT, SEEN_ONCE = "learnt", "seen once"
-CLASSES = (LEARNING, FORGETTING, LEARNT, SEEN_ONCE, NEVER, ALWAYS)  # the map's order: the prompts still moving first
+LEARNT, SEEN_ONCE, MOSTLY = "learnt", "seen once", "mostly solved"
+# the map's order: the prompts still moving first
+CLASSES = (LEARNING, FORGETTING, LEARNT, SEEN_ONCE, NEVER, MOSTLY, ALWAYS)
 WINDOW = 3  # a training prompt's latest visits that must all be solved to call it learnt: one lucky visit is not it
 HELDOUT_WINDOW = 1  # a held-out problem's answer is greedy (no luck): its latest evaluation says where it is now
 # the share of a group that counts as solving it: 7 of 8 answers sampled at temperature 1 is a solved prompt (the
@@ -62,8 +66,11 @@ class Visit:
         return self.solved / self.n if self.n else 0.0
 
 
-def classify(visits: Sequence[Visit], window: int = WINDOW) -> str:
-    """The class of a prompt with these visits (in step order); see the module docstring."""
+def classify(visits: Sequence[Visit], window: int = WINDOW, since_first: bool = False) -> str:
+    """The class of a prompt with these visits (in step order); see the module docstring. ``since_first``: learnt
+    means unsolved at the first visit (a held-out problem's first evaluation is the model before training), else
+    mostly unsolved before the latest ``window`` (a training prompt's first group is sampled: 7 of 8 by luck on a
+    problem the model still gets wrong half the time is no level it was at)."""
     if not visits:
         raise ValueError("a prompt with no visits has no class")
     if len(visits) == 1:
@@ -73,9 +80,14 @@ def classify(visits: Sequence[Visit], window: int = WINDOW) -> str:
         return ALWAYS
     if all(r <= 0.0 for r in rates):
         return NEVER
-    latest = rates[-min(window, len(rates) - 1) :]
-    if rates[0] < SOLVED and all(r >= SOLVED for r in latest):
-        return LEARNT
+    k = min(window, len(rates) - 1)
+    latest, before = rates[-k:], rates[:-k]
+    mostly = sum(before) / len(before) >= SOLVED
+    if all(r >= SOLVED for r in latest):
+        if rates[0] < SOLVED if since_first else not mostly:
+            return LEARNT
+        if mostly:
+            return MOSTLY
     recent, earlier = rates[-window:], rates[:-window]
     recent_mean = sum(recent) / len(recent)
     # the best stretch of ``window`` visits before, not the best single one: a lucky visit is no level to fall from
@@ -199,7 +211,10 @@ def build_map(
         samples = [s for s in samples if s.step <= upto]
         heldout = [p for p in heldout if p.step <= upto]
     lines = [PromptLine(p, TRAIN, tuple(v), classify(v, window)) for p, v in train_visits(samples).items()]
-    lines += [PromptLine(p, HELDOUT, tuple(v), classify(v, heldout_window)) for p, v in heldout_visits(heldout).items()]
+    lines += [
+        PromptLine(p, HELDOUT, tuple(v), classify(v, heldout_window, since_first=True))
+        for p, v in heldout_visits(heldout).items()
+    ]
     order = {cls: i for i, cls in enumerate(CLASSES)}
     lines.sort(key=lambda ln: (ln.source != TRAIN, order[ln.cls], ln.visits[0].step, ln.prompt))
     steps = sorted({v.step for ln in lines for v in ln.visits})

@@ -158,6 +158,7 @@ def learning_json(report) -> dict[str, Any]:
                 "hint": a.hint,
                 "first_step": a.first_step,
                 "last_step": a.last_step,
+                "holds_now": a.holds_now,
                 "nearest_checkpoint": report.checkpoint_for(a),
             }
             for a in report.alerts

@@ -261,3 +261,13 @@ def test_a_fall_of_correctness_is_worded_as_a_fall():
     _store(run_id, {s: {**m, "reward": m["rewards/correctness/mean"]} for s, m in metrics.items()})
     (alert,) = [a for a in learning_report(run_id).alerts if a.name == "reward jumps"]
     assert alert.first_step == 21 and "correctness fell from about 1.6 to 0.4" in alert.message
+
+
+def test_grpo_studio_alerts_prints_the_one_list(length_hack, capsys):
+    from app.cli import main
+
+    run_id, _ = length_hack
+    assert main(["alerts", str(run_id)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"run {run_id}: {len(actions.run_alerts(run_id))} alerts"
+    assert "⚠ held-out falls (steps 30-80, holds now): held-out correctness fell from 98% (step 30)" in out

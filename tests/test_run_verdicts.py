@@ -271,3 +271,28 @@ def test_grpo_studio_alerts_prints_the_one_list(length_hack, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"run {run_id}: {len(actions.run_alerts(run_id))} alerts"
     assert "⚠ held-out falls (steps 30-80, holds now): held-out correctness fell from 98% (step 30)" in out
+
+
+def test_the_watchs_alerts_reach_trackio_once_each_as_they_appear(length_hack, monkeypatch):
+    """The worker's hook (trainer/job/tracker_alerts.py), fed the length run's steps as the worker logs them: each
+    watch alert goes to trackio.alert() once, when its stretch first appears, and a failing send ends nothing."""
+    import trackio
+
+    from trainer.job.tracker_alerts import trackio_forwarder
+
+    run_id, _ = length_hack
+    sent = []
+    monkeypatch.setattr(trackio, "alert", lambda title, text: sent.append((title, text)))
+    assert trackio_forwarder(["wandb"]) is None
+    forwarder = trackio_forwarder(["trackio"])
+    with get_sessionmaker().begin() as s:
+        series = queries.metrics_since(s, run_id)
+    for step in sorted({int(p[0]) for points in series.values() for p in points}):
+        forwarder.observe(step, {k: v for k, points in series.items() for st, v, _ in points if st == step})
+    forwarder.judge()  # the run's end
+    titles = [title for title, _ in sent]
+    assert len(titles) == len(set(titles))  # once each
+    assert any(t.startswith("length tracks reward (steps 1-") for t in titles)
+    assert "held-out falls (steps 30-80)" in titles
+    monkeypatch.setattr(trackio, "alert", lambda title, text: 1 / 0)
+    trackio_forwarder(["trackio"]).send("a title", "a text")  # logged, not raised

@@ -106,7 +106,8 @@ def endpoints(access: Access) -> dict[str, Any]:
         return acted(actions.samples, run_id, step, int(limit))
 
     def alerts(run_id: int) -> list:
-        """A run's failure signs now, each with what to try."""
+        """A run's one list of alerts (the Monitor's banner): failure signs now and the reward-hacking watch's history,
+        each with what to try, its level, its source and, for the watch's, the steps it held at."""
         return acted(actions.alerts, run_id)
 
     def log(run_id: int, after_id: int = 0) -> dict:
@@ -114,8 +115,9 @@ def endpoints(access: Access) -> dict[str, Any]:
         return acted(actions.log, run_id, int(after_id))
 
     def prompts(run_id: int, upto_step: int | None = None) -> dict:
-        """A run's learning map: each prompt's class (always solved, never solved, learning, forgetting) and pass rate
-        at each visit, the signal share per step, the frontier, and the reward-hacking watch's alerts."""
+        """A run's learning map: each prompt's class (learning, forgetting, learnt, seen once, never solved, mostly
+        solved, always solved) and pass rate at each visit, the signal share per step, the frontier, and the reward-hacking watch's
+        alerts."""
         return actions.learning_json(acted(actions.learning, run_id, upto_step))
 
     def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:

@@ -1,8 +1,13 @@
 """Notes that a run's config adds to its Monitor charts, where a chart would otherwise mislead or go silent.
 
-- Clipped policy ratios with ``num_iterations`` = 1 (TRL's default, one optimisation pass per generation batch): the
-  ratio pi_new/pi_old is exactly 1 by construction, so clipping never acts and the chart is flat at 0. Without a word
-  that reads as "the speed limit is working"; the note says that 0 is what this config gives, and when it would not.
+- Clipped policy ratios: TRL keeps the sampling policy's log-probabilities (the ratio's denominator) only when
+  ``gradient_accumulation_steps`` is not a multiple of ``steps_per_generation × num_iterations`` (trl 1.16.0
+  grpo_trainer.py:2642-2644; ``steps_per_generation`` counts micro-batches, 0 meaning ``gradient_accumulation_steps``),
+  or when vLLM generates with its importance-sampling correction. Otherwise every use of a generation batch falls
+  within one optimizer step, the ratio pi_new/pi_old is exactly 1 by construction, clipping never acts and the chart
+  is flat at 0: without a word that reads as "the speed limit is working". The note says, for the run's own settings,
+  whether clipping can act (measured: 0 at every step with GA 2, steps_per_generation 1, μ 2, which TRL's defaults
+  call reuse).
 - KL with beta = 0 (TRL's default): TRL computes no KL term at all (SPEC.md), so no KL series is logged. The empty
   chart says so instead of "nothing logged yet"; when the worker measured KL itself (``measured_kl_steps``), the chart
   shows that line and says it is measured, not in the loss.
@@ -20,13 +25,39 @@ from typing import Any
 from app.charts import CHARTS, Chart
 
 CLIP_NOTE = (
-    "num_iterations = 1: one optimisation pass per batch, so the ratio is exactly 1 and clipping never acts;<br>"
-    "0 is expected here (it moves only when a batch is reused, num_iterations > 1)"
+    "num_iterations = 1: one optimisation pass per batch, within one optimizer step, so the ratio is exactly 1 and "
+    "clipping never acts;<br>0 is expected here (it can act only when gradient_accumulation_steps is not a multiple "
+    "of steps_per_generation × num_iterations)"
 )
+CLIP_ALIGNED_NOTE = (
+    "gradient_accumulation_steps = {ga} is a multiple of steps_per_generation × num_iterations = {spg} × {mu}: every "
+    "use of a batch falls within one optimizer step,<br>so the ratio is exactly 1 and clipping never acts; 0 is "
+    "expected here"
+)
+CLIP_CAN_ACT_NOTE = (
+    "gradient_accumulation_steps = {ga} is not a multiple of steps_per_generation × num_iterations = {spg} × {mu}: "
+    "some micro-batches learn from an older policy's samples,<br>so clipping can act (at a small learning rate the "
+    "ratio moves little and it may still read 0)"
+)
+
+
+def clip_note(config: Mapping[str, Any]) -> str:
+    """Whether clipping can act under this run's settings, in words (see the module docstring); with vLLM generating,
+    TRL's importance-sampling correction makes the ratio move whatever the alignment, which the note can't see from
+    the config alone (the backend decides whether vLLM runs), so it reads the alignment only."""
+    mu = int(config.get("num_iterations", 1) or 1)
+    ga = int(config.get("gradient_accumulation_steps", 1) or 1)
+    spg = int(config.get("steps_per_generation", 0) or 0) or ga  # 0: TRL's default, one batch per optimizer step
+    if ga % (spg * mu) != 0:
+        return CLIP_CAN_ACT_NOTE.format(ga=ga, spg=spg, mu=mu)
+    return CLIP_NOTE if mu == 1 and spg == ga else CLIP_ALIGNED_NOTE.format(ga=ga, spg=spg, mu=mu)
+
+
 KL_NOTE = "beta = 0: TRL computes no KL term at all, so there is none to chart<br>(set beta > 0, e.g. 0.04, to penalise and chart it)"
 # at beta 0 the worker measures KL against the base itself (trainer/job/measures.py, every measured_kl_steps)
 KL_MEASURED_NOTE = (
-    "beta = 0: TRL computes no KL term; this line is measured against the base<br>every few steps, not in the loss"
+    "beta = 0: TRL computes no KL term; this line is measured against the base every few steps<br>on 16 completions "
+    "spread over every group of the step's batch, not in the loss"
 )
 
 
@@ -44,9 +75,7 @@ def off_note(measure: str, when: str) -> str:
 def chart_notes(config: Mapping[str, Any], off: Mapping[str, str] | None = None) -> dict[str, str]:
     """Chart name -> the note this run's config calls for, and for a measure that turned itself off (``off``:
     storage.queries.measures_off), that."""
-    notes = {}
-    if int(config.get("num_iterations", 1) or 1) == 1:
-        notes["clip_ratio"] = CLIP_NOTE
+    notes = {"clip_ratio": clip_note(config)}
     try:
         beta = float(config.get("beta", 0.0) or 0.0)
     except (TypeError, ValueError):

@@ -14,7 +14,15 @@ from trainer.insight.learning_map import CLASSES, HELDOUT, LearningMap
 
 MAX_ROWS = 160  # prompts drawn: past this a row is under 3 px at the figure's height cap; the CLI lists them all
 ROW_PX = 14
-CLASS_MARK = {"learning": "↗", "forgetting": "↘", "never solved": "✗", "always solved": "✓"}
+CLASS_MARK = {
+    "learning": "↗",
+    "forgetting": "↘",
+    "learnt": "★",
+    "seen once": "·",
+    "never solved": "✗",
+    "mostly solved": "≈",
+    "always solved": "✓",
+}
 
 
 def _label(text: str, width: int = 38) -> str:
@@ -23,8 +31,8 @@ def _label(text: str, width: int = 38) -> str:
 
 
 def learning_heatmap(lm: LearningMap, max_rows: int = MAX_ROWS) -> go.Figure:
-    """Prompts (rows, sorted by class: learning, forgetting, never solved, always solved; training prompts above
-    held-out problems) × steps, coloured by pass rate; a blank cell is a step that did not sample the prompt."""
+    """Prompts (rows, sorted by class: learning, forgetting, learnt, seen once, never solved, mostly solved, always
+    solved; training prompts above held-out problems) × steps, coloured by pass rate; a blank cell is a step that did not sample the prompt."""
     lines = lm.lines[:max_rows]
     index = {step: i for i, step in enumerate(lm.steps)}
     z = [[None] * len(lm.steps) for _ in lines]

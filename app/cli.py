@@ -8,6 +8,7 @@
     grpo-studio stop RUN_ID                  ask a run's worker to stop at the next step
     grpo-studio runs                         list runs with status, step and last reward
     grpo-studio prompts RUN_ID [--step N]    which prompts the model learns, has learnt, never solves; reward hacking
+    grpo-studio alerts RUN_ID                a run's alerts: failure signs now and the watch's history
     grpo-studio logs RUN_ID [--follow]       a run's log (the traceback of a failure too); --follow until it ends
     grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
     grpo-studio export RUN_ID --zip/--merge/--push/--metrics   the adapter zipped, merged or pushed; metrics as CSV
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_probe, fork_options, probe_options
 from app.cli_output import quiet_libraries, quiet_logging, version
-from app.cli_prompts import cmd_prompts, prompts_options
+from app.cli_prompts import cmd_alerts, cmd_prompts, prompts_options
 from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
 from app.terminal import guarded_terminal
 
@@ -107,6 +108,7 @@ EXAMPLES = {
     "resume": ["grpo-studio resume 1", "grpo-studio resume 1 --detach"],
     "stop": ["grpo-studio stop 1"],
     "prompts": ["grpo-studio prompts 1", "grpo-studio prompts 1 --step 50 --all"],
+    "alerts": ["grpo-studio alerts 1"],
     "runs": ["grpo-studio runs"],
     "presets": ["grpo-studio presets"],
     "logs": ["grpo-studio logs 1", "grpo-studio logs 1 --follow"],
@@ -180,6 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
     prompts_help = "a run's learning map (each prompt's pass rate and class) and its reward-hacking watch"
     _command(sub, "prompts", cmd_prompts, prompts_help, _add_run_id, prompts_options)
+    alerts_help = "a run's alerts: failure signs now and the reward-hacking watch's history (as the Monitor's banner)"
+    _command(sub, "alerts", cmd_alerts, alerts_help, _add_run_id)
     _command(sub, "runs", cmd_runs, "list runs")
     _command(sub, "presets", cmd_presets, "list the ready-made configs (run one with: grpo-studio run NAME)")
     p = _command(sub, "logs", cmd_logs, "print a run's log, with the traceback of a failure", _add_run_id)

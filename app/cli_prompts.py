@@ -69,7 +69,7 @@ def map_text(report: LearningReport, every: bool = False) -> str:
     for alert in report.alerts:
         checkpoint = report.checkpoint_for(alert)
         near = f"; nearest checkpoint: step {checkpoint}" if checkpoint is not None else ""
-        out.append(f"⚠ {alert.name} ({alert.steps}): {alert.message}{near}")
+        out.append(f"⚠ {alert.name} ({alert.steps}) [{alert.state}]: {alert.message}{near}")
         out.append(f"  {alert.hint}")
     return "\n".join(out)
 
@@ -84,4 +84,26 @@ def cmd_prompts(args: argparse.Namespace) -> int:
     from app import actions
 
     print(map_text(actions.learning(args.run_id, args.step), args.all))
+    return 0
+
+
+def alerts_text(run_id: int, alerts) -> str:
+    """A run's one list of alerts (app.alert_list) as ``grpo-studio alerts`` prints it: one line each (a watch
+    alert with the steps it held at and whether it still holds), its hint indented below."""
+    if not alerts:
+        return f"run {run_id}: no alerts"
+    out = [f"run {run_id}: {len(alerts)} alerts"]
+    for a in alerts:
+        mark = "note" if a.level == "note" else "⚠"
+        where = f" ({a.steps}, {'holds now' if a.holds_now else 'cleared'})" if a.steps else ""
+        out.append(f"{mark} {a.name}{where}: {a.message}")
+        out.append(f"  {a.hint}")
+    return "\n".join(out)
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    """Print a run's alerts (what the Monitor's banner and the API's /alerts list)."""
+    from app import actions
+
+    print(alerts_text(args.run_id, actions.run_alerts(args.run_id)))
     return 0

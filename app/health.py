@@ -19,11 +19,12 @@ WINDOW = 10  # recent steps an alert looks at: long enough to ignore one noisy s
 
 @dataclass(frozen=True)
 class Alert:
-    """A failure sign with what to try."""
+    """A failure sign with what to try; ``level`` "note" for a reading that looks like a failure but is not one."""
 
     name: str
     message: str
     hint: str
+    level: str = "warning"
 
 
 def _values(series: Series, key: str) -> list[float]:
@@ -46,23 +47,89 @@ def _high_share(series: Series, key: str, threshold: float, name: str, message: 
     return []
 
 
-def _zero_std_hint(series: Series) -> str:
-    """What to do about zero-std groups, by which kind dominates (the worker logs ``zero_std/all_high``/``all_low``)."""
+HELDOUT_FLAT = 0.02  # held-out correctness gaining 2 points or less over its latest evaluations has stopped improving
+# the signal says "stop" when at most one group in ten still disagrees: with more, GRPO still has prompts to learn from
+# (the demo's 72 % of solved groups leaves 28 % that teach)
+STOP_SHARE = 0.9
+SOLVED_NOTE = "zero_std_solved"
+
+
+def heldout_stopped(series: Series) -> tuple[bool, str] | None:
+    """Whether held-out correctness has stopped improving: its latest two evaluations no better (by ``HELDOUT_FLAT``)
+    than the best one before them, with what it read; None with fewer than three evaluations (nothing to tell)."""
+    points = series.get("heldout/correct")
+    if points is None or len(points) < 3:
+        return None
+    rows = np.asarray(points, dtype=float)[:, :2]
+    best_before, latest = float(rows[:-2, 1].max()), float(rows[-2:, 1].max())
+    step, now = int(rows[-1, 0]), float(rows[-1, 1])
+    return latest - best_before <= HELDOUT_FLAT, (
+        f"held-out correctness {now:.0%} at step {step} (best before its latest two evaluations: {best_before:.0%})"
+    )
+
+
+def _zero_std(series: Series) -> list[Alert]:
+    """The zero-std verdict follows its cause (the worker logs ``zero_std/all_high`` and ``all_low``): groups whose
+    answers were all right are prompts already solved, which a working run produces (a note; "stop" only when the
+    signal says so, ``STOP_SHARE`` of the groups or more alike, and held-out correctness has stopped improving too);
+    all wrong, too hard (a warning); both, each share named."""
+    recent = _values(series, "frac_reward_zero_std")[-WINDOW:]
+    if len(recent) < 3 or _mean(recent) <= 0.5:
+        return []
+    share = _mean(recent)
     high, low = (
         _mean(_values(series, "zero_std/all_high")[-WINDOW:]),
         _mean(_values(series, "zero_std/all_low")[-WINDOW:]),
     )
     if math.isfinite(low) and low >= 2 * high:
-        return (
-            f"mostly groups where every answer scored low ({low:.0%} of groups): the model never earns the reward; "
-            "warm it up, add partial-credit rewards (soft_format, xmlcount) or raise temperature or the group size"
-        )
+        return [
+            Alert(
+                "zero_std",
+                f"{share:.0%} of groups have zero reward std, mostly groups where every answer scored low "
+                f"({low:.0%} of groups): too hard, no learning signal",
+                "the model never earns the reward on these prompts: warm it up, add partial-credit rewards "
+                "(soft_format, xmlcount), raise temperature or the group size, or train on easier prompts",
+            )
+        ]
     if math.isfinite(high) and high >= 2 * low:
-        return (
-            f"mostly groups where every answer scored high ({high:.0%} of groups): those prompts are already solved; "
-            "train on harder prompts or stop here"
+        stopped = heldout_stopped(series) if share >= STOP_SHARE else None
+        message = (
+            f"{share:.0%} of groups have zero reward std, mostly groups where every answer scored high "
+            f"({high:.0%} of groups): those prompts are solved"
         )
-    return "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size"
+        if stopped is not None and stopped[0]:
+            return [
+                Alert(
+                    "zero_std",
+                    f"{message}, and {stopped[1]}: held-out has stopped improving",
+                    "the signal and held-out both say this run has little left to learn here: train on harder "
+                    "prompts or stop here",
+                )
+            ]
+        if share < STOP_SHARE:
+            held = f"{1 - share:.0%} of groups disagree"
+        elif stopped is not None:
+            held = f"{stopped[1]}, still improving"
+        else:
+            held = "no held-out curve yet to say whether it still improves (eval_steps)"
+        return [
+            Alert(
+                SOLVED_NOTE,
+                message,
+                f"normal for a working run: the other groups still carry the signal ({held}); the curriculum "
+                "(curriculum: true) stops sampling solved prompts",
+                level="note",
+            )
+        ]
+    known = math.isfinite(high) and math.isfinite(low)
+    split = f" ({high:.0%} all right: solved, {low:.0%} all wrong: too hard)" if known else ""
+    return [
+        Alert(
+            "zero_std",
+            f"{share:.0%} of groups have zero reward std: no learning signal{split}",
+            "answers are all right or all wrong: add partial-credit rewards, raise temperature or the group size",
+        )
+    ]
 
 
 def health_alerts(series: Series, max_completion_length: int | None = None) -> list[Alert]:
@@ -78,14 +145,7 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
                     "lower the learning rate or max_grad_norm; check the reward functions for NaN",
                 )
             )
-    alerts += _high_share(
-        series,
-        "frac_reward_zero_std",
-        0.5,
-        "zero_std",
-        "{:.0%} of groups have zero reward std: no learning signal",
-        _zero_std_hint(series),
-    )
+    alerts += _zero_std(series)
     # At beta 0 TRL logs no KL: the worker's measured one (every measured_kl_steps steps) stands in for it
     kl = _values(series, "kl") or _values(series, "kl_measured")
     if len(kl) >= 2 * WINDOW:

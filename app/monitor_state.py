@@ -29,6 +29,9 @@ class RunCache:
     # what the charts that this browser holds were drawn from (see drawn_from): Gradio re-creates a plot at every
     # update, so a poll that finds nothing new sends no figures, rather than 11 redraws every 2 s of a finished run
     drawn: tuple | None = None
+    # the reward-hacking watch's alerts as of ``watch_step`` (it reads the whole run: recomputed once per new step)
+    watch: list = field(default_factory=list)
+    watch_step: int | None = None
 
     def poll(self, session: Session) -> int:
         """Read the steps logged since the last poll and append them; returns how many points arrived.

@@ -24,6 +24,7 @@ def signal_notes(series: Series) -> list[Alert]:
                 "loss is 0: normal for GRPO",
                 "on-policy the advantages of each group sum to zero, so the loss is ~0 while its gradient is not "
                 "(trl#3452); progress shows in the reward and KL charts, updates in the gradient norm",
+                level="note",
             )
         ]
     return []

@@ -170,6 +170,15 @@ def heldout_points(session: Session, run_id: int) -> list[HeldOutPoint]:
     return [HeldOutPoint(*row) for row in session.execute(stmt).tuples()]
 
 
+def heldout_size(session: Session, run_id: int) -> int | None:
+    """How many problems one held-out evaluation of a run scored (the most at any step), None without evaluations:
+    the set size the watch's held-out noise is figured at."""
+    per_step = (
+        select(func.count().label("n")).where(HeldOutResult.run_id == run_id).group_by(HeldOutResult.step).subquery()
+    )
+    return session.execute(select(func.max(per_step.c.n))).scalar()
+
+
 @dataclass(frozen=True)
 class TokenValues:
     """The per-token values of one sampled completion (None where not computed)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -14,6 +15,7 @@ from trainer.loading.data import (
     arithmetic_solution,
     build_dataset,
     gsm8k_reference,
+    load_problems,
     make_prompt,
 )
 from trainer.scoring.rewards import correctness_reward, extract_answer, strict_format_reward
@@ -71,6 +73,13 @@ def test_a_forgotten_carry_is_off_by_ten_and_only_where_there_is_a_carry():
 
 def test_gsm8k_reference_is_after_the_marker_without_commas():
     assert gsm8k_reference("She pays 3 * 400 = <<3*400=1200>>1200.\n#### 1,200") == "1200"
+
+
+def test_gsm8k_reference_keeps_a_comma_that_is_no_thousands_separator():
+    """Issue 34: stripping every comma made "#### 2,5" the reference 25, against the rewards' comma rule (2,5 is no
+    number there); thousands separators still go."""
+    assert gsm8k_reference("#### 2,5") == "2,5"
+    assert gsm8k_reference("#### 1,234,567") == "1234567" and gsm8k_reference("#### -12,345.5") == "-12345.5"
 
 
 def test_prompts_are_chat_messages_system_then_question():
@@ -148,3 +157,23 @@ def test_prompt_truncation_cuts_only_long_questions_from_the_left():
         assert after[0] == before[0]  # the system prompt stays whole
         assert before[-1]["content"].endswith(after[-1]["content"].strip())
     assert cut["prompt"][0] == dataset["prompt"][0] and cut["prompt"][1] != dataset["prompt"][1]
+
+
+def test_a_local_files_test_split_is_refused_not_ignored(tmp_path):
+    """Issue 34: ``dataset_split: test`` on a local file was ignored, so the rows its ``split`` column marks test
+    were trained on. A file has no splits: asking for one is refused in one sentence, before and at load."""
+    import dataclasses
+
+    from trainer import config_review
+
+    from .helpers import tiny_config
+
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"question": f"q{i}", "answer": str(i), "split": "test" if i % 2 else "train"} for i in range(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = dataclasses.replace(tiny_config(), dataset_name=str(path), dataset_split="test")
+    expected = f"dataset_split 'test': {path} is a local file, which has no splits"
+    with pytest.raises(DataError, match=re.escape(expected)):
+        load_problems(config)
+    assert [p for p in config_review.problems(config, check_rewards=False) if p.startswith(expected)]
+    assert len(load_problems(dataclasses.replace(config, dataset_split="train"))) == 6  # every row, as documented

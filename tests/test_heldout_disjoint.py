@@ -174,3 +174,26 @@ def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():
     from app.verdict import verdict
 
     assert status_line(row).startswith(verdict("ok", "Finished:")) and status_line(row).endswith(f", on {said}")
+
+
+def test_the_disjointness_key_reads_a_thousands_separator_as_no_difference():
+    """Issue 34: "1,000" and "1000" kept the same question on both sides of the split; a comma that is no thousands
+    separator still makes another question."""
+    assert question_key("How many is 1,000 apples?") == question_key("how many is 1000  apples?")
+    assert question_key("What is 2,5 + 1?") != question_key("What is 25 + 1?")
+
+
+def test_a_run_on_a_test_or_validation_split_is_warned_whatever_the_model():
+    """Issue 34: the warning that a run trains on the split held-out scores are read on was given for the built-in
+    model only."""
+    import dataclasses
+
+    from trainer.loading.heldout import heldout_warnings
+
+    from .helpers import tiny_config
+
+    hub = dataclasses.replace(tiny_config(), model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", dataset_name="gsm8k")
+    for split in ("test", "validation"):
+        (warning,) = heldout_warnings(dataclasses.replace(hub, dataset_split=split))
+        assert warning.startswith(f"dataset_split {split!r}: this run trains on the data set's {split} split")
+    assert heldout_warnings(hub) == []  # on "train"

@@ -15,7 +15,10 @@ from trainer.insight.learning_map import (
     ALWAYS,
     FORGETTING,
     LEARNING,
+    LEARNT,
+    MOSTLY,
     NEVER,
+    SEEN_ONCE,
     Visit,
     build_map,
     classify,
@@ -44,8 +47,14 @@ def visits(*solved: int, n: int = 8) -> list[Visit]:
     ("solved", "expected"),
     [
         ((8, 8, 8), ALWAYS),
-        ((2, 5, 7, 8, 7), ALWAYS),  # 7 of 8 at temperature 1 counts as solved (SOLVED = 0.85)
-        ((8, 8), LEARNING),  # two visits are not yet "always"
+        ((8, 7), ALWAYS),  # solved at both visits: 7 of 8 at temperature 1 counts as solved (SOLVED = 0.85)
+        ((8,), SEEN_ONCE),  # one visit is no trend, however well it went
+        ((0,), SEEN_ONCE),
+        ((2, 5, 7, 8, 7), LEARNT),  # unsolved at its first visit, solved at its latest three
+        ((0, 8), LEARNT),  # with one visit after the first, that one says where it is now
+        ((2, 8, 8, 5), LEARNING),  # its latest visit missed: not learnt yet
+        ((8, 8, 5, 8, 8, 8, 8, 7, 8), MOSTLY),  # an easy prompt with one unlucky group: neither always nor learnt
+        ((7, 2, 3, 5, 4, 6, 8, 8, 8), LEARNT),  # a lucky first group does not make it "solved before"
         ((0, 0, 0, 0), NEVER),
         ((0, 2, 3, 5), LEARNING),
         ((8, 8, 8, 2, 1, 2), FORGETTING),
@@ -68,20 +77,21 @@ def sample(step, prompt, correct, total=None, group=0):
     )
 
 
-def test_the_map_moves_a_prompt_from_learning_to_always_solved():
+def test_the_map_moves_a_prompt_from_learning_to_learnt():
     """One prompt half solved in its first visits and fully in its last three; one solved from the start; one never.
-    As of step 3 the first is learning, at the end always solved, and moved() says so."""
+    As of step 3 the first is learning, at the end learnt (it was not solved at first: always solved would be a
+    claim the rows don't make), and moved() says so."""
     rows = []
     for step, right in enumerate([2, 4, 5, 8, 8, 8], start=1):
         rows += [sample(step, "19 + 24", 2.0 if i < right else 0.0) for i in range(8)]
         rows += [sample(step, "3 + 4", 2.0, group=1) for _ in range(8)]
         rows += [sample(step, "99 - 98", 0.0, group=2) for _ in range(8)]
     early, late = build_map(rows, upto=3), build_map(rows)
-    assert early.line("19 + 24").cls == LEARNING and late.line("19 + 24").cls == ALWAYS
+    assert early.line("19 + 24").cls == LEARNING and late.line("19 + 24").cls == LEARNT
     assert late.line("3 + 4").cls == ALWAYS and late.line("99 - 98").cls == NEVER
-    assert moved(early, late) == {(LEARNING, ALWAYS): ["19 + 24"]}
+    assert moved(early, late) == {(LEARNING, LEARNT): ["19 + 24"]}
     assert [v.rate for v in late.line("19 + 24").visits] == [0.25, 0.5, 0.625, 1.0, 1.0, 1.0]
-    assert late.counts() == {LEARNING: 0, FORGETTING: 0, NEVER: 1, ALWAYS: 2}
+    assert late.counts() == {LEARNING: 0, FORGETTING: 0, LEARNT: 1, SEEN_ONCE: 0, NEVER: 1, MOSTLY: 0, ALWAYS: 1}
     # only the 19 + 24 group disagreed, in its first three steps: a third of the groups carried signal there
     assert early.signal == {1: pytest.approx(1 / 3), 2: pytest.approx(1 / 3), 3: pytest.approx(1 / 3)}
     assert [ln.prompt for ln in early.frontier] == ["19 + 24"] and late.frontier == []
@@ -90,10 +100,22 @@ def test_the_map_moves_a_prompt_from_learning_to_always_solved():
 def test_held_out_problems_are_classed_from_their_greedy_results():
     points = [HeldOutPoint(step, 0, "What is 19 + 6?", c) for step, c in ((0, 0.0), (10, 1.0), (20, 1.0))]
     points += [HeldOutPoint(step, 1, "What is 2 + 2?", 1.0) for step in (0, 10, 20)]
-    at_10, at_20 = build_map([], points, upto=10), build_map([], points)
-    assert at_10.line("What is 19 + 6?", "held-out").cls == LEARNING
-    assert at_20.line("What is 19 + 6?", "held-out").cls == ALWAYS
-    assert at_20.counts("held-out") == {LEARNING: 0, FORGETTING: 0, NEVER: 0, ALWAYS: 2}
+    points += [HeldOutPoint(step, 2, "What is 7 + 8?", c) for step, c in ((0, 1.0), (10, 1.0), (20, 0.0))]
+    at_0, at_10, at_20 = build_map([], points, upto=0), build_map([], points, upto=10), build_map([], points)
+    assert at_0.line("What is 19 + 6?", "held-out").cls == SEEN_ONCE
+    # wrong before training, right now: learnt, from the first evaluation that has it right
+    assert at_10.line("What is 19 + 6?", "held-out").cls == LEARNT
+    assert at_20.line("What is 19 + 6?", "held-out").cls == LEARNT
+    assert at_20.line("What is 7 + 8?", "held-out").cls == FORGETTING  # right before, wrong now
+    assert at_20.counts("held-out") == {
+        LEARNING: 0,
+        FORGETTING: 1,
+        LEARNT: 1,
+        SEEN_ONCE: 0,
+        NEVER: 0,
+        MOSTLY: 0,
+        ALWAYS: 1,
+    }
 
 
 def test_without_a_correctness_reward_the_best_total_counts_as_solved():
@@ -195,8 +217,23 @@ def test_a_token_row_refuses_values_that_do_not_match_its_tokens():
 def test_the_best_and_worst_answer_of_each_group_keep_token_values_first():
     rows = [{"group_index": i // 4, "advantage": a} for i, a in enumerate([0.1, 1.2, -1.0, -0.3, 0.5, -0.5, 1.5, -1.5])]
     assert chosen_indices(rows, 4) == [1, 2, 6, 7]
-    assert chosen_indices(rows, 2) == [1, 6]
+    # interleaved: a quota of two is the first group's best and worst (issue 34: bests first kept only winners)
+    assert chosen_indices(rows, 2) == [1, 2]
     assert chosen_indices(rows, 20) == list(range(8))
+
+
+def test_groups_that_scored_alike_come_after_every_disagreeing_groups_pair():
+    """The demo's shape: 8 groups a step, 8 views kept, most groups all right (advantage 0 throughout). The kept views
+    are the best and the worst of each disagreeing group: as many negative advantages as positive ones."""
+    advantages = {0: [0.0] * 4, 1: [0.9, -0.9, 0.3, -0.3], 2: [0.0] * 4, 3: [1.5, -0.5, -0.5, -0.5]}
+    advantages |= {g: [0.0] * 4 for g in range(4, 8)}
+    rows = [{"group_index": g, "advantage": a} for g in range(8) for a in advantages[g]]
+    chosen = chosen_indices(rows, 8)
+    # rows 4, 5 and 12, 13: the best and the worst of groups 1 and 3; then the first answer of the all-alike groups
+    # 0, 2, 4 and 5 (rows 0, 8, 16, 20), in group order, up to the quota
+    assert chosen == [0, 4, 5, 8, 12, 13, 16, 20]
+    picked = [rows[i]["advantage"] for i in chosen]
+    assert sum(a < 0 for a in picked) == sum(a > 0 for a in picked) == 2
 
 
 def test_token_html_colours_each_token_by_its_probability():
@@ -236,9 +273,15 @@ def test_the_prompts_command_text_lists_classes_frontier_and_alerts():
     series = {"reward": steady([0.5 + 0.05 * s for s in range(1, 21)]), "heldout/correct": [(0, 0.3), (20, 0.3)]}
     text = map_text(LearningReport(7, "demo", lm, watch(series), [10, 20]))
     assert text.splitlines()[0] == "run 7 (demo): the learning map as of step 4"
-    assert "train prompts: 1 learning, 0 forgetting, 0 never solved, 1 always solved" in text
+    assert (
+        "train prompts: 1 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 0 mostly solved, 1 always solved"
+        in text
+    )
     assert "  learning      |▂▄▆█| 100%  hard" in text
-    assert "held-out prompts: 0 learning, 0 forgetting, 0 never solved, 1 always solved" in text
+    assert (
+        "held-out prompts: 0 learning, 0 forgetting, 0 learnt, 0 seen once, 0 never solved, 0 mostly solved, 1 always solved"
+        in text
+    )
     assert "frontier (learning now, the latest group disagreed): 0 prompts" in text
     assert "⚠ reward outruns held-out (steps 0-20)" in text and "nearest checkpoint: step 20" in text
     assert math.isfinite(lm.signal[4])

@@ -1,5 +1,5 @@
-"""What the model is learning, on real runs of the tiny model (issue 31), asserted from the database: the demo's map
-moves carry problems from "learning" to "always solved", the token view has per-token values for sampled
+"""What the model is learning, on real runs of the tiny model (issues 31 and 34), asserted from the database: the
+demo's map moves carry problems from "learning" to "learnt", the token view has per-token values for sampled
 completions, a reward that pays for length while correctness stays flat gets the watch's alert within a few
 evaluations, ``grpo-studio prompts`` prints the map, and a browser test screenshots each view of the Monitor's
 learning panel into screenshots/ (git-ignored).
@@ -19,7 +19,7 @@ import pytest
 
 from storage import learning, queries
 from storage.db import get_sessionmaker
-from trainer.insight.learning_map import ALWAYS, LEARNING, build_map
+from trainer.insight.learning_map import ALWAYS, LEARNING, LEARNT, build_map
 from trainer.insight.report import learning_report
 from trainer.job.worker import run_worker
 
@@ -31,6 +31,7 @@ from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, open_page, start_serv
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = ROOT / "screenshots"
+WAIT = 150  # seconds a browser wait may take on a loaded machine (see the browser test)
 DEMO_STEPS = 20
 EVAL_STEPS = 10
 
@@ -66,7 +67,7 @@ def _carries() -> set[str]:
     return {p.question for p in problems if arithmetic_solution(p, forget_carry=True) != arithmetic_solution(p)}
 
 
-def test_the_demo_map_moves_carry_problems_from_learning_to_always_solved(demo_run):
+def test_the_demo_map_moves_carry_problems_from_learning_to_learnt(demo_run):
     with get_sessionmaker().begin() as s:
         samples, heldout = learning.scored_samples(s, demo_run), learning.heldout_points(s, demo_run)
     carries = _carries()
@@ -75,21 +76,22 @@ def test_the_demo_map_moves_carry_problems_from_learning_to_always_solved(demo_r
     assert len(trained_carries) == 2, trained_carries
     for prompt in trained_carries:
         assert early.line(prompt).cls == LEARNING, early.line(prompt)
-        assert late.line(prompt).cls == ALWAYS, [v.rate for v in late.line(prompt).visits]
+        # unsolved at first, solved at its latest three visits: learnt (issue 34: "always solved" was a claim the
+        # rows did not make)
+        assert late.line(prompt).cls == LEARNT, [v.rate for v in late.line(prompt).visits]
         # every prompt is sampled at every step: 8 answers each, 20 visits
         assert [v.step for v in late.line(prompt).visits] == list(range(1, DEMO_STEPS + 1))
         assert {v.n for v in late.line(prompt).visits} == {8}
-    # held-out carry problems too: right at neither or one of the first evaluations, right at both of the last two
-    moved_held = [
-        ln.prompt
-        for ln in late.lines
-        if ln.source == "held-out"
-        and ln.prompt in carries
-        and ln.cls == ALWAYS
-        and build_map(samples, heldout, upto=EVAL_STEPS).line(ln.prompt, "held-out").cls == LEARNING
-        and ln.visits[0].rate == 0.0
-    ]
-    assert len(moved_held) >= 3, moved_held
+    # held-out problems: learnt are exactly those wrong at step 0 and right at the last evaluation (read off the
+    # rows here), right throughout always solved; carry problems among the learnt
+    at = {(p.question, p.step): p.correct for p in heldout}
+    questions = {p.question for p in heldout}
+    taught = {q for q in questions if at[(q, 0)] == 0.0 and at[(q, DEMO_STEPS)] == 1.0}
+    throughout = {q for q in questions if all(at[(q, step)] == 1.0 for step in (0, EVAL_STEPS, DEMO_STEPS))}
+    held = {ln.prompt: ln.cls for ln in late.lines if ln.source == "held-out"}
+    assert {q for q, cls in held.items() if cls == LEARNT} == taught
+    assert {q for q, cls in held.items() if cls == ALWAYS} == throughout
+    assert len(taught & carries) >= 3, taught
     assert len({p.problem for p in heldout}) == 100 and sorted({p.step for p in heldout}) == [0, 10, 20]
 
 
@@ -136,7 +138,7 @@ def test_the_prompts_command_prints_the_map(demo_run):
     report = learning_report(demo_run)
     counts = report.map.counts()
     assert f"train prompts: {counts['learning']} learning, {counts['forgetting']} forgetting" in result.stdout
-    assert counts["always solved"] >= 2
+    assert counts["always solved"] + counts["learnt"] >= 2 and sum(counts.values()) == 4
     unknown = subprocess.run([sys.executable, "-m", "app.cli", "prompts", "999"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "no run with id 999" in unknown.stderr
 
@@ -187,6 +189,13 @@ def test_a_reward_paying_for_length_gets_the_watchs_alert_within_a_few_evaluatio
     early = learning_report(length_run, upto=2 * LENGTH_EVAL_STEPS)
     assert any(a.name == "reward outruns held-out" for a in early.alerts), early.alerts
     assert report.checkpoint_for(alerts[0]) in (3, 6, 9)
+    # the run's one list (the banner's, /alerts', grpo-studio alerts') carries the watch's alert with its steps
+    from app import actions
+
+    listed = [a for a in actions.alerts(length_run) if a["name"] == "reward outruns held-out"]
+    assert [(a["source"], a["first_step"], a["last_step"]) for a in listed] == [
+        ("watch", a.first_step, a.last_step) for a in alerts
+    ]
 
 
 # --- the browser ----------------------------------------------------------------------------------------------------
@@ -205,7 +214,7 @@ def page(demo_run, length_run, module_database):
 def _pick(page, run_id: int) -> None:
     """The Monitor on ``run_id``, by its address (as a bookmark opens it: the landing picks the run)."""
     _goto(page, f"tab=monitor&run={run_id}")
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "the run")
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), WAIT, "the run")
 
 
 def _heatmap_rows(page) -> int:
@@ -217,7 +226,10 @@ def _heatmap_rows(page) -> int:
 
 def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     SCREENSHOTS.mkdir(exist_ok=True)
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{demo_run}: "), 30, "the run")
+    # the learning panel fills in after the Monitor's first poll: measured 61 s from page load on main (83 s here)
+    # with six test suites sharing two cores, past the 30 s default; waits only, no assertion moves
+    page.set_default_timeout(WAIT * 1000)
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{demo_run}: "), WAIT, "the run")
     page.wait_for_function(
         "() => { const p = document.querySelector('#learning-map .js-plotly-plot');"
         " return p && p._fullData && p._fullData[0] && p._fullData[0].y.length > 0; }"
@@ -241,7 +253,7 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     with get_sessionmaker().begin() as s:
         other = learning.token_indices(s, demo_run, DEMO_STEPS)[1]
     rows = page.locator("#completions-table [role=row]")
-    wait_for(lambda: rows.count() > other + 1, 30, "the completions table")
+    wait_for(lambda: rows.count() > other + 1, WAIT, "the completions table")
     rows.nth(other + 1).locator("[role=gridcell], td").nth(4).click()  # row 0 is the header; column 4 the completion
     page.locator("#token-view").filter(has_text=f"step {DEMO_STEPS}, completion #{other}").wait_for()
 
@@ -256,7 +268,7 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     expected = alert_completions(length_run, f"{alert.first_step}:{alert.last_step}")
     assert expected and all(alert.first_step <= row[0] <= alert.last_step for row in expected), expected
     table = page.locator("#learning-alert-completions")
-    wait_for(lambda: table.locator("[role=row]").count() >= 2, 30, "the alert's completions")
+    wait_for(lambda: table.locator("[role=row]").count() >= 2, WAIT, "the alert's completions")
     # the best-scored completion of those steps comes first (what the reward paid for)
     shown = table.inner_text()
     assert expected[0][2] in shown and expected[0][3].strip().splitlines()[0] in shown

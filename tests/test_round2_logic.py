@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes
+from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes, clip_note
 from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
 from app.completions import BEST, TIE, WORST, group_marks
 from app.empty_states import NO_RUNS, runs_table_note
@@ -33,7 +33,23 @@ def test_shared_top_and_bottom_scores_are_all_marked_and_groups_are_separate():
 
 def test_clip_note_for_one_pass_and_kl_note_for_beta_zero():
     assert chart_notes({"beta": 0.0}) == {"clip_ratio": CLIP_NOTE, "kl": KL_NOTE}
-    assert chart_notes({"beta": 0.04, "num_iterations": 2}) == {}  # a reused batch clips; a KL term is logged
+    # a batch reused after an optimizer step (GA 1, μ 2) can clip; a KL term is logged at beta > 0
+    assert chart_notes({"beta": 0.04, "num_iterations": 2}) == {
+        "clip_ratio": clip_note({"num_iterations": 2}),
+    }
+    assert "1 is not a multiple of steps_per_generation × num_iterations = 1 × 2" in clip_note({"num_iterations": 2})
+    assert "clipping can act" in clip_note({"num_iterations": 2})
+
+
+def test_the_clip_note_says_whether_the_runs_own_settings_let_clipping_act():
+    """Issue 34: TRL keeps the sampler's log-probs only when gradient_accumulation_steps is not a multiple of
+    steps_per_generation × num_iterations (trl grpo_trainer.py:2642-2644); the audit measured 0 at every step with
+    GA 2, steps_per_generation 1, μ 2. steps_per_generation counts micro-batches."""
+    aligned = clip_note({"num_iterations": 2, "gradient_accumulation_steps": 2, "steps_per_generation": 1})
+    assert "2 is a multiple of steps_per_generation × num_iterations = 1 × 2" in aligned and "never acts" in aligned
+    spread = clip_note({"gradient_accumulation_steps": 1, "steps_per_generation": 4})  # μ 1, a batch over 4 updates
+    assert "clipping can act" in spread
+    assert clip_note({}) == CLIP_NOTE and "never acts" in CLIP_NOTE  # TRL's defaults
 
 
 def test_the_empty_kl_chart_of_a_beta_zero_run_says_why_and_a_drawn_clip_chart_keeps_its_data():

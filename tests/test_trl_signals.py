@@ -214,7 +214,7 @@ def test_new_fields_show_in_the_form_with_their_help():
     from app.form import form_fields
 
     specs = {s.name: s for s in form_fields()}
-    assert specs["num_iterations"].kind == "int" and "only acts when μ > 1" in specs["num_iterations"].help
+    assert specs["num_iterations"].kind == "int" and "not a multiple of" in specs["num_iterations"].help
     assert specs["report_to"].kind == "list" and specs["measured_kl_steps"].advanced
 
 
@@ -378,3 +378,15 @@ def test_other_metrics_are_listed_and_charted_on_request():
     )
     figure = other_figure(runs, ["my/custom"])
     assert [(trace.meta, list(trace.y)) for trace in figure.data] == [("my/custom", [3.0, 4.0])]
+
+
+def test_the_measured_kl_reads_completions_of_every_group():
+    """Issue 34: the first 16 rows of a batch were two groups of eight (two prompts); the sample now takes 16 rows
+    at an even stride: at the demo's 64 rows in groups of 8, two answers of each of the 8 prompts."""
+    from trainer.job.measures import kl_rows
+
+    rows = kl_rows(64)
+    assert len(rows) == 16 and len(set(rows)) == 16
+    assert sorted(i // 8 for i in rows) == sorted(list(range(8)) * 2)
+    assert kl_rows(12) == list(range(12))  # a smaller batch: every row
+    assert len({i // 4 for i in kl_rows(128)}) == 16  # G = 4, 32 groups: 16 prompts, one answer each

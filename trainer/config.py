@@ -158,20 +158,24 @@ class RunConfig:
         advanced=True,
     )
     max_grad_norm: float = grpo(0.1, "Gradient norm clip.", min=0.0, max=1e6)
-    # TRL's names, so a TRL recipe's values load as they are. With one pass over each generation batch the policy
-    # ratio is exactly 1 and the clip never acts (SPEC.md): only these two make clip_ratio/* non-zero.
+    # TRL's names, so a TRL recipe's values load as they are. TRL keeps the sampling policy's log-probs (the ratio's
+    # denominator) only when gradient_accumulation_steps is not a multiple of steps_per_generation × num_iterations
+    # (trl 1.16.0 grpo_trainer.py:2642-2644): otherwise the ratio is exactly 1 and the clip never acts.
     num_iterations: int = grpo(
         1,
-        "μ: optimisation passes over each generation batch. Clipping (epsilon) only acts when μ > 1: with one pass the "
-        "policy ratio is exactly 1.",
+        "μ: optimisation passes over each generation batch. Clipping (epsilon) only acts when μ > 1 or "
+        "steps_per_generation is set, and then only when gradient_accumulation_steps is not a multiple of "
+        "steps_per_generation × μ: otherwise every pass falls within one optimizer step and the policy ratio is "
+        "exactly 1.",
         min=1,
         max=64,
         advanced=True,
     )
     steps_per_generation: int = grpo(
         0,
-        "Optimizer steps that share one generation batch (0: gradient_accumulation_steps, TRL's default). Above that, "
-        "later steps learn from completions an older policy sampled, so the ratio moves and clipping can act.",
+        "Micro-batches (not optimizer steps) that share one generation batch (0: gradient_accumulation_steps, TRL's "
+        "default). When gradient_accumulation_steps is not a multiple of this × num_iterations, later micro-batches "
+        "learn from completions an older policy sampled, so the ratio moves and clipping can act.",
         min=0,
         max=1024,
         advanced=True,
@@ -222,8 +226,9 @@ class RunConfig:
     token_samples_per_step: int = advanced(
         8,
         "Sampled completions per step whose per-token log-probability and entropy under the policy (and the "
-        "reference's: the base, adapter off) are kept for the Monitor's token view: the best and worst answer of each "
-        "group first; two extra no-grad forward passes over them; 0: none.",
+        "reference's: the base, adapter off) are kept for the Monitor's token view: the best and the worst answer of "
+        "each group whose answers differ first, group by group, then groups that scored alike; two extra no-grad "
+        "forward passes over them; 0: none.",
         min=0,
         max=1024,
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 from trainer.config import ConfigError, RunConfig
 from trainer.job.cluster_checks import cluster_problems, cluster_warnings
 from trainer.loading.backend import check_model, gpu_path_problems
-from trainer.loading.data import check_dataset, load_problems
+from trainer.loading.data import check_dataset, file_split_problem, load_problems
 from trainer.loading.heldout import check_heldout, heldout_warnings
 from trainer.safe_text import text_problem
 from trainer.scoring.rewards import REWARDS, load_custom_reward, reward_mix_warnings
@@ -39,6 +39,8 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
             found.extend(check_model(config.model_name_or_path))
         if not text_problem("dataset", config.dataset_name):
             found.extend(check_dataset(config.dataset_name, config.question_column, config.answer_column))
+    if problem := file_split_problem(config.dataset_name, config.dataset_split):
+        found.append(problem)
     found.extend(check_heldout(config))  # eval_steps on data with no problems the run doesn't train on
     found.extend(reward_problems(config.reward_funcs, config.reward_weights, import_custom=check_rewards))
     found.extend(gpu_path_problems(config))

@@ -8,7 +8,7 @@ argument, so the dashboard and its API apply them in one place; the command line
 
 from app.actions.base import OPERATOR, ActionError, config_of
 from app.actions.jobs import evaluate, export, gpu_busy, probe
-from app.actions.reading import alerts, learning, learning_json, log, metrics, samples
+from app.actions.reading import alerts, learning, learning_json, log, metrics, run_alerts, samples, watch_alerts
 from app.actions.runs import (
     Checked,
     Launched,
@@ -31,6 +31,8 @@ __all__ = [
     "Checked",
     "Launched",
     "alerts",
+    "run_alerts",
+    "watch_alerts",
     "clone",
     "config_of",
     "delete",

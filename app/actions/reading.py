@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.actions.base import ActionError, find_run
-from app.health import health_alerts, liveness_alerts
+from storage import learning as learning_rows
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.series import series_since
@@ -79,14 +79,36 @@ def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_mi
     return {"step": chosen, "sampled_steps": steps, "samples": found}
 
 
-def alerts(run_id: int) -> list[dict[str, str]]:
-    """The run's failure signs now (a frozen worker or hanging step first, then SPEC.md's signs read off its
-    metrics), each with what to try."""
+def alerts(run_id: int) -> list[dict[str, Any]]:
+    """The run's one list of alerts (app.alert_list): a frozen worker or hanging step first, then the failure signs
+    of its recent metrics, the reward-hacking watch's history (each with the steps it held at, kept after it
+    clears), then the notes; each with what to try."""
+    return [a.as_dict() for a in run_alerts(run_id)]
+
+
+def run_alerts(run_id: int) -> list:
+    """The run's alerts as app.alert_list.RunAlert (see :func:`alerts`)."""
+    from app.alert_list import alert_list
+
+    history = watch_alerts(run_id)
     with get_sessionmaker().begin() as session:
         run = find_run(session, run_id)
         series = series_since(session, run.id)
-        found = liveness_alerts(run) + health_alerts(series, (run.config or {}).get("max_completion_length"))
-    return [{"name": a.name, "message": a.message, "hint": a.hint} for a in found]
+        return alert_list(series, (run.config or {}).get("max_completion_length"), run, history)
+
+
+def watch_alerts(run_id: int, series=None) -> list:
+    """The reward-hacking watch's history of a run (trainer.insight.watch) from ``series`` (default: read) and its
+    stored groups and held-out set size."""
+    from trainer.insight.watch import watch
+
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        if series is None:
+            series = series_since(session, run.id)
+        groups = learning_rows.group_stats(session, run.id)
+        size = learning_rows.heldout_size(session, run.id)
+    return watch(series, groups, size)
 
 
 def log(run_id: int, after_id: int = 0, limit: int = MAX_LOG_LINES) -> dict[str, Any]:
@@ -136,6 +158,7 @@ def learning_json(report) -> dict[str, Any]:
                 "hint": a.hint,
                 "first_step": a.first_step,
                 "last_step": a.last_step,
+                "holds_now": a.holds_now,
                 "nearest_checkpoint": report.checkpoint_for(a),
             }
             for a in report.alerts

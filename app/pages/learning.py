@@ -71,7 +71,8 @@ def learning_view(run_id) -> LearningView:
             else ""
         )
         hint = alert.hint[:1].upper() + alert.hint[1:]
-        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({alert.steps}): {alert.message}. {hint}{compare}"))
+        where = f"{alert.steps}, {alert.state}"
+        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({where}): {alert.message}. {hint}{compare}"))
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
     with get_sessionmaker().begin() as session:
         steps = queries.sample_steps(session, run_id)
@@ -178,7 +179,7 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
         heatmap = gr.Plot(elem_id="learning-map", show_label=False)
         gr.Markdown(
             "<small>Each row a prompt, each column a step that sampled it, coloured by the share of its group "
-            "solved; sorted learning, forgetting, never solved, always solved. Held-out problems (greedy, at each "
+            "solved; sorted learning, forgetting, learnt, seen once, never solved, mostly solved, always solved. Held-out problems (greedy, at each "
             "evaluation) below the training prompts.</small>"
         )
         signal = gr.Plot(elem_id="learning-signal", show_label=False)

@@ -13,15 +13,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import actions
 from app.actions.reading import MAX_SAMPLES
+from app.alert_list import alert_list
 from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
-from app.health import health_alerts, liveness_alerts
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
-from app.signal_alerts import signal_alerts, signal_notes
 from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
 from storage import queries
@@ -62,13 +61,19 @@ def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[in
     return caches
 
 
-def health_markdown(series, max_completion_length: int | None, run=None) -> str:
-    """The alert banner: every failure sign with its hint (a frozen worker or a hanging step of ``run`` first), or
-    nothing."""
-    alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
-    alerts += signal_alerts(series)
-    lines = [verdict("warn", "Warning:", f"**{a.message}** — {a.hint}") for a in alerts]
-    return "\n\n".join(lines + [verdict("info", "Note:", f"**{a.message}** — {a.hint}") for a in signal_notes(series)])
+def health_markdown(series, max_completion_length: int | None, run=None, watch_alerts=()) -> str:
+    """The alert banner: the run's one list of alerts (app.alert_list; ``watch_alerts``: the watch's history, cached
+    per step by the caller), each with its hint, warnings before notes, or nothing."""
+    lines = []
+    for a in alert_list(series, max_completion_length, run, watch_alerts):
+        if a.level == "note":
+            lines.append(verdict("info", "Note:", f"**{a.message}** — {a.hint}"))
+        elif a.source == "watch":
+            state = "" if a.holds_now else ", cleared"
+            lines.append(verdict("warn", "Watch:", f"**{a.name}** ({a.steps}{state}): {a.message} — {a.hint}"))
+        else:
+            lines.append(verdict("warn", "Warning:", f"**{a.message}** — {a.hint}"))
+    return "\n\n".join(lines)
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
@@ -224,10 +229,13 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
         other_plot = other_figure(labels, picked, *view[:2])
         caches[int(run_id)].drawn = drawn
+    cache = caches[int(run_id)]
+    if cache.watch_step != cache.last_step:  # the watch judges every step of the run: once per new step
+        cache.watch, cache.watch_step = actions.watch_alerts(int(run_id), cache.series), cache.last_step
     return MonitorView(
         header,
         caches,
-        banner=health_markdown(caches[int(run_id)].series, main.config.get("max_completion_length"), main),
+        banner=health_markdown(cache.series, main.config.get("max_completion_length"), main, cache.watch),
         figures=figures,
         # From 0 (a probed run's step 0), not the first sampled step: the timer sends the slider's value back as an
         # input, and a value the page still holds under a raised minimum made Gradio refuse the tick with a toast

@@ -1,15 +1,24 @@
-"""The per-prompt learning map (issue 31, item 1): for every training prompt its pass rate each time it was sampled,
+"""The per-prompt learning map (issues 31 and 34): for every training prompt its pass rate each time it was sampled,
 for every held-out problem its greedy result at each evaluation, and one class per prompt.
 
 The classes, judged on a prompt's visits up to a step (so the map can be read "as of" any step, and a prompt can be
-seen moving from one class to another):
+seen moving from one class to another). A visit is *solved* when at least ``SOLVED`` of its answers were right (7 of
+8 at G = 8, G/G at G = 4: sampling at temperature 1 misses the odd answer of a learnt problem); a held-out problem's
+evaluation is one greedy answer, solved when right. Each name says what the rows show, nothing more:
 
-- **always solved**: its latest ``window`` visits each solved at least ``SOLVED`` of the group (G/G with G = 4, 7 of
-  8 at G = 8: sampling at temperature 1 misses the odd answer of a learnt problem); a held-out problem: right at the
-  latest ``window`` evaluations. GRPO learns little more from it: its groups nearly always score alike.
-- **never solved**: no answer to it was ever right. No signal either, from the other end.
+- **seen once**: one visit so far; its pass rate is all there is, and one visit is no trend (a training prompt of a
+  run that sees each prompt once never gets another class).
+- **always solved**: solved at every one of its visits (two at least). GRPO learns nothing from it: its groups score
+  alike.
+- **never solved**: no answer to it was ever right (two visits at least). No signal either, from the other end.
+- **learnt**: a training prompt solved at its latest ``window`` visits (fewer when it has fewer after its first)
+  whose visits before them were solved less than ``SOLVED`` of the time on average; a held-out problem wrong at its
+  first evaluation (before training) and right at its latest. What the run taught. (An easy prompt with one unlucky
+  visit among solved ones is not learnt.)
+- **mostly solved**: solved at its latest ``window`` visits, and at least ``SOLVED`` of the time on average before,
+  but not at every visit (an easy prompt with an unlucky group): not "always".
 - **forgetting**: the mean of its latest ``window`` visits is well below (``FORGET_MARGIN``) its best stretch of
-  ``window`` visits before.
+  ``window`` visits before (a held-out problem: right at an earlier evaluation, wrong now).
 - **learning**: everything else: right sometimes, not yet every time, and not falling. These groups disagree, which is
   what GRPO's advantages feed on; those whose latest visit still carried signal are the **frontier**.
 
@@ -28,9 +37,11 @@ from dataclasses import dataclass, field
 from storage.learning import HeldOutPoint, ScoredSample
 
 ALWAYS, NEVER, LEARNING, FORGETTING = "always solved", "never solved", "learning", "forgetting"
-CLASSES = (LEARNING, FORGETTING, NEVER, ALWAYS)  # the map's order: the prompts still moving first
-WINDOW = 3  # visits that must all be solved G/G to call a training prompt always solved: one lucky visit is not it
-HELDOUT_WINDOW = 2  # evaluations in a row a held-out problem must be right for (its answer is greedy: no luck)
+LEARNT, SEEN_ONCE, MOSTLY = "learnt", "seen once", "mostly solved"
+# the map's order: the prompts still moving first
+CLASSES = (LEARNING, FORGETTING, LEARNT, SEEN_ONCE, NEVER, MOSTLY, ALWAYS)
+WINDOW = 3  # a training prompt's latest visits that must all be solved to call it learnt: one lucky visit is not it
+HELDOUT_WINDOW = 1  # a held-out problem's answer is greedy (no luck): its latest evaluation says where it is now
 # the share of a group that counts as solving it: 7 of 8 answers sampled at temperature 1 is a solved prompt (the
 # built-in model's easiest problems score 7/8 or 8/8 at random); with G = 4 it takes all four
 SOLVED = 0.85
@@ -55,16 +66,29 @@ class Visit:
         return self.solved / self.n if self.n else 0.0
 
 
-def classify(visits: Sequence[Visit], window: int = WINDOW) -> str:
-    """The class of a prompt with these visits (in step order); see the module docstring."""
+def classify(visits: Sequence[Visit], window: int = WINDOW, since_first: bool = False) -> str:
+    """The class of a prompt with these visits (in step order); see the module docstring. ``since_first``: learnt
+    means unsolved at the first visit (a held-out problem's first evaluation is the model before training), else
+    mostly unsolved before the latest ``window`` (a training prompt's first group is sampled: 7 of 8 by luck on a
+    problem the model still gets wrong half the time is no level it was at)."""
     if not visits:
         raise ValueError("a prompt with no visits has no class")
+    if len(visits) == 1:
+        return SEEN_ONCE
     rates = [v.rate for v in visits]
-    recent, earlier = rates[-window:], rates[:-window]
-    if len(recent) == window and all(r >= SOLVED for r in recent):
+    if all(r >= SOLVED for r in rates):
         return ALWAYS
     if all(r <= 0.0 for r in rates):
         return NEVER
+    k = min(window, len(rates) - 1)
+    latest, before = rates[-k:], rates[:-k]
+    mostly = sum(before) / len(before) >= SOLVED
+    if all(r >= SOLVED for r in latest):
+        if rates[0] < SOLVED if since_first else not mostly:
+            return LEARNT
+        if mostly:
+            return MOSTLY
+    recent, earlier = rates[-window:], rates[:-window]
     recent_mean = sum(recent) / len(recent)
     # the best stretch of ``window`` visits before, not the best single one: a lucky visit is no level to fall from
     stretches = [earlier[i : i + window] for i in range(max(1, len(earlier) - window + 1))] if earlier else []
@@ -187,7 +211,10 @@ def build_map(
         samples = [s for s in samples if s.step <= upto]
         heldout = [p for p in heldout if p.step <= upto]
     lines = [PromptLine(p, TRAIN, tuple(v), classify(v, window)) for p, v in train_visits(samples).items()]
-    lines += [PromptLine(p, HELDOUT, tuple(v), classify(v, heldout_window)) for p, v in heldout_visits(heldout).items()]
+    lines += [
+        PromptLine(p, HELDOUT, tuple(v), classify(v, heldout_window, since_first=True))
+        for p, v in heldout_visits(heldout).items()
+    ]
     order = {cls: i for i, cls in enumerate(CLASSES)}
     lines.sort(key=lambda ln: (ln.source != TRAIN, order[ln.cls], ln.visits[0].step, ln.prompt))
     steps = sorted({v.step for ln in lines for v in ln.visits})

@@ -52,4 +52,14 @@ def learning_report(run_id: int, upto: int | None = None) -> LearningReport:
         order = [entry for entry in order if entry[0] <= upto]
         series = {key: [p for p in points if p[0] <= upto] for key, points in series.items()}
     lm = build_map(samples, heldout, upto)
-    return LearningReport(run_id, name, lm, watch(series, groups), checkpoint_steps(run_id), order)
+    alerts = watch(series, groups, heldout_size(heldout))
+    return LearningReport(run_id, name, lm, alerts, checkpoint_steps(run_id), order)
+
+
+def heldout_size(points) -> int | None:
+    """How many problems one held-out evaluation scored (the most at any step), None without evaluations: the set
+    size the watch's held-out noise is figured at."""
+    per_step: dict[int, int] = {}
+    for p in points:
+        per_step[p.step] = per_step.get(p.step, 0) + 1
+    return max(per_step.values(), default=None)

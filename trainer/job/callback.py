@@ -82,12 +82,19 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
 
     weights = config.weights()
     group_size = config.num_generations
+    if writer is not None:
+        from trainer.job.tracker_alerts import trackio_forwarder
+
+        forwarder = trackio_forwarder(list(config.report_to or []))
+    else:
+        forwarder = None
 
     class StudioCallback(TrainerCallback):
         trainer: Any = None  # set once the trainer exists; the completions table lives on it
         last_sample_step = -1
         tokens: Any = None  # a TokenCapture (trainer.job.token_capture) once training began, for a writing process
         curriculum: Any = None  # a Curriculum (trainer.job.curriculum) when the run has one
+        alerts = forwarder  # the watch's alerts to trackio (trainer.job.tracker_alerts), or None
 
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             from trainer.job.checkpoints import follow_config_after_resume
@@ -113,6 +120,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
             if writer is None or not state.is_world_process_zero or not logs:
                 return
             writer.metrics(queries.metric_rows(run_id, state.global_step, logs, time.time()))
+            rows = []
             if state.global_step != self.last_sample_step:
                 rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size)
                 if rows:
@@ -128,6 +136,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                     shares = zero_std_shares(rows)
                     writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
                     self.last_sample_step = state.global_step
+            if forwarder is not None:
+                forwarder.observe(state.global_step, logs, rows)
             if control.should_save:
                 # The trainer logs, then saves a checkpoint. Commit this step's rows first: a kill right after the
                 # checkpoint must not lose them, because a resume starts after the checkpoint and never re-logs them.

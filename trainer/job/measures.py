@@ -3,10 +3,10 @@
 - ``kl_measured``: KL(policy ‖ base) at beta 0, where TRL computes no KL at all (its ``kl`` needs the reference
   log-probs it only computes when beta != 0: trl 1.15.0 grpo_trainer.py:2636, 1.16.0 :2709-2739), so the KL chart stayed empty and
   the KL-climb alert could never fire exactly when nothing holds the policy back. Every ``measured_kl_steps`` steps,
-  on (at most 16 of) that step's sampled completions (:func:`kl_rows`), with TRL's own estimator; the base is the model
-  with its LoRA adapter off (peft's ``disable_adapter()``), so it costs two no-grad forward passes and no memory. Not
-  in the loss. The passes are grpo-studio's own (trainer.job.own_logps), not the trainer's log-prob method, which
-  Unsloth replaces with one of another layout: the same value on every model path.
+  on 16 of that step's sampled completions spread over every group of its batch (:func:`kl_rows`), with TRL's own
+  estimator; the base is the model with its LoRA adapter off (peft's ``disable_adapter()``), so it costs two no-grad
+  forward passes and no memory. Not in the loss. The passes are grpo-studio's own (trainer.job.own_logps), not the
+  trainer's log-prob method, which Unsloth replaces with one of another layout: the same value on every model path.
 - ``time/generation`` and ``time/other``: a step's seconds split into generating completions (TRL's ``_generate``)
   and the rest (scoring, log-probs, backward, optimizer).
 - ``throughput/tokens_per_step`` and ``throughput/tokens_per_second``: prompt and completion tokens, from the counter
@@ -40,9 +40,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 KL_KEY = "kl_measured"
-# Completions per process a measured KL looks at: the first ones of the generation batch (whole groups at G <= 16).
-# A KL per token averaged over 16 completions of a few hundred tokens is steady enough for a trend, and measuring all
-# 64 completions of the offline demo's step at every step cost 20-40 % of the step (bench/overhead.py --measured-kl 1).
+# Completions per process a measured KL looks at, spread evenly over the generation batch (kl_rows). A KL per token
+# averaged over 16 completions of a few hundred tokens is steady enough for a trend, and measuring all 64 completions
+# of the offline demo's step at every step cost 20-40 % of the step (bench/overhead.py --measured-kl 1). The first 16
+# were two groups of eight, two prompts: on the demo that sample read 0.004x to 3.8x the whole batch's KL (issue 34).
 KL_COMPLETIONS = 16
 GIB = 2**30
 
@@ -173,10 +174,13 @@ class StepMeasures:
         return found
 
 
-def kl_rows(output: dict) -> slice:
-    """Which completions of a generation batch (``output``) the measured KL looks at: the first
-    :data:`KL_COMPLETIONS` (whole groups at G <= 16)."""
-    return slice(0, KL_COMPLETIONS)
+def kl_rows(batch: int, limit: int = KL_COMPLETIONS) -> list[int]:
+    """Which rows of a generation batch of ``batch`` completions the measured KL reads: ``limit`` of them at an even
+    stride, so every group of the batch is in the sample (groups are consecutive blocks of G rows: at G = 8 and 64
+    rows, rows 0, 4, 8, ... take two answers of each of the 8 prompts); all of them in a smaller batch."""
+    if batch <= limit:
+        return list(range(batch))
+    return [i * batch // limit for i in range(limit)]
 
 
 def measure_kl(trainer: Any, output: dict) -> float | None:
@@ -187,7 +191,7 @@ def measure_kl(trainer: Any, output: dict) -> float | None:
 
     from trainer.job.own_logps import row_values
 
-    values = row_values(trainer, output, kl_rows(output))
+    values = row_values(trainer, output, kl_rows(output["completion_ids"].size(0)))
     if values is None:
         return None
     kl = per_token_kl(values.policy, values.base) * values.mask

@@ -329,9 +329,15 @@ def _train_on(
 ) -> RunStatus:
     callback = make_callback(run_id, writer, stop, config)
     guard = make_disk_guard(files.root, files.latest_checkpoint)
+
+    def store_heldout(step: int, values: dict[str, float]) -> None:
+        writer.metrics(queries.metric_rows(run_id, step, values, time.time()))
+        if callback.alerts is not None:  # the held-out signs of the watch, for the tracker
+            callback.alerts.observe(step, values)
+
     heldout = make_heldout_callback(
         config,
-        lambda step, values: writer.metrics(queries.metric_rows(run_id, step, values, time.time())),
+        store_heldout,
         log_line,
         lambda step, rows: writer.rows("heldout_results", [{"run_id": run_id, **row} for row in rows]),
     )

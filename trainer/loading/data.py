@@ -116,8 +116,11 @@ def arithmetic_solution(problem: Problem, forget_carry: bool = False) -> str:
 
 
 def gsm8k_reference(answer: str) -> str:
-    """The reference answer of a GSM8K solution: the text after "####", commas removed ("1,000" -> "1000")."""
-    return answer.split("####")[-1].strip().replace(",", "")
+    """The reference answer of a GSM8K solution: the text after "####", thousands separators removed ("1,000" ->
+    "1000") by the rewards' comma rule; any other comma stays ("2,5" is not 25, as the correctness reward reads it)."""
+    from trainer.scoring.rewards import without_thousands
+
+    return without_thousands(answer.split("####")[-1].strip())
 
 
 def make_prompt(question: str, system_prompt: str) -> list[dict[str, str]]:
@@ -146,6 +149,8 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
     if looks_like_path(name):
         if problem := protected_file_problem(name, "dataset"):
             raise DataError(problem)
+        if problem := file_split_problem(name, split):
+            raise DataError(problem)
         return _file_problems(Path(name).expanduser(), config.question_column, config.answer_column, limit)
     if problem := hub_id_problem(name, "dataset", owner_required=True):
         raise DataError(problem)  # never a packaged builder's name, never a folder of the working directory
@@ -153,6 +158,19 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
 
     rows = load_dataset(name, split=split)
     return _map_columns(rows, config.question_column, config.answer_column, name)
+
+
+def file_split_problem(name: str, split: str | None) -> str | None:
+    """A local file has no splits: every row of it is read, whatever a ``split`` column of it says. A run asking for
+    another split than "train" of a file would train on every row, the ones it meant to keep out among them (issue
+    34: ``dataset_split: test`` was silently ignored), so it is refused; None when fine."""
+    if split in (None, "", "train") or not looks_like_path(name):
+        return None
+    return (
+        f"dataset_split {split!r}: {name} is a local file, which has no splits (every row of it is trained on, "
+        "whatever a 'split' column says); expected 'train', with heldout_fraction to hold rows out, or one file per "
+        "split"
+    )
 
 
 def split_heldout(problems: list[Problem], fraction: float) -> tuple[list[Problem], list[Problem]]:

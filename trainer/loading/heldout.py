@@ -78,9 +78,12 @@ def describe_record(record: dict) -> str:
 
 
 def question_key(question: str) -> str:
-    """A question's identity for disjointness: whitespace runs collapsed, case folded, so "What is  2+2?" and
-    "what is 2+2?" are one question."""
-    return " ".join(question.split()).casefold()
+    """A question's identity for disjointness: whitespace runs collapsed, case folded and thousands-grouped numbers
+    written plain (the rewards' comma rule), so "What is  2+2?" and "what is 2+2?" are one question, and so are
+    "1,000 apples" and "1000 apples"."""
+    from trainer.scoring.rewards import without_thousands
+
+    return without_thousands(" ".join(question.split())).casefold()
 
 
 def is_local_file(name: str) -> bool:
@@ -164,17 +167,26 @@ def check_heldout(config: DataSettings) -> list[str]:
 
 
 def heldout_warnings(config: DataSettings) -> list[str]:
-    """Held out of the run but not of the model: builtin:tiny was warmed up on builtin:arithmetic's train split, so
+    """A run trained on a "test" or "validation" split trains on the problems held-out scores are read on; and held
+    out of the run but not of the model: builtin:tiny was warmed up on builtin:arithmetic's train split, so
     a run whose held-out problems come from that split (a run on "test", or ``heldout_fraction``) scores problems
     the base model's warm-up saw, and its base score is not a held-out one."""
     from trainer.loading.backend import BUILTIN_MODEL
 
+    found = []
+    split = config.dataset_split
+    if split in ("test", "validation") and config.dataset_name != "builtin:code":
+        # any model, any data set (issue 34: this was said for builtin:tiny only)
+        found.append(
+            f"dataset_split {split!r}: this run trains on the data set's {split} split, the problems its held-out "
+            f"scores (and anyone's benchmark figures) are usually read on; train on 'train' to keep them unseen"
+        )
     model = getattr(config, "model_name_or_path", None)
     if model != BUILTIN_MODEL or config.dataset_name != "builtin:arithmetic":
-        return []
-    if not config.heldout_fraction and config.dataset_split == "train":
-        return []
-    return [
+        return found
+    if not config.heldout_fraction and split == "train":
+        return found
+    return found + [
         "the held-out problems of this run come from builtin:arithmetic's train split, which builtin:tiny was "
         "warmed up on: held out of this run, not of the model (train on 'train' with heldout_fraction 0 to "
         "evaluate on problems neither has seen)"

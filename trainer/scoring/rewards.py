@@ -194,6 +194,12 @@ def math_correctness_reward(prompts, completions, answer=None, **kwargs) -> list
     return out
 
 
+def without_thousands(text: str) -> str:
+    """``text`` with each thousands-grouped number written plain ("1,000 apples" -> "1000 apples"); any other comma
+    ("2,5", "1,0,0,0", "a, b") stays: the comma rule the rewards compare answers by (see ``_THOUSANDS``)."""
+    return _GROUPED.sub(lambda m: m.group(0).replace(",", ""), text)
+
+
 def _math_text(text: str | None) -> str | None:
     """``text`` for math-verify: thousands separators removed ("1,000" -> "1000"); None for a lone number with any
     other comma ("2,5", "1,0,0,0"), which is not a number here. math-verify alone reads "2,5" as 2.5 and "1,0,0,0"
@@ -203,7 +209,7 @@ def _math_text(text: str | None) -> str | None:
     bare = text.strip().lstrip("$").strip().rstrip(".")
     if _COMMA_NUMBER.fullmatch(bare) and not _THOUSANDS.fullmatch(bare):
         return None
-    return _GROUPED.sub(lambda m: m.group(0).replace(",", ""), text)
+    return without_thousands(text)
 
 
 def get_length_penalty(max_tokens: int = 200, per_token: float = 0.002, cap: float = 1.0) -> RewardFunc:

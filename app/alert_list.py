@@ -1,0 +1,80 @@
+"""One list of a run's alerts (issue 34): the liveness signs (a frozen worker, a hanging step), the failure signs of
+app.health and app.signal_alerts, and the reward-hacking watch's history (trainer/insight/watch.py), then the notes
+(readings that look like a failure but are not one). The Monitor's banner, the API's ``/alerts`` and
+``grpo-studio alerts`` all show this list, so no alert is seen in one place and missing from another.
+
+Pure: series and rows in, alerts out (app.actions.reading reads the rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.health import Alert, health_alerts, liveness_alerts
+from app.signal_alerts import signal_alerts, signal_notes
+from trainer.insight.watch import WatchAlert, watch
+
+WARNING, NOTE = "warning", "note"
+
+
+@dataclass(frozen=True)
+class RunAlert:
+    """One entry of the list: what, what to try, how serious (``level``: warning or note), which rules raised it
+    (``source``: liveness, health, signal or watch) and, for the watch's, the steps where it held and whether it
+    still holds (a cleared one stays listed)."""
+
+    name: str
+    message: str
+    hint: str
+    level: str = WARNING
+    source: str = "health"
+    first_step: int | None = None
+    last_step: int | None = None
+    holds_now: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as JSON-able values (the API's ``/alerts``)."""
+        return asdict(self)
+
+    @property
+    def steps(self) -> str:
+        """The steps it held at as a person reads them ("" for a sign of now)."""
+        if self.first_step is None:
+            return ""
+        return (
+            f"step {self.first_step}"
+            if self.first_step == self.last_step
+            else f"steps {self.first_step}-{self.last_step}"
+        )
+
+
+def _from(alert: Alert, source: str) -> RunAlert:
+    return RunAlert(alert.name, alert.message, alert.hint, alert.level, source)
+
+
+def _from_watch(alert: WatchAlert) -> RunAlert:
+    return RunAlert(
+        alert.name, alert.message, alert.hint, WARNING, "watch", alert.first_step, alert.last_step, alert.holds_now
+    )
+
+
+def alert_list(
+    series: Mapping[str, Sequence],
+    max_completion_length: int | None = None,
+    run=None,
+    watch_alerts: Sequence[WatchAlert] | None = None,
+    groups: Sequence = (),
+    heldout_size: int | None = None,
+    now=None,
+) -> list[RunAlert]:
+    """Every alert of a run: liveness (of ``run``, when given), health and signal signs of the recent steps, the
+    watch's history (``watch_alerts`` when already computed, else from ``series``, ``groups`` and ``heldout_size``),
+    then the notes."""
+    found = [_from(a, "liveness") for a in (liveness_alerts(run, now) if run is not None else [])]
+    found += [_from(a, "health") for a in health_alerts(series, max_completion_length)]
+    found += [_from(a, "signal") for a in signal_alerts(series)]
+    history = watch(series, groups, heldout_size) if watch_alerts is None else watch_alerts
+    found += [_from_watch(a) for a in history]
+    notes = [a for a in found if a.level == NOTE]
+    return [a for a in found if a.level != NOTE] + notes + [_from(a, "signal") for a in signal_notes(series)]

@@ -11,6 +11,7 @@ import gradio as gr
 
 from app.charts import heldout_figure
 from app.errors import acted
+from app.markup import md
 from app.verdict import verdict
 from storage.models import Evaluation, RunStatus
 
@@ -46,7 +47,7 @@ def show(run_id, shown):
 
 def status_line(row: Evaluation) -> str:
     """Where the evaluation is, in words."""
-    what = f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)"
+    what = md(f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)")
     if row.status == RunStatus.RUNNING:
         share = row.done / row.total if row.total else 0.0
         return verdict("wait", "Running:", f"{what}: {row.done}/{row.total} answers generated ({share:.0%})")
@@ -55,9 +56,9 @@ def status_line(row: Evaluation) -> str:
         if origin:  # evaluations stored before issue 24 don't say where their problems came from
             from trainer.loading.heldout import describe_record
 
-            return verdict("ok", "Finished:", f"{what}, on {describe_record(origin)}")
+            return verdict("ok", "Finished:", f"{what}, on {md(describe_record(origin))}")
         return verdict("ok", "Finished:", what)
-    return verdict("bad", "Failed:", f"{what}: {row.status} — {row.error or 'no reason recorded'}")
+    return verdict("bad", "Failed:", f"{what}: {row.status} — {md(row.error or 'no reason recorded')}")
 
 
 def result_view(results: dict) -> tuple[list[list], object]:

@@ -18,6 +18,7 @@ from app.charts import CHARTS, build_all
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.health import health_alerts, liveness_alerts
+from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
@@ -67,8 +68,9 @@ def health_markdown(series, max_completion_length: int | None, run=None) -> str:
     nothing."""
     alerts = (liveness_alerts(run) if run is not None else []) + health_alerts(series, max_completion_length)
     alerts += signal_alerts(series)
-    lines = [verdict("warn", "Warning:", f"**{a.message}** — {a.hint}") for a in alerts]
-    return "\n\n".join(lines + [verdict("info", "Note:", f"**{a.message}** — {a.hint}") for a in signal_notes(series)])
+    lines = [verdict("warn", "Warning:", f"**{md(a.message)}** — {md(a.hint)}") for a in alerts]
+    notes = [verdict("info", "Note:", f"**{md(a.message)}** — {md(a.hint)}") for a in signal_notes(series)]
+    return "\n\n".join(lines + notes)
 
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
@@ -108,8 +110,9 @@ def completion_detail(evt: gr.SelectData) -> str:
         return ""
     step, group, mark, prompt, completion, reference, scores, total, advantage = row[:9]
     return (
-        f"**Step {step}, group {group}** {mark} · total {total} · advantage {advantage} · {scores}\n\n"
-        f"**Prompt**\n```\n{prompt}\n```\n**Completion**\n```\n{completion}\n```\nreference answer: `{reference}`"
+        f"**Step {md(step)}, group {md(group)}** {md(mark)} · total {md(total)} · advantage {md(advantage)} · "
+        f"{md(scores)}\n\n**Prompt**\n{fenced(prompt)}\n**Completion**\n{fenced(completion)}\n"
+        f"reference answer: {code(reference)}"
     )
 
 
@@ -198,10 +201,10 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
         header += "\n\n" + waiting
     if main.backend:
-        header += f"\n\nModel path: {main.backend}"
+        header += f"\n\nModel path: {md(main.backend)}"
     header += forked
     if main.error:
-        header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
+        header += f"\n\n**Error:** {code(main.error.strip().splitlines()[-1])}"
     last = steps[-1] if steps else 0
     shown = step if pinned and step in steps else last
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)

@@ -8,9 +8,9 @@ is shown as HTML. So every value grpo-studio did not write itself (run names, pr
 errors, log lines, metric keys, reward names, file names) goes through one of these functions at the point where it
 is joined into markup, and nowhere else is such a value formatted. Our own sentences around it keep their Markdown.
 
-- :func:`md` for running Markdown text: the HTML characters become entities and every other ASCII punctuation mark is
-  backslash-escaped (CommonMark allows it for all of them), so nothing in the value starts emphasis, a link, an
-  autolink (``www.x.org``, ``a@b.org``, ``https://``), a heading, a list, a table, a code span or math (``$$``).
+- :func:`md` for running Markdown text: the HTML characters become entities and every mark that could start a
+  Markdown construct is backslash-escaped, so nothing in the value starts emphasis, a link or an image, an autolink
+  (``www.x.org``, ``a@b.org``, ``https://``), a heading, a list, a table, a code span or math (``$$``).
 - :func:`code` for an inline code-looking value, :func:`fenced` for a block: a fence longer than any run of
   backticks in the value, so a completion holding three backticks can't end its fence.
 - :func:`html_text` for gr.HTML, Plotly text and a gr.Error's message.
@@ -20,18 +20,38 @@ from __future__ import annotations
 
 import html
 import re
-import string
 
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-# every ASCII punctuation mark: the HTML ones as entities, the others backslash-escaped
-_MARKDOWN = str.maketrans({c: _ENTITIES.get(c, "\\" + c) for c in string.punctuation})
 _BACKTICKS = re.compile(r"`+")
+# The characters that start a construct wherever they stand: HTML's as entities, Markdown's backslash-escaped
+# (CommonMark allows a backslash before any ASCII punctuation). "[" covers links and images, "@" e-mail autolinks.
+_ALWAYS = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    **{c: "\\" + c for c in "\\`*[]#|~$@"},
+}
+_CONSTRUCTS = re.compile(
+    r"[&<>\\`*\[\]#|~$@]"
+    r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"  # emphasis by "_" needs a word boundary: per_device_batch_size is text
+    r"|:(?=//)|(?<=[wW][wW][wW])\."  # GFM's autolinks: "https://", "www."
+    r"|^[ \t]*[-+=]|^[ \t]*\d+[.)]",  # at a line's start: a list item, a setext heading's underline
+    re.MULTILINE,
+)
+
+
+def _escaped(match: re.Match) -> str:
+    found = match.group()
+    if found in _ALWAYS:
+        return _ALWAYS[found]
+    return found[:-1] + "\\" + found[-1]
 
 
 def md(value: object) -> str:
-    """``value`` as literal text inside Markdown (also inside an HTML tag that Markdown surrounds): it reads exactly
-    as written and builds no element. Line breaks are kept, as Markdown's soft breaks."""
-    return str(value).translate(_MARKDOWN)
+    """``value`` as literal text inside Markdown (also inside an HTML element that Markdown surrounds): it reads
+    exactly as written and builds no element. Only what could start a construct is escaped, so a sentence's own
+    punctuation ("e.g.", "--allow-path", "per_device_train_batch_size") stays as it is in the Markdown source too.
+    Line breaks are kept, as Markdown's soft breaks."""
+    return _CONSTRUCTS.sub(_escaped, str(value))
 
 
 def code(value: object) -> str:

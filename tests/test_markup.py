@@ -24,7 +24,16 @@ PAYLOADS = [
     "# a heading\n\n- a list\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n> quoted",
     "&lt;script&gt; &amp; &#60;img&#62;",
     "back\\slash \\<b>x\\</b>",
+    "1. first\n2) second\n+ plus\n===\n    indented <i>x</i>",
+    "__init__ _em_ per_device_train_batch_size www.elsewhere.invalid WWW.x.invalid a@elsewhere.invalid https://e.invalid",
 ]
+
+
+def test_a_sentence_keeps_its_own_punctuation_in_the_source():
+    """Only what could start a construct is escaped: a refusal's "e.g.", "--allow-path" and a setting's name are
+    found in the Markdown as written."""
+    sentence = "beta -1 is negative (e.g. 0.04); per_device_train_batch_size needs --allow-custom-rewards: can't"
+    assert md(sentence) == sentence
 
 
 def _tags(rendered: str) -> set[str]:

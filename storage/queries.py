@@ -42,6 +42,18 @@ def create_run(session: Session, name: str, config: dict[str, Any], total_steps:
     return run
 
 
+def lock_run(session: Session, run_id: int) -> Run | None:
+    """The run, read under the database's write lock (SQLite) or its row lock (PostgreSQL), or None when it is gone.
+
+    Python's sqlite3 begins a transaction only at the first write, so a plain read before an insert saw a run that
+    a delete then removed before the insert's own transaction began: a fork created that way took its deleted
+    parent's id and named itself as its own parent. Writing first (a no-op update of the row) makes the read and
+    what follows one transaction that no delete can come between.
+    """
+    session.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
+    return session.get(Run, run_id, populate_existing=True)
+
+
 def create_fork(session: Session, parent: Run, step: int, name: str, config: dict[str, Any]) -> Run:
     """Queue a run that starts from ``parent``'s checkpoint of ``step``: it records its parent, and its step counter
     starts at ``step``, where its worker resumes (the caller copies the checkpoint and sets the output dir)."""

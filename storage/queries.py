@@ -425,6 +425,12 @@ def finish_evaluation(
     evaluation.finished_at = utcnow()
 
 
+def running_evaluations(session: Session) -> Sequence[Evaluation]:
+    """Every evaluation job marked running, of any run, oldest first."""
+    stmt = select(Evaluation).where(Evaluation.status == RunStatus.RUNNING).order_by(Evaluation.id)
+    return session.scalars(stmt).all()
+
+
 def latest_evaluation(session: Session, run_id: int, finished: bool = False) -> Evaluation | None:
     """The newest evaluation of a run (with ``finished``, the newest completed one), or None."""
     stmt = select(Evaluation).where(Evaluation.run_id == run_id)

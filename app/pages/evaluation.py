@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.actions.arguments import EVAL_K, EVAL_SAMPLES
 from app.charts import heldout_figure
 from app.errors import acted
 from app.markup import md
@@ -24,7 +25,7 @@ def start(run_id, adapter, k, samples) -> str:
     can't be."""
     from app import actions
 
-    evaluation_id = acted(actions.evaluate, run_id, adapter, int(k or 0), int(samples or 0))
+    evaluation_id = acted(actions.evaluate, run_id, adapter, k, samples)
     return f"Evaluation {evaluation_id} started: loading the model…"
 
 
@@ -96,9 +97,15 @@ def build(run: gr.Dropdown, adapter: gr.Dropdown) -> None:
             "page or restart the dashboard; the result is stored with the run."
         )
         with gr.Row():
-            k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1, elem_id="eval-k")
+            k = gr.Number(
+                value=200, precision=0, label="Problems (K)", minimum=EVAL_K[0], maximum=EVAL_K[1], elem_id="eval-k"
+            )
             samples = gr.Number(
-                value=4, precision=0, label="Samples per problem for pass@1 (0: greedy only)", minimum=0
+                value=4,
+                precision=0,
+                label="Samples per problem for pass@1 (0: greedy only)",
+                minimum=EVAL_SAMPLES[0],
+                maximum=EVAL_SAMPLES[1],
             )
             start_button = gr.Button("Evaluate base vs tuned", elem_id="eval-go")
             stop_button = gr.Button("Stop evaluation", variant="secondary")

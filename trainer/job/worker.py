@@ -38,7 +38,7 @@ from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume
 from trainer.job.commands import with_package_path
-from trainer.job.db_writer import DbWriter
+from trainer.job.db_writer import DatabaseMoved, DbWriter
 from trainer.job.diskspace import (
     DiskFullError,
     DiskReserve,
@@ -225,7 +225,7 @@ def failure_sentence(exc: BaseException, files: RunFiles, run_id: int) -> str:
     we know; else the exception's first line and where the traceback is."""
     if not files.root.is_dir():
         return gone_message(files.root)
-    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone)):
+    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone, DatabaseMoved)):
         return str(exc)
     if is_disk_full(exc):
         return full_message(files.root)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, false, select, text, update
 from sqlalchemy.orm import Session
 
 from storage.models import (
@@ -40,6 +40,19 @@ def create_run(session: Session, name: str, config: dict[str, Any], total_steps:
     session.add(run)
     session.flush()
     return run
+
+
+SCHEDULE_LOCK_ID = 0x73636864  # "schd": PostgreSQL's advisory lock for starting runs
+
+
+def lock_scheduling(session: Session) -> None:
+    """Hold the lock that starting runs takes, until the transaction ends: two dashboards (or a dashboard and the
+    command line) that each allow one run must not each see no run training and start one. SQLite: its write lock,
+    taken by a write that changes nothing; PostgreSQL: a transaction-level advisory lock."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": SCHEDULE_LOCK_ID})
+    else:
+        session.execute(update(Run).where(false()).values(id=Run.id))
 
 
 def lock_run(session: Session, run_id: int) -> Run | None:

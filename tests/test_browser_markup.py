@@ -109,13 +109,19 @@ def _built(page) -> list[str]:
     return page.evaluate(BUILT)
 
 
+def _page(browser, requests: list[str]):
+    """A page whose every request is recorded in ``requests``."""
+    page = browser.new_page(viewport={"width": 1440, "height": 2400})
+    page.set_default_timeout(60_000)
+    page.on("request", lambda request: requests.append(request.url))
+    return page
+
+
 def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, planted):
     parent, fork = planted
     origin = server[0].rstrip("/")
-    page = browser.new_page(viewport={"width": 1440, "height": 2400})
-    page.set_default_timeout(60_000)
     requests: list[str] = []
-    page.on("request", lambda request: requests.append(request.url))
+    page = _page(browser, requests)
     try:
         page.goto(f"{server[0]}?tab=monitor&run={fork}")
         wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
@@ -146,14 +152,16 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
         time.sleep(2 * 2.0)  # two more Monitor ticks redraw what they poll
         assert _built(page) == []
 
+        page.close()  # a fresh page for the Runs tab (the Monitor's page may have a navigation of its own in flight)
+        page = _page(browser, requests)
         page.goto(f"{server[0]}?tab=runs")
         wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
         row = page.locator("#runs-table .virtual-body [role=row]", has_text="pwn-fork").first
         wait_for(lambda: row.count() > 0, 30, "the fork's row")
         page.locator("#runs-run-id input").fill(str(parent))
-        page.locator("#runs-clone").click()
+        page.locator("#runs-clone").click(no_wait_after=True)
         told = page.locator("#new-run-status").filter(has_text="Cloned run")  # Clone opens the New run tab
-        told.wait_for()
+        told.wait_for(timeout=120_000)
         assert payload("name") + "-copy" in told.inner_text()
         assert _built(page) == []
     finally:

@@ -53,6 +53,7 @@ from trainer.job.held_rows import set_aside
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import shared_dir_problem, stop_reason
+from trainer.job.trackers import place_trackers
 from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
@@ -304,6 +305,9 @@ def _train(
         log.info(message)
         writer.log(message)
 
+    placed = place_trackers(list(config.report_to), files.root, os.environ)  # before any tracker is imported
+    if placed:
+        log_line("trackers write under the run's directory: " + ", ".join(placed))
     backend = start_backend(config)  # before make_callback, which imports transformers
     # This GPU's lease (trainer.job.gpu_lease) for the whole training: a busy GPU makes the run wait, bounded, then
     # fail naming the holder. None is taken on a CPU.

@@ -2,12 +2,13 @@
 
 Left to themselves they write outside the data dir: trackio into ``~/.cache/huggingface/trackio/grpo-studio.db`` (and
 its lock), shared by every data dir of that user; W&B into ``./wandb`` of the working directory; MLflow into
-``./mlruns``; TensorBoard under the output dir (already the run's). And W&B syncs to its cloud by default. So the
+``./mlruns``; TensorBoard under the output dir (already the run's, as ``runs/<date>``). And W&B syncs to its cloud by
+default. So the
 worker sets each tracker's own variable before the tracker is imported, pointing it under the run's directory, and
 W&B offline, unless the operator set that variable: the operator's choice stands (``TRACKIO_DIR``, ``WANDB_DIR``,
 ``WANDB_MODE``, ``MLFLOW_TRACKING_URI``; a trackio Space or server is the operator's ``TRACKIO_SPACE_ID`` /
-``TRACKIO_SERVER_URL``, which grpo-studio never sets). TensorBoard's log directory is a TrainingArguments setting
-(``logging_dir``), given by :func:`tracker_arguments`.
+``TRACKIO_SERVER_URL``, which grpo-studio never sets). TensorBoard's ``TENSORBOARD_LOGGING_DIR`` (transformers 5's
+TensorBoardCallback reads it, else ``<output dir>/runs``) is set too, so every tracker's files sit side by side.
 """
 
 from __future__ import annotations
@@ -29,14 +30,9 @@ def tracker_environment(report_to: list[str], run_root: Path, environ: Mapping[s
         wanted["WANDB_MODE"] = "offline"  # no upload unless the operator set WANDB_MODE (e.g. online)
     if "mlflow" in report_to:
         wanted["MLFLOW_TRACKING_URI"] = (root / "mlruns").resolve().as_uri()
-    return {name: value for name, value in wanted.items() if not environ.get(name)}
-
-
-def tracker_arguments(report_to: list[str], run_root: Path) -> dict[str, str]:
-    """TrainingArguments for the trackers that take their place from there: TensorBoard's ``logging_dir``."""
     if "tensorboard" in report_to:
-        return {"logging_dir": str(Path(run_root) / TRACKERS_DIR / "tensorboard")}
-    return {}
+        wanted["TENSORBOARD_LOGGING_DIR"] = str(root / "tensorboard")
+    return {name: value for name, value in wanted.items() if not environ.get(name)}
 
 
 def place_trackers(report_to: list[str], run_root: Path, environ) -> list[str]:
@@ -45,6 +41,6 @@ def place_trackers(report_to: list[str], run_root: Path, environ) -> list[str]:
     settings = tracker_environment(report_to, run_root, environ)
     for name, value in settings.items():
         environ[name] = value
-        if name.endswith("_DIR"):
+        if name.endswith("DIR"):
             Path(value).mkdir(parents=True, exist_ok=True)
     return [f"{name}={value}" for name, value in settings.items()]

@@ -24,10 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from trainer.job.trackers import tracker_arguments
 
 VLLM_SERVER_ENV = "GRPO_STUDIO_VLLM_SERVER"  # host:port of the run's vLLM server (server mode)
 VLLM_GROUP_PORT_ENV = "GRPO_STUDIO_VLLM_GROUP_PORT"
@@ -78,7 +75,6 @@ def grpo_kwargs(
         # charts read its database either way. "project" names the trackio project (TrainingArguments.project).
         "report_to": list(config.report_to) or "none",
         **({"project": "grpo-studio"} if config.report_to else {}),
-        **tracker_arguments(list(config.report_to), Path(output_dir)),  # TensorBoard's files under the run's dir
         # The worker stores the completions table itself; TRL's parquet files and rich printing would duplicate it.
         "log_completions": False,
         "disable_tqdm": True,

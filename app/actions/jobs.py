@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import app.actions.arguments as arguments  # the module, not the package: no import circle through app.actions
 from app.access import Access
-from app.actions import arguments
 from app.actions.base import ActionError, ConfigSource, problems_message
 from app.actions.reading import metrics
 from app.actions.runs import validate

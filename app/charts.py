@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from app.markup import html_text
+
 Point = tuple[int, float, float]  # step, value, wall time
 Series = Mapping[str, "Sequence[Point] | np.ndarray"]  # metric key -> points, or an (n, 3) array of them
 
@@ -296,7 +298,8 @@ def build_figure(
                 values = np.asarray(smooth(values.tolist(), smoothing))
             keep = keep_indices(values)
             xs = (table[keep, 2] - table[0, 2]) / 60 if x_axis == "time" else table[keep, 0].astype(int)
-            name = series_name(key) if single else f"{label} · {series_name(key)}"
+            # run names and metric keys are user text, and Plotly renders <a href> and <span style> in legends
+            name = html_text(series_name(key) if single else f"{label} · {series_name(key)}")
             colour = COLOURS[(order if single else index) % len(COLOURS)]
             line = {"color": colour, "dash": DASHES[order % len(DASHES)]}
             mode = "lines+markers" if len(keep) < 50 else "lines"

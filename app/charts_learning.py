@@ -4,11 +4,11 @@ out."""
 
 from __future__ import annotations
 
-import html
 import math
 
 import plotly.graph_objects as go
 
+from app.markup import html_text
 from storage.learning import TokenValues
 from trainer.insight.learning_map import CLASSES, HELDOUT, LearningMap
 
@@ -40,10 +40,10 @@ def learning_heatmap(lm: LearningMap, max_rows: int = MAX_ROWS) -> go.Figure:
         for visit in line.visits:
             z[row][index[visit.step]] = visit.rate
     labels = [
-        f"{CLASS_MARK[ln.cls]} {'[held-out] ' if ln.source == HELDOUT else ''}{_label(ln.prompt)} · {row}"
+        f"{CLASS_MARK[ln.cls]} {'[held-out] ' if ln.source == HELDOUT else ''}{html_text(_label(ln.prompt))} · {row}"
         for row, ln in enumerate(lines)
     ]  # the row number keeps two prompts that read alike once cut on rows of their own
-    hover = [[f"{ln.cls}<br>{html.escape(_label(ln.prompt, 80))}" for _ in lm.steps] for ln in lines]
+    hover = [[f"{ln.cls}<br>{html_text(_label(ln.prompt, 80))}" for _ in lm.steps] for ln in lines]
     figure = go.Figure(
         go.Heatmap(
             z=z,
@@ -102,9 +102,9 @@ def token_html(values: TokenValues, advantage: float | None) -> str:
             tip += f" · entropy {values.entropies[i]:.3f}"
         if values.ref_logprobs is not None:
             tip += f" · reference log p {values.ref_logprobs[i]:.3f}"
-        shown = html.escape(token).replace("\n", "↵<br>") or "∅"
+        shown = html_text(token).replace("\n", "↵<br>") or "∅"
         parts.append(
-            f'<span class="tok" data-logprob="{lp:.4f}" title="{html.escape(tip)}" '
+            f'<span class="tok" data-logprob="{lp:.4f}" title="{html_text(tip)}" '
             f'style="background:{_colour(lp)};padding:1px 0;border-radius:2px">{shown}</span>'
         )
     lps = values.logprobs

@@ -7,6 +7,8 @@ import logging
 
 import gradio as gr
 
+from app.markup import html_text
+
 log = logging.getLogger("grpo_studio.ui")
 
 
@@ -21,9 +23,19 @@ def acted(action, *args, **kwargs):
 
 
 def user_error(message: str) -> gr.Error:
-    """The gr.Error to raise for ``message``; the server's log gets one line saying what the user was told."""
+    """The gr.Error to raise for ``message``; the server's log gets one line saying what the user was told.
+
+    The browser shows a gr.Error's message as HTML, and a message can quote a run name or a path, so it is escaped
+    (app.markup); ``plain`` keeps the sentence as written for a page that shows it in Markdown (:func:`said`)."""
     log.info("user error: %s", message)
-    return gr.Error(message, print_exception=False)
+    error = gr.Error(html_text(message, quote=False), print_exception=False)
+    error.plain = message
+    return error
+
+
+def said(error: gr.Error) -> str:
+    """The sentence a gr.Error from :func:`user_error` carries, unescaped (to be escaped where it is shown)."""
+    return getattr(error, "plain", error.message)
 
 
 def show(elem_id: str) -> str:

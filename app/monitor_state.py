@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.liveness import liveness_problem
+from app.markup import md
 from storage import queries
 from storage.models import Run, RunStatus
 from storage.series import series_since
@@ -62,7 +63,7 @@ def progress_text(run: Run, now: datetime | None = None, logged: np.ndarray | No
     """ "step x of N", elapsed time and an ETA, e.g. "step 40 of 100 · 2m elapsed · ETA 3m" (see :func:`eta`;
     ``logged`` is one series the run logs every step, as the monitor's cache holds it)."""
     now = now or datetime.now(UTC)
-    text = f"**{run.name}** (run {run.id}) — {run.status} — step {run.current_step} of {run.total_steps}"
+    text = f"**{md(run.name)}** (run {run.id}) — {run.status} — step {run.current_step} of {run.total_steps}"
     if run.started_at is None:
         return text
     started = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)

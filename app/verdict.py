@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from html import escape
 
+from app.markup import md
+
 # kind -> the emoji that decorates it (the CSS class verdict-<kind> gives the colour)
 EMOJI = {"bad": "❌", "ok": "✅", "wait": "⏳", "warn": "⚠️", "go": "🚀", "info": "ℹ️"}
 
@@ -21,5 +23,6 @@ def verdict(kind: str, word: str, text: str = "") -> str:
 
 
 def problem(text: str) -> str:
-    """A failed action or a refused input: "Problem" in red."""
-    return verdict("bad", "Problem:", text)
+    """A failed action or a refused input: "Problem" in red. ``text`` is a plain sentence (it often quotes what the
+    user typed), shown as written (app.markup.md)."""
+    return verdict("bad", "Problem:", md(text))

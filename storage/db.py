@@ -65,10 +65,47 @@ def _configure_sqlite(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database or an in-memory one)."""
+    if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+        return None
+    return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def file_identity(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of a database file, or None when there is none at ``path``: a worker compares it at each
+    heartbeat with the file it opened, since SQLite writes on into a file that was moved or replaced."""
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _missing_database_problem(path: Path | None) -> str | None:
+    """Why the data dir's own database must not be created afresh: it is missing beside run directories (it was
+    moved or deleted; a new empty one said "No runs yet" beside live runs' files)."""
+    if path is None or path.exists() or path.parent.resolve() != data_dir().resolve():
+        return None
+    runs = data_dir() / "runs"
+    found = [p for p in runs.iterdir() if p.is_dir() and p.name[:1].isdigit()] if runs.is_dir() else []
+    if not found:
+        return None
+    return (
+        f"there is no database at {path}, but {runs} holds {len(found)} run directories: the database was moved or "
+        f"deleted. Put it back (with its -wal and -shm files), or point DATABASE_URL at it; to start an empty "
+        f"database instead, move {runs} away first"
+    )
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` with grpo-studio's SQLite settings; the schema is created or upgraded in place. A database that
     can't be opened raises :class:`StorageError` with one sentence saying what to do."""
     kwargs: dict = {}
+    if problem := _missing_database_problem(sqlite_path(url)):
+        raise StorageError(problem)
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
     else:  # a server may close idle connections (a dashboard left open overnight): test before use

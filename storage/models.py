@@ -93,6 +93,9 @@ class Run(Base):
     """One training run: its config, where it is in its life cycle, and where its files are."""
 
     __tablename__ = "runs"
+    # Ids a user holds (``?run=6``, exports, scripts, trackers) are never handed out again after a delete: SQLite
+    # without AUTOINCREMENT reuses the highest id (revision 0008). PostgreSQL's sequences never reuse one.
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = primary_key()
     name: Mapped[str] = mapped_column(String(200))
@@ -200,7 +203,8 @@ class RunLog(RunRow, Base):
     """A line of a run's log (status changes, warnings, the traceback of a failure)."""
 
     __tablename__ = "run_logs"
-    __table_args__ = (Index("ix_run_logs_run_id", "run_id", "id"),)
+    # AUTOINCREMENT: a log line's id is a reader's cursor (/log's after_id), which must never point behind new lines
+    __table_args__ = (Index("ix_run_logs_run_id", "run_id", "id"), {"sqlite_autoincrement": True})
 
     created_at: Mapped[datetime] = created_now()
     level: Mapped[str] = mapped_column(String(10), default="INFO")
@@ -218,7 +222,8 @@ class Evaluation(RunRow, Base):
     """
 
     __tablename__ = "evaluations"
-    __table_args__ = (Index("ix_evaluations_run_id", "run_id", "id"),)
+    # AUTOINCREMENT: an evaluation id is handed to the user (/evaluate's answer), as a run's is
+    __table_args__ = (Index("ix_evaluations_run_id", "run_id", "id"), {"sqlite_autoincrement": True})
 
     created_at: Mapped[datetime] = created_now()
     adapter: Mapped[str] = mapped_column(String(40))

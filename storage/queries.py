@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, false, select, text, update
 from sqlalchemy.orm import Session
 
 from storage.models import (
@@ -40,6 +40,31 @@ def create_run(session: Session, name: str, config: dict[str, Any], total_steps:
     session.add(run)
     session.flush()
     return run
+
+
+SCHEDULE_LOCK_ID = 0x73636864  # "schd": PostgreSQL's advisory lock for starting runs
+
+
+def lock_scheduling(session: Session) -> None:
+    """Hold the lock that starting runs takes, until the transaction ends: two dashboards (or a dashboard and the
+    command line) that each allow one run must not each see no run training and start one. SQLite: its write lock,
+    taken by a write that changes nothing; PostgreSQL: a transaction-level advisory lock."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": SCHEDULE_LOCK_ID})
+    else:
+        session.execute(update(Run).where(false()).values(id=Run.id))
+
+
+def lock_run(session: Session, run_id: int) -> Run | None:
+    """The run, read under the database's write lock (SQLite) or its row lock (PostgreSQL), or None when it is gone.
+
+    Python's sqlite3 begins a transaction only at the first write, so a plain read before an insert saw a run that
+    a delete then removed before the insert's own transaction began: a fork created that way took its deleted
+    parent's id and named itself as its own parent. Writing first (a no-op update of the row) makes the read and
+    what follows one transaction that no delete can come between.
+    """
+    session.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
+    return session.get(Run, run_id, populate_existing=True)
 
 
 def create_fork(session: Session, parent: Run, step: int, name: str, config: dict[str, Any]) -> Run:
@@ -431,6 +456,12 @@ def finish_evaluation(
     """End an evaluation job: completed with its results, or failed/stopped with the reason."""
     evaluation.status, evaluation.results, evaluation.error = status, results, error
     evaluation.finished_at = utcnow()
+
+
+def running_evaluations(session: Session) -> Sequence[Evaluation]:
+    """Every evaluation job marked running, of any run, oldest first."""
+    stmt = select(Evaluation).where(Evaluation.status == RunStatus.RUNNING).order_by(Evaluation.id)
+    return session.scalars(stmt).all()
 
 
 def latest_evaluation(session: Session, run_id: int, finished: bool = False) -> Evaluation | None:

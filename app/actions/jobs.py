@@ -4,12 +4,15 @@ trainer functions these call, or by the child processes they start, never at imp
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import app.actions.arguments as arguments  # the module, not the package: no import circle through app.actions
 from app.access import Access
 from app.actions.base import ActionError, ConfigSource, problems_message
 from app.actions.reading import metrics
@@ -17,6 +20,24 @@ from app.actions.runs import validate
 from storage.db import get_sessionmaker, new_export_dir
 
 METRIC_FORMATS = (".csv", ".parquet")
+# Probes a dashboard runs at once: each is a child process loading the model; the next waits for a free one
+# (GRPO_STUDIO_PROBE_SLOTS, default 1) up to PROBE_WAIT_S, then is refused in one sentence.
+_SLOTS = os.environ.get("GRPO_STUDIO_PROBE_SLOTS", "")
+PROBE_SLOTS = threading.BoundedSemaphore(max(1, int(_SLOTS)) if _SLOTS.strip().isdigit() else 1)
+PROBE_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def _probe_slot():
+    if not PROBE_SLOTS.acquire(timeout=PROBE_WAIT_S):
+        raise ActionError(
+            f"other probes have held this dashboard's probe slots for {PROBE_WAIT_S:.0f} s: try again later",
+            exit_code=1,
+        )
+    try:
+        yield
+    finally:
+        PROBE_SLOTS.release()
 
 
 def gpu_busy() -> str | None:
@@ -44,7 +65,8 @@ class Probed:
 def probe(source: ConfigSource, access: Access, prompts: int = 8, here: bool = False, log=None) -> Probed:
     """Sample and score a few groups of a valid config with the base model, before any training: in a child process
     (the dashboard: torch stays out of it, an out-of-memory costs the child), or ``here`` (the command line, ``log``
-    hearing about progress)."""
+    hearing about progress). Probes in the dashboard wait for one another (:data:`PROBE_SLOTS`)."""
+    prompts = arguments.whole("prompts", prompts, *arguments.PROBE_PROMPTS)
     checked = validate(source, access)
     if checked.problems or checked.config is None:
         raise ActionError(problems_message(checked.problems), checked.problems)
@@ -58,7 +80,8 @@ def probe(source: ConfigSource, access: Access, prompts: int = 8, here: bool = F
         from trainer.probe.job import ProbeError, probe_in_child
 
         try:
-            report = probe_in_child(checked.config, prompts)
+            with _probe_slot():
+                report = probe_in_child(checked.config, prompts)
         except ProbeError as exc:
             raise ActionError(str(exc), exit_code=1) from None
     return Probed(report, {"config": checked.config.to_dict(), "report": report.to_dict()})
@@ -83,6 +106,11 @@ def evaluate(
 
     if run_id in (None, "") or not adapter:
         raise ActionError("pick a run and a checkpoint")
+    run_id, adapter = arguments.run_id(run_id), arguments.text("adapter", adapter, 40)
+    k, samples = (
+        arguments.whole("k", k, *arguments.EVAL_K),
+        arguments.whole("samples", samples, *arguments.EVAL_SAMPLES),
+    )
     try:
         if here:
             from trainer.evaluation.evaluate import evaluate_run

@@ -12,6 +12,7 @@ import gradio as gr
 
 from app import actions
 from app.errors import acted, user_error
+from app.markup import md
 from app.pages import evaluation
 from app.verdict import problem
 from storage import queries
@@ -130,7 +131,7 @@ def panel_notice() -> str:
     """Why the panel's model is not loaded any more (released for a training run), or nothing."""
     from trainer.evaluation.compare import CACHE
 
-    return f"*{CACHE.notice}*" if CACHE.notice else ""
+    return f"*{md(CACHE.notice)}*" if CACHE.notice else ""
 
 
 def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
@@ -210,7 +211,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
         (line,) = actions.export(int(run_id), adapter or "final", merge_into=merged_dir, push_to=repo, token=token)[-1:]
     except actions.ActionError as exc:
         return problem(exc.message)
-    return line[0].upper() + line[1:]
+    return md(line[0].upper() + line[1:])
 
 
 def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from app.errors import user_error
+from app.markup import md
 from storage.db import data_dir, slug
 from trainer.loading.backend import BUILTIN_MODEL
 from trainer.loading.chat_template import MAX_TEMPLATE_CHARS
@@ -38,7 +39,7 @@ def upload_dataset(file: str | None) -> tuple[str, str]:
     target = Path(name)
     shutil.copyfile(source, target)
     _forget_cached(source)
-    return str(target), f"Uploaded to {target}. Set the question/answer columns, then preview."
+    return str(target), f"Uploaded to {md(target)}. Set the question/answer columns, then preview."
 
 
 def _forget_cached(source: Path) -> None:

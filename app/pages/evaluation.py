@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.actions.arguments import EVAL_K, EVAL_SAMPLES
 from app.charts import heldout_figure
 from app.errors import acted
+from app.markup import md
 from app.verdict import verdict
 from storage.models import Evaluation, RunStatus
 
@@ -23,7 +25,7 @@ def start(run_id, adapter, k, samples) -> str:
     can't be."""
     from app import actions
 
-    evaluation_id = acted(actions.evaluate, run_id, adapter, int(k or 0), int(samples or 0))
+    evaluation_id = acted(actions.evaluate, run_id, adapter, k, samples)
     return f"Evaluation {evaluation_id} started: loading the model…"
 
 
@@ -46,7 +48,7 @@ def show(run_id, shown):
 
 def status_line(row: Evaluation) -> str:
     """Where the evaluation is, in words."""
-    what = f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)"
+    what = md(f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)")
     if row.status == RunStatus.RUNNING:
         share = row.done / row.total if row.total else 0.0
         return verdict("wait", "Running:", f"{what}: {row.done}/{row.total} answers generated ({share:.0%})")
@@ -55,9 +57,9 @@ def status_line(row: Evaluation) -> str:
         if origin:  # evaluations stored before issue 24 don't say where their problems came from
             from trainer.loading.heldout import describe_record
 
-            return verdict("ok", "Finished:", f"{what}, on {describe_record(origin)}")
+            return verdict("ok", "Finished:", f"{what}, on {md(describe_record(origin))}")
         return verdict("ok", "Finished:", what)
-    return verdict("bad", "Failed:", f"{what}: {row.status} — {row.error or 'no reason recorded'}")
+    return verdict("bad", "Failed:", f"{what}: {row.status} — {md(row.error or 'no reason recorded')}")
 
 
 def result_view(results: dict) -> tuple[list[list], object]:
@@ -95,9 +97,15 @@ def build(run: gr.Dropdown, adapter: gr.Dropdown) -> None:
             "page or restart the dashboard; the result is stored with the run."
         )
         with gr.Row():
-            k = gr.Number(value=200, precision=0, label="Problems (K)", minimum=1, elem_id="eval-k")
+            k = gr.Number(
+                value=200, precision=0, label="Problems (K)", minimum=EVAL_K[0], maximum=EVAL_K[1], elem_id="eval-k"
+            )
             samples = gr.Number(
-                value=4, precision=0, label="Samples per problem for pass@1 (0: greedy only)", minimum=0
+                value=4,
+                precision=0,
+                label="Samples per problem for pass@1 (0: greedy only)",
+                minimum=EVAL_SAMPLES[0],
+                maximum=EVAL_SAMPLES[1],
             )
             start_button = gr.Button("Evaluate base vs tuned", elem_id="eval-go")
             stop_button = gr.Button("Stop evaluation", variant="secondary")

@@ -18,6 +18,7 @@ import gradio as gr
 
 from app import actions
 from app.charts_learning import learning_heatmap, signal_figure, token_html
+from app.markup import code, md
 from app.verdict import verdict
 from storage import learning, queries
 from storage.db import get_sessionmaker
@@ -50,7 +51,7 @@ def learning_view(run_id) -> LearningView:
     try:
         report = actions.learning(run_id)
     except actions.ActionError as exc:
-        return LearningView(exc.message)
+        return LearningView(md(exc.message))
     lm = report.map
     if not lm.lines:
         return LearningView("No sampled completions yet: the map starts with the first step.")
@@ -61,7 +62,7 @@ def learning_view(run_id) -> LearningView:
     frontier = lm.frontier
     summary += f"\n\n**Frontier** (learning now, the latest group disagreed): {len(frontier)} prompts"
     if frontier:
-        summary += " — " + "; ".join(f"`{' '.join(ln.prompt.split())[:60]}`" for ln in frontier[:8])
+        summary += " — " + "; ".join(code(" ".join(ln.prompt.split())[:60]) for ln in frontier[:8])
     watch, choices = [], []
     for alert in report.alerts:
         checkpoint = report.checkpoint_for(alert)
@@ -72,7 +73,9 @@ def learning_view(run_id) -> LearningView:
         )
         hint = alert.hint[:1].upper() + alert.hint[1:]
         where = f"{alert.steps}, {alert.state}"
-        watch.append(verdict("warn", "Watch:", f"**{alert.name}** ({where}): {alert.message}. {hint}{compare}"))
+        watch.append(
+            verdict("warn", "Watch:", f"**{md(alert.name)}** ({md(where)}): {md(alert.message)}. {md(hint)}{compare}")
+        )
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
     with get_sessionmaker().begin() as session:
         steps = queries.sample_steps(session, run_id)

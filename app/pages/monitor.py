@@ -18,6 +18,7 @@ from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
+from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
@@ -63,16 +64,19 @@ def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[in
 
 def health_markdown(series, max_completion_length: int | None, run=None, watch_alerts=()) -> str:
     """The alert banner: the run's one list of alerts (app.alert_list; ``watch_alerts``: the watch's history, cached
-    per step by the caller), each with its hint, warnings before notes, or nothing."""
+    per step by the caller), each with its hint, warnings before notes, or nothing. Every message is escaped: a reward
+    name or a metric key in it is the user's text."""
     lines = []
     for a in alert_list(series, max_completion_length, run, watch_alerts):
         if a.level == "note":
-            lines.append(verdict("info", "Note:", f"**{a.message}** — {a.hint}"))
+            lines.append(verdict("info", "Note:", f"**{md(a.message)}** — {md(a.hint)}"))
         elif a.source == "watch":
             state = "" if a.holds_now else ", cleared"
-            lines.append(verdict("warn", "Watch:", f"**{a.name}** ({a.steps}{state}): {a.message} — {a.hint}"))
+            lines.append(
+                verdict("warn", "Watch:", f"**{md(a.name)}** ({md(a.steps)}{state}): {md(a.message)} — {md(a.hint)}")
+            )
         else:
-            lines.append(verdict("warn", "Warning:", f"**{a.message}** — {a.hint}"))
+            lines.append(verdict("warn", "Warning:", f"**{md(a.message)}** — {md(a.hint)}"))
     return "\n\n".join(lines)
 
 
@@ -113,8 +117,9 @@ def completion_detail(evt: gr.SelectData) -> str:
         return ""
     step, group, mark, prompt, completion, reference, scores, total, advantage = row[:9]
     return (
-        f"**Step {step}, group {group}** {mark} · total {total} · advantage {advantage} · {scores}\n\n"
-        f"**Prompt**\n```\n{prompt}\n```\n**Completion**\n```\n{completion}\n```\nreference answer: `{reference}`"
+        f"**Step {md(step)}, group {md(group)}** {md(mark)} · total {md(total)} · advantage {md(advantage)} · "
+        f"{md(scores)}\n\n**Prompt**\n{fenced(prompt)}\n**Completion**\n{fenced(completion)}\n"
+        f"reference answer: {code(reference)}"
     )
 
 
@@ -204,10 +209,10 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
         header += "\n\n" + waiting
     if main.backend:
-        header += f"\n\nModel path: {main.backend}"
+        header += f"\n\nModel path: {md(main.backend)}"
     header += forked
     if main.error:
-        header += f"\n\n**Error:** `{main.error.strip().splitlines()[-1]}`"
+        header += f"\n\n**Error:** {code(main.error.strip().splitlines()[-1])}"
     last = steps[-1] if steps else 0
     shown = step if pinned and step in steps else last
     log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)

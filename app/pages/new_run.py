@@ -22,6 +22,7 @@ from app.form import (
     problems_by_field,
     to_widget_value,
 )
+from app.markup import code, fenced, md
 from app.pages.data_files import local_chat_template, upload_dataset
 from app.verdict import problem as problem_text
 from app.verdict import verdict
@@ -65,7 +66,7 @@ def problems_markdown(problems: list[str]) -> str:
     return (
         verdict("bad", "Not valid:", f"**{len(problems)} problem{'s' if len(problems) > 1 else ''}:**")
         + "\n"
-        + "\n".join(f"- {p}" for p in problems)
+        + "\n".join(f"- {md(p)}" for p in problems)
     )
 
 
@@ -78,7 +79,7 @@ def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
     """The validation panel's text and the problems behind it (for :func:`field_marks`)."""
     checked = actions.validate(form_mapping(NAMES, list(values)), access)
     text = problems_markdown(checked.problems)
-    return text + "".join(f"\n\n{verdict('warn', 'Warning:', w)}" for w in checked.warnings), checked.problems
+    return text + "".join(f"\n\n{verdict('warn', 'Warning:', md(w))}" for w in checked.warnings), checked.problems
 
 
 def launch(access: Access, *values: Any) -> str:
@@ -103,7 +104,7 @@ def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[st
         verdict(
             "go",
             "Launched:",
-            f"Run {launched.run_id} (**{launched.name}**) queued: it starts as soon as a training slot is free. "
+            f"Run {launched.run_id} (**{md(launched.name)}**) queued: it starts as soon as a training slot is free. "
             f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
         ),
         [],
@@ -150,7 +151,7 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
         return (
             problems_markdown(exc.problems) if exc.exit_code == 2 else problem_text(exc.message)
         ), None  # 2: the config
-    return probed.report.to_text(), probed.kept
+    return probed.report.to_text(md), probed.kept
 
 
 def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
@@ -174,7 +175,7 @@ def import_yaml(file: str | None) -> list[Any]:
         raise user_error(str(exc).replace(str(file), Path(file).name)) from None
     except ConfigError as exc:
         raise user_error("; ".join(exc.problems)) from None
-    message = "Imported." + ("" if not notes else " " + "; ".join(notes))
+    message = "Imported." + ("" if not notes else " " + md("; ".join(notes)))
     return config_values(config) + [message]
 
 
@@ -207,7 +208,7 @@ def preview(access: Access, *values: Any) -> str:
                 return problem_text(str(exc))
         else:
             text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
-        blocks.append(f"```\n{text}\n```\nreference answer: `{problem.answer}`")
+        blocks.append(f"{fenced(text)}\nreference answer: {code(problem.answer)}")
     note = (
         ""
         if template

@@ -10,8 +10,9 @@ import gradio as gr
 
 from app import actions
 from app.access import Access
-from app.errors import acted, show, user_error
+from app.errors import acted, said, show, user_error
 from app.liveness import liveness_problem
+from app.markup import md
 from app.verdict import problem
 from storage.db import get_sessionmaker, new_export_dir
 from storage.summaries import RunSummary, run_summaries
@@ -137,7 +138,7 @@ def delete_run(run_id, confirmed: bool) -> str:
     if not confirmed:
         raise user_error(f"tick 'yes, delete run {run_id}' to confirm: its metrics, samples and files are removed")
     name = acted(actions.delete, run_id)
-    return f"Run {run_id} ({name}) deleted."
+    return f"Run {md(run_id)} ({md(name)}) deleted."
 
 
 def adapter_zip(run_id) -> str:
@@ -167,7 +168,7 @@ def reported(action):
         try:
             return action(*args)
         except gr.Error as exc:
-            return problem(exc.message)
+            return problem(said(exc))
 
     return run
 
@@ -177,7 +178,7 @@ def download_adapter(run_id) -> tuple[dict, str]:
     try:
         path = adapter_zip(run_id)
     except gr.Error as exc:
-        return gr.update(value=None, visible=False), problem(exc.message)
+        return gr.update(value=None, visible=False), problem(said(exc))
     return gr.update(value=path, visible=True), f"Adapter of run {int(run_id)} zipped: {Path(path).name}"
 
 
@@ -187,8 +188,8 @@ def clone_into_form(run_id, config_values, fields: int) -> list:
     try:
         config = clone_config(run_id)
     except gr.Error as exc:
-        return [gr.update()] * (fields + 1) + [problem(exc.message), gr.update()]
-    told = f"Cloned run {int(run_id)} into the New run form as **{config.name}**: edit it and press Launch."
+        return [gr.update()] * (fields + 1) + [problem(said(exc)), gr.update()]
+    told = f"Cloned run {int(run_id)} into the New run form as **{md(config.name)}**: edit it and press Launch."
     return [*config_values(config), told, told, gr.Tabs(selected="new")]
 
 

@@ -15,6 +15,7 @@ bare spinner, held a Gradio worker, and was lost when the dashboard restarted. A
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -29,19 +30,67 @@ from trainer.evaluation.run_lookup import run_adapter
 from trainer.job.launch import pid_alive, process_start_time, spawn_detached
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress writes
+# How many evaluation jobs may run at once, over every dashboard of the database: each loads a model (on a CPU one
+# already takes every core; six at once of a million samples each ran with no end). The operator may raise it.
+SLOTS_VARIABLE = "GRPO_STUDIO_EVAL_SLOTS"
+DEFAULT_SLOTS = 1
+# A job that runs longer than this ends as failed, and the run's log says so (the operator may change it).
+TIMEOUT_VARIABLE = "GRPO_STUDIO_EVAL_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 3 * 3600
+
+
+class EvaluationTimeout(Exception):
+    """Raised in the job's process by its alarm: the job ran past its time limit."""
+
+
+def slots() -> int:
+    """The operator's ``GRPO_STUDIO_EVAL_SLOTS`` (at least 1), else :data:`DEFAULT_SLOTS`."""
+    value = os.environ.get(SLOTS_VARIABLE, "")
+    return max(1, int(value)) if value.strip().isdigit() else DEFAULT_SLOTS
+
+
+def timeout_s() -> int:
+    """The operator's ``GRPO_STUDIO_EVAL_TIMEOUT_S`` (at least 1), else :data:`DEFAULT_TIMEOUT_S`."""
+    value = os.environ.get(TIMEOUT_VARIABLE, "")
+    return max(1, int(value)) if value.strip().isdigit() else DEFAULT_TIMEOUT_S
+
+
+def busy_slots(session, besides: int | None = None) -> str | None:
+    """Why no evaluation may start now (every slot taken by a live job other than ``besides``), or None. A job whose
+    process is gone holds no slot (evaluation_state marks it failed when it is next read); one still starting (no
+    process recorded yet) holds one."""
+    live = [
+        row
+        for row in queries.running_evaluations(session)
+        if row.id != besides and (not row.pid or pid_alive(row.pid, row.pid_started))
+    ]
+    if len(live) < slots():
+        return None
+    first = live[0]
+    return (
+        f"evaluation {first.id} of run {first.run_id} is running and {len(live)} of {slots()} evaluation slots are "
+        f"taken ({SLOTS_VARIABLE}): start this one when it has finished, or stop it"
+    )
 
 
 def start_evaluation(run_id: int, adapter: str, k: int, samples: int) -> int:
     """Check the request, record the job and start its process; returns the evaluation's id. Raises
-    RunLookupError / EvaluationError (from trainer.evaluation) with a clear message when it can't be done."""
+    RunLookupError / EvaluationError (from trainer.evaluation) with a clear message when it can't be done: the
+    caller has checked the ranges (app.actions.arguments); a slot must be free (:func:`busy_slots`)."""
     from trainer.evaluation.evaluate import EvaluationError, heldout_problems
 
     if k < 1 or samples < 0:
         raise EvaluationError(f"K must be at least 1 and samples at least 0 (got K {k}, samples {samples})")
+    with get_sessionmaker().begin() as session:
+        if busy := busy_slots(session):
+            raise EvaluationError(busy)
     config, _ = run_adapter(run_id, adapter)
     problems = heldout_problems(config, k)
     with get_sessionmaker().begin() as session:
         evaluation = queries.add_evaluation(session, run_id, adapter, len(problems), samples, status=RunStatus.RUNNING)
+        session.flush()  # the write lock first (SQLite): two requests at once can't both take the last slot
+        if busy := busy_slots(session, besides=evaluation.id):
+            raise EvaluationError(busy)
         queries.evaluation_progress(session, evaluation.id, 0, 2 * len(problems) * (1 + samples))
         root = Path(queries.get_run(session, run_id).output_dir)
         evaluation_id = evaluation.id
@@ -82,6 +131,12 @@ def run_evaluation(evaluation_id: int) -> RunStatus:
         results = evaluate_run(run_id, k, samples, adapter, on_answers=on_answers, store=False)
     except KeyboardInterrupt:
         return _finish(evaluation_id, RunStatus.STOPPED, error="stopped before it finished")
+    except EvaluationTimeout:
+        limit = timeout_s()
+        error = f"evaluation {evaluation_id} timed out after {limit} s ({TIMEOUT_VARIABLE}) and was stopped"
+        with get_sessionmaker().begin() as session:
+            queries.add_log(session, run_id, error, level="WARNING")
+        return _finish(evaluation_id, RunStatus.FAILED, error=error)
     except Exception as exc:  # noqa: BLE001 - every failure ends the row, with its reason
         traceback.print_exc()
         return _finish(evaluation_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
@@ -118,11 +173,29 @@ def stop_evaluation(run_id: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise :class:`EvaluationTimeout` in this (main) thread after ``seconds``: the job's own alarm, so a job that
+    hangs or was asked for too much ends, with its row and the run's log saying why."""
+
+    def expired(_signum, _frame):
+        raise EvaluationTimeout
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m trainer.evaluation.eval_job EVALUATION_ID``."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM → KeyboardInterrupt → ends as stopped
-    status = run_evaluation(int(args[0]))
+    with time_limit(timeout_s()):
+        status = run_evaluation(int(args[0]))
     return 0 if status == RunStatus.COMPLETED else 1
 
 

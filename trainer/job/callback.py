@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from storage import queries
+from trainer.job.db_writer import DatabaseMoved
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -110,6 +111,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
         def on_step_end(self, args, state, control, **kwargs):
             if writer:
                 writer.progress(state.global_step)
+                if writer.moved:
+                    raise DatabaseMoved(writer.moved)
             if stop_everywhere(stop.requested):
                 stop.event.set()
                 control.should_training_stop = True

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from storage import learning, queries, series
-from storage.db import BUSY_TIMEOUT_S, get_sessionmaker, is_transient
+from storage.db import BUSY_TIMEOUT_S, file_identity, get_engine, get_sessionmaker, is_transient
 from storage.models import CHUNK_STEPS
 from trainer.job.held_rows import HeldRows, Item
 
@@ -55,6 +55,10 @@ TABLES = {
     "heldout_results": learning.add_heldout_rows,
     "curriculum_steps": learning.add_curriculum_rows,
 }
+
+
+class DatabaseMoved(RuntimeError):
+    """The worker's SQLite file was moved, deleted or replaced while it trained; the message is the run's error."""
 
 
 def _env_float(name: str, default: float) -> float:
@@ -132,6 +136,10 @@ class DbWriter:
         self._deadline: float | None = None  # set by close(): when to stop retrying
         self._error: BaseException | None = None
         self.cpu_seconds = 0.0  # the thread's own CPU time (time.thread_time); bench/overhead.py reports it per step
+        engine = get_engine()
+        self._database = Path(engine.url.database) if engine.dialect.name == "sqlite" and engine.url.database else None
+        self._identity = file_identity(self._database)
+        self.moved: str | None = None  # set when the database file is no longer the one opened (see _check_file)
         self._thread = threading.Thread(target=self._loop, name=f"db-writer-{run_id}", daemon=True)
         self._thread.start()
 
@@ -238,8 +246,24 @@ class DbWriter:
         self._held.clear()
         if beat:
             self._last_beat = time.monotonic()
+            self._check_file()
         if self._outage is not None:
             self._recovered(rows)
+
+    def _check_file(self) -> None:
+        """Note when the SQLite file is no longer the one this worker opened (moved away, deleted or replaced, with
+        its -wal and -shm): SQLite writes on into the old file without an error, and the run trained for 116 steps
+        into a database no dashboard read. The training loop ends the run on it (trainer.job.callback)."""
+        if self._identity is None or self.moved is not None:
+            return
+        now = file_identity(self._database)
+        if now != self._identity:
+            what = "is gone" if now is None else "was replaced by another file"
+            self.moved = (
+                f"the database file {self._database} {what} while the run trained (moved or deleted): the run stopped, "
+                "its last rows are in the file it had opened; put that file back to see them"
+            )
+            log.error(self.moved)
 
     def _waiting(self, exc: BaseException, rows: int) -> None:
         if self._outage is None:

@@ -114,9 +114,9 @@ def fork_run(
     try:
         shutil.copytree(checkpoints[step], staging.checkpoints / checkpoints[step].name)
         with get_sessionmaker().begin() as session:
-            parent = queries.get_run(session, int(run_id))
+            parent = queries.lock_run(session, int(run_id))  # no delete can come between this and the fork's row
             if parent is None:
-                raise ForkError(f"run {run_id} was deleted while its checkpoint was being copied")
+                raise ForkError(f"run {run_id} was deleted while its checkpoint was being copied: nothing was created")
             run = queries.create_fork(session, parent, step, config.name, config.to_dict())
             files = RunFiles.new(run.id)
             staging.root.rename(files.root)

@@ -234,9 +234,11 @@ def schedule(
     ``before_start(run)`` is called before each worker starts (the dashboard frees its GPU model there).
 
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
-    restart: whoever calls this next picks up where the last caller left off. Runs on the slurm executor take no local
+    restart: whoever calls this next picks up where the last caller left off; callers in other processes take turns
+    (:func:`storage.queries.lock_scheduling`), so ``max_concurrent`` holds across dashboards. Runs on the slurm executor take no local
     slot: each is submitted at once, and Slurm's queue holds it. ``slurm_states``: see :func:`reconcile`.
     """
+    queries.lock_scheduling(session)  # one limit across processes: the count and the starts in one transaction
     reconcile(session, slurm_states)
     free = max_concurrent - len(active_runs(session))
     queued = [r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid and not r.slurm_job_id]

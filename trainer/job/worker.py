@@ -38,7 +38,7 @@ from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume
 from trainer.job.commands import with_package_path
-from trainer.job.db_writer import DbWriter
+from trainer.job.db_writer import DatabaseMoved, DbWriter
 from trainer.job.diskspace import (
     DiskFullError,
     DiskReserve,
@@ -53,6 +53,7 @@ from trainer.job.held_rows import set_aside
 from trainer.job.launch import is_alive, process_start_time
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import shared_dir_problem, stop_reason
+from trainer.job.trackers import place_trackers
 from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
@@ -231,7 +232,7 @@ def failure_sentence(exc: BaseException, files: RunFiles, run_id: int) -> str:
     we know; else the exception's first line and where the traceback is."""
     if not files.root.is_dir():
         return gone_message(files.root)
-    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone)):
+    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone, DatabaseMoved)):
         return str(exc)
     if is_disk_full(exc):
         return full_message(files.root)
@@ -310,6 +311,9 @@ def _train(
         log.info(message)
         writer.log(message)
 
+    placed = place_trackers(list(config.report_to), files.root, os.environ)  # before any tracker is imported
+    if placed:
+        log_line("trackers write under the run's directory: " + ", ".join(placed))
     backend = start_backend(config)  # before make_callback, which imports transformers
     # This GPU's lease (trainer.job.gpu_lease) for the whole training: a busy GPU makes the run wait, bounded, then
     # fail naming the holder. None is taken on a CPU.

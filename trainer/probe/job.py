@@ -5,6 +5,7 @@ process, and a probe that runs out of memory costs the child only. Torch-free.""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,13 +19,16 @@ WASTED_EXIT = 3  # the exit code of a probe whose verdict is that the run would 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+log = logging.getLogger("grpo_studio.probe")
+
+
 class ProbeError(RuntimeError):
     """The probe itself failed (the model would not load, the data set is missing...): the child's last words."""
 
 
 def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -> ProbeReport:
-    """Run the probe of ``config`` in a child process and return its report; raises :class:`ProbeError` with the
-    child's last output lines when it fails or takes longer than ``timeout`` seconds."""
+    """Run the probe of ``config`` in a child process and return its report; raises :class:`ProbeError` in one
+    sentence when it fails (its output goes to this process's log) or takes longer than ``timeout`` seconds."""
     with tempfile.TemporaryDirectory(prefix="grpo-studio-probe-") as tmp:
         config_file, out = Path(tmp) / "config.json", Path(tmp) / "report.json"
         config.with_absolute_paths(Path.cwd()).save(config_file)  # the child runs in its temp dir
@@ -39,6 +43,9 @@ def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -
         except subprocess.TimeoutExpired:
             raise ProbeError(f"the probe took longer than {timeout:.0f} s and was stopped") from None
         if done.returncode not in (0, WASTED_EXIT) or not out.is_file():
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-            raise ProbeError(f"the probe failed (exit {done.returncode}): {tail}")
+            # The child's last words (a traceback, installed paths) are for the operator: the server's log gets
+            # them, the user one sentence.
+            output = (done.stderr or done.stdout or "").strip().splitlines()
+            log.warning("the probe failed (exit %s); its last output:\n%s", done.returncode, "\n".join(output[-20:]))
+            raise ProbeError(f"the probe failed (exit {done.returncode}); the details are in the server's log")
         return ProbeReport.from_dict(json.loads(out.read_text()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,19 +112,20 @@ class ProbeReport:
         """The probed completions as the run's step-0 sample rows (the columns of storage.models.Sample)."""
         return [{"run_id": run_id, "step": 0, **sample} for sample in self.samples]
 
-    def to_text(self) -> str:
+    def to_text(self, quote: Callable[[str], str] = str) -> str:
         """The report in plain words (Markdown that also reads as plain text): what the CLI prints and the
-        dashboard shows."""
+        dashboard shows. ``quote`` is applied to every value the report did not write itself (the model's name,
+        reward names, a reward's error, the risks' sentences): the dashboard passes app.markup.md."""
         head = {
             "ok": "✅ ok: the run has a learning signal",
             "risky": "⚠️ risky: the run may waste part of its time",
             "wasted": "❌ the run would learn nothing",
         }[self.verdict]
         lines = [f"Verdict: {head}", ""]
-        lines += [f"- {'✖' if r.fatal else '!'} {r.message}: {r.fix}" for r in self.risks]
+        lines += [f"- {'✖' if r.fatal else '!'} {quote(r.message)}: {quote(r.fix)}" for r in self.risks]
         lines += [""] if self.risks else []
         lines += [
-            f"{self.prompts} prompts × {self.group_size} completions of {self.model} on {self.device}",
+            f"{self.prompts} prompts × {self.group_size} completions of {quote(self.model)} on {quote(self.device)}",
             f"- groups with identical rewards (std 0, no signal): {self.zero_std_share:.0%}; prompts with signal: "
             f"{self.signal_share:.0%}; steps with at least one such prompt: {self.step_signal_share:.0%}",
             f"- completion length: mean {self.mean_length:.0f} of {self.max_completion_length} tokens; "
@@ -139,11 +141,13 @@ class ProbeReport:
         lines += ["", "Rewards (mean · share non-zero · distribution):"]
         for r in self.rewards:
             if r.error:
-                lines.append(f"- {r.name}: raised {r.error}")
+                lines.append(f"- {quote(r.name)}: raised {quote(r.error)}")
                 continue
             mean = "n/a" if r.mean is None else f"{r.mean:.3f}"
             bars = "  ".join(f"{label}: {count}" for label, count in r.histogram)
-            lines.append(f"- {r.name} (weight {r.weight:g}): mean {mean} · {r.nonzero_share:.0%} non-zero · {bars}")
+            lines.append(
+                f"- {quote(r.name)} (weight {r.weight:g}): mean {mean} · {r.nonzero_share:.0%} non-zero · {bars}"
+            )
         return "\n".join(lines)
 
 

@@ -34,15 +34,58 @@ TRUSTED_FUNCTIONS: dict[str, Callable] = {
     for f in (abs, all, any, bool, float, int, len, list, max, min, round, set, sorted, str, sum, tuple, frozenset)
 }
 _ISCLOSE = ("math", "isclose")
+
+
+def typed(value: Any) -> Any:
+    """``value`` as the judge compares it: each value tagged with its kind, recursively, so that Python's ``True ==
+    1`` (a bool is an int), ``{1: "a"} == {True: "a"}`` and ``[0] == [False]`` don't hold here: ``def f(x): return
+    True`` must not pass ``assert f(1) == 1``. A bool equals only a bool; ints and floats compare by value with each
+    other (``2.0 == 2``: a mean that is whole is still right), not with bools; a list only equals a list and a tuple
+    a tuple; sets and dicts compare their tagged members. Hashable, so a set's comparison stays linear."""
+    kind = type(value)
+    if kind is bool:
+        return ("bool", value)
+    if kind in (int, float):
+        return ("number", value)
+    if kind in (list, tuple):
+        return (kind.__name__, tuple(typed(v) for v in value))
+    if kind in (set, frozenset):
+        return ("set", frozenset(typed(v) for v in value))
+    if kind is dict:
+        return ("dict", frozenset((typed(k), typed(v)) for k, v in value.items()))
+    return (kind.__name__, value)  # None, str and anything a trusted builtin returned (a slice, a range)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return typed(a) == typed(b)
+
+
+def _member(a: Any, b: Any) -> bool:
+    """``a in b`` with :func:`typed` equality (a substring test for two strings, as Python's)."""
+    if isinstance(a, str) and isinstance(b, str):
+        return a in b
+    if isinstance(b, dict):
+        b = list(b)
+    if isinstance(b, (list, tuple, set, frozenset)):
+        wanted = typed(a)
+        return any(typed(member) == wanted for member in b)
+    return a in b
+
+
+def _ordered(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """An ordering that holds between numbers, or between two bools, never between a bool and a number."""
+    return lambda a, b: (type(a) is bool) == (type(b) is bool) and compare(a, b)
+
+
 _COMPARE = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: _equal,
+    ast.NotEq: lambda a, b: not _equal(a, b),
+    ast.Lt: _ordered(operator.lt),
+    ast.LtE: _ordered(operator.le),
+    ast.Gt: _ordered(operator.gt),
+    ast.GtE: _ordered(operator.ge),
+    ast.In: _member,
+    ast.NotIn: lambda a, b: not _member(a, b),
     ast.Is: operator.is_,
     ast.IsNot: operator.is_not,
 }

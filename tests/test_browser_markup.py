@@ -1,0 +1,170 @@
+"""User, data and model text in real Chromium (issue 35 item 1): a run's name, its fork's name, its error, model path
+and log lines, a metric key, a reward name, a prompt, a completion holding three backticks and a reference answer,
+each holding a link, an image, Markdown and math, are planted straight into a database; the Monitor (opened on the
+fork, so both names reach the chart legends), its completion detail and learning panel, and the Runs page with its
+Clone message are shown. No element built from a payload may exist, and no request may leave the dashboard's origin
+(every request the page makes is recorded)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from .helpers import tiny_config, wait_for
+from .test_browser_ux import _selected_tab
+from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, start_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
+
+OUTSIDE = "elsewhere.invalid"
+
+
+def payload(tag: str) -> str:
+    """A value that builds an element with the id ``pwn-<tag>`` (or a link, an image, a math block) wherever it is
+    rendered as markup instead of text."""
+    return (
+        f"{tag} <a id=pwn-{tag} href=//{OUTSIDE}/{tag} style=position:fixed;inset:0;z-index:999>Session expired</a>"
+        f"<img id=pwn-img-{tag} src=//{OUTSIDE}/{tag}.png> ![i](//{OUTSIDE}/md-{tag}.png) [l](//{OUTSIDE}/l-{tag}) "
+        f"www.{OUTSIDE} https://{OUTSIDE}/auto-{tag} **b-{tag}** $$\\frac{{1}}{{2}}$$"
+    )
+
+
+@pytest.fixture(scope="module")
+def planted(module_database):
+    """A finished parent run and its finished fork, every user-written field holding a payload."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+
+    config = tiny_config(name=payload("name"), reward_funcs=["correctness"]).to_dict()
+    now = datetime.now(UTC)
+    with get_sessionmaker().begin() as session:
+        parent = queries.create_run(session, payload("name"), config, 2)
+        fork = queries.create_fork(session, parent, 1, payload("fork"), config)
+        for run in (parent, fork):
+            run.status, run.current_step = RunStatus.FAILED, 2
+            run.started_at, run.finished_at = now - timedelta(minutes=2), now
+            run.error = "Traceback\n" + payload("error")
+            run.backend = payload("backend")
+            rows = []
+            for step in (1, 2):
+                logs = {"reward": 0.5 * step, f"rewards/{payload('reward-key')}/mean": 0.1, payload("key"): 1.0}
+                rows += queries.metric_rows(run.id, step, logs, time.time() + step)
+            queries.add_metric_rows(session, rows)
+            samples = [
+                {
+                    "run_id": run.id,
+                    "step": 2,
+                    "group_index": group,
+                    "prompt": payload("prompt"),
+                    "completion": f"```\n</code></pre>{payload('completion')}\n```\nafter the fence {payload('tail')}",
+                    "rewards": {payload("reward"): float(i)},
+                    "total_reward": float(i),
+                    "advantage": 0.7 * (1 if i else -1),
+                    "reference_answer": "`" + payload("reference"),
+                }
+                for group in (0, 1)
+                for i in (0, 1)
+            ]
+            queries.add_sample_rows(session, samples)
+            queries.add_log(session, run.id, payload("log"))
+        ids = parent.id, fork.id
+    return ids
+
+
+@pytest.fixture(scope="module")
+def server(planted, module_database):
+    yield from start_server("serve-markup.log")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+# Elements a payload built: its ids, an attribute that reaches the other host (Plotly's SVG links included), math
+# typeset from it, its bold text
+BUILT = """() => {
+  const out = [...document.querySelectorAll("[id^=pwn-], .katex, math")];
+  for (const el of document.querySelectorAll("*")) {
+    for (const attr of el.attributes) {
+      const fetches = /^(xlink:)?href$|^src(set)?$|^style$|^(form)?action$|^poster$|^background$/i;
+      if (fetches.test(attr.name) && attr.value.includes("elsewhere")) out.push(el);
+    }
+    if (el.tagName === "STRONG" && el.textContent.startsWith("b-")) out.push(el);
+  }
+  return out.map(el => el.outerHTML.slice(0, 160));
+}"""
+
+
+def _built(page) -> list[str]:
+    """Elements anywhere in the page that a payload built."""
+    return page.evaluate(BUILT)
+
+
+def _page(browser, requests: list[str]):
+    """A page whose every request is recorded in ``requests``."""
+    page = browser.new_page(viewport={"width": 1440, "height": 2400})
+    page.set_default_timeout(60_000)
+    page.on("request", lambda request: requests.append(request.url))
+    return page
+
+
+def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, planted):
+    parent, fork = planted
+    origin = server[0].rstrip("/")
+    requests: list[str] = []
+    page = _page(browser, requests)
+    try:
+        page.goto(f"{server[0]}?tab=monitor&run={fork}")
+        wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+        header = page.locator("#monitor-progress")
+        header.filter(has_text=f"(run {fork})").wait_for(timeout=120_000)  # a loaded machine takes its time
+        assert payload("fork") in header.inner_text()  # shown as written, the payload's text is all there
+        assert "https://elsewhere.invalid/auto-error" in header.inner_text()
+        legend = page.locator("#chart-reward .legendtext")
+        wait_for(lambda: legend.count() >= 2, 60, "the reward chart's legend, parent and fork")
+        names = legend.all_text_contents()
+        assert any(n.startswith(f"{fork}: fork <a id=pwn-fork") for n in names), names
+        assert any(n.endswith("· " + payload("reward-key")) for n in names), names  # a reward's name as its key has it
+        other = page.locator("#monitor-other-list")
+        wait_for(lambda: "pwn-key" in other.inner_text(), 30, "the other metrics' list")
+        log = page.locator("#monitor-log textarea")
+        wait_for(lambda: "pwn-log" in log.input_value(), 30, "the log line")
+        table = page.locator("#completions-table")
+        wait_for(lambda: table.locator("[role=row]").count() > 1, 60, "completion rows")
+        table.locator("[data-testid=cell-0-4]").click()  # the first row's completion
+        detail = page.locator("#completion-detail")
+        detail.filter(has_text="reference answer").wait_for()
+        blocks = detail.locator("pre")
+        assert blocks.count() == 2  # prompt and completion, the completion's own fences inside its block
+        assert "after the fence tail" in blocks.nth(1).inner_text()
+        assert "</code></pre>" in blocks.nth(1).inner_text()
+        assert detail.locator("code").last.inner_text() == "`" + payload("reference")
+        wait_for(lambda: "pwn-prompt" in page.locator("#learning-summary").inner_text(), 60, "the learning map")
+        time.sleep(2 * 2.0)  # two more Monitor ticks redraw what they poll
+        assert _built(page) == []
+
+        page.close()  # a fresh page for the Runs tab (the Monitor's page may have a navigation of its own in flight)
+        page = _page(browser, requests)
+        page.goto(f"{server[0]}?tab=runs")
+        wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
+        row = page.locator("#runs-table .virtual-body [role=row]", has_text="pwn-fork").first
+        wait_for(lambda: row.count() > 0, 30, "the fork's row")
+        page.locator("#runs-run-id input").fill(str(parent))
+        page.locator("#runs-clone").click(no_wait_after=True)
+        told = page.locator("#new-run-status").filter(has_text="Cloned run")  # Clone opens the New run tab
+        told.wait_for(timeout=120_000)
+        assert payload("name") + "-copy" in told.inner_text()
+        assert _built(page) == []
+    finally:
+        page.close()
+    outside = [url for url in requests if not url.startswith((origin, "data:", "blob:"))]
+    assert outside == [], outside

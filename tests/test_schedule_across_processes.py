@@ -1,0 +1,48 @@
+"""One limit across processes (issue 35 item 10): two dashboards that each allow one training run and schedule at
+the same moment start one run between them, not one each. Each "dashboard" here is an engine of its own on the same
+SQLite file (as two processes have), scheduling in its own thread; starting a worker is replaced by recording a live
+worker on the row, held a moment as a real start takes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from sqlalchemy.orm import sessionmaker
+
+from storage import queries
+from storage.db import make_engine
+from trainer.job import launch
+
+from .helpers import create_run, tiny_config
+
+
+def test_two_dashboards_scheduling_at_once_start_one_run(database, monkeypatch):
+    first, second = create_run(tiny_config(name="first")), create_run(tiny_config(name="second"))
+    started: list[int] = []
+
+    def start_worker(session, run):
+        queries.worker_launched(session, run, os.getpid(), launch.process_start_time(os.getpid()), "/tmp/none")
+        started.append(run.id)
+        time.sleep(0.5)  # a real start spawns a process; the other dashboard schedules meanwhile
+        return os.getpid()
+
+    monkeypatch.setattr(launch, "start_worker", start_worker)
+    engines = [make_engine(database), make_engine(database)]
+    gate = threading.Barrier(2)
+
+    def dashboard(engine) -> None:
+        gate.wait()
+        with sessionmaker(engine, expire_on_commit=False).begin() as session:
+            launch.schedule(session, max_concurrent=1)
+
+    threads = [threading.Thread(target=dashboard, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for engine in engines:
+        engine.dispose()
+    assert started == [first]
+    assert second not in started

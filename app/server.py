@@ -45,18 +45,10 @@ TAB_LABELS = ("New run", "Runs", "Monitor", "Compare")
 # a shared link lands on the same view (see landing()).
 SET_PARAM = """(value) => {{
     if (!window.grpoStudioLanded) return [];  // the start-up selection of the first tab is not the user's choice
-    // a run picker speaks for the address only while its tab is on screen: Compare's picker, filled at load with a
-    // run it can sample, rewrote a Monitor link's run (issue 36)
-    const tab = {tab};
-    const on = document.querySelector("button[role=tab][aria-selected=true]");
-    if (tab && on && on.innerText.trim() !== tab) return [];
-    const params = {params};
+    const shown = {value};
     const url = new URL(window.location);
-    for (const [key, shown] of Object.entries(params)) {{
-        if (shown === undefined) continue;  // nothing to say: the address keeps what it has
-        if (shown === null || shown === "") url.searchParams.delete(key);
-        else url.searchParams.set(key, shown);
-    }}
+    if (shown === null || shown === undefined || shown === "") url.searchParams.delete("{key}");
+    else url.searchParams.set("{key}", shown);
     window.history.replaceState(null, "", url);
     return [];
 }}"""
@@ -141,15 +133,10 @@ def build_app(access: Access | None = None) -> gr.Blocks:
                 run_picker, overlay, _ = monitor.build()
             with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
                 compare_picker = compare.build()
-        # the address follows the tab on screen and that tab's run (the New run tab has none: the run stays)
-        pickers = {"runs": runs_id, "monitor": run_picker, "compare": compare_picker}
-        for tab_id, label, tab in zip(TABS, TAB_LABELS, (new_tab, runs_tab, monitor_tab, compare_tab)):
-            picker = pickers.get(tab_id)
-            # an empty picker on a tab being opened leaves the address's run alone (a link to a missing run is kept)
-            params = f'{{tab: "{tab_id}"' + (", run: value ?? undefined}" if picker else "}")
-            tab.select(None, picker, None, js=SET_PARAM.format(tab="null", params=params))
-            if picker is not None:
-                picker.change(None, picker, None, js=SET_PARAM.format(tab=json.dumps(label), params="{run: value}"))
+        for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
+            tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
+        for picker in (run_picker, compare_picker, runs_id):
+            picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
 
         def land(request: gr.Request):
             with get_sessionmaker().begin() as session:
@@ -163,12 +150,6 @@ def build_app(access: Access | None = None) -> gr.Blocks:
                 landed.shown if landed.tab == "runs" else gr.update(),
                 landed.notice,
             )
-
-        # Launch leads to the Monitor of the run just launched, in this browser tab (a link opened another one, whose
-        # Monitor showed the run; this one's kept showing the previous run)
-        form.launched.change(follow_launch, form.launched, [tabs, run_picker], show_progress="hidden").then(
-            None, form.launched, None, js=SET_PARAM.format(tab="null", params='{tab: "monitor", run: value}')
-        )
 
         # the tab opens once the pickers are filled (earlier, the first tab's start-up selection wins)
         demo.load(land, None, [run_picker, overlay, compare_picker, runs_id, landing_notice]).then(
@@ -187,15 +168,6 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         )
     api.hide_widget_events(demo)
     return demo
-
-
-def follow_launch(run_id: int | None) -> tuple:
-    """The Monitor tab, on the run just launched (its picker's choices read again: the tick has not listed it yet)."""
-    if run_id is None:
-        return gr.update(), gr.update()
-    with get_sessionmaker().begin() as session:
-        choices = runs.run_choices(run_summaries(session))
-    return gr.Tabs(selected="monitor"), gr.update(choices=choices, value=int(run_id))
 
 
 def refresh_lists(query: str | None, previous: tuple | None) -> tuple:

@@ -97,8 +97,8 @@ def test_resume_right_after_stop_is_queued_and_answers_sit_next_to_their_control
     page.locator("#launch").scroll_into_view_if_needed()
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(stop-then-resume)")
-    status.wait_for(state="attached")  # Launch opened the run's Monitor: the answer stays, hidden with its tab
-    run_id = int(status.text_content().split("Run ")[1].split()[0])
+    status.wait_for()
+    run_id = int(status.inner_text().split("Run ")[1].split()[0])
     wait_for(lambda: run_row(run_id).current_step >= 3, 300, "three steps")
 
     page.get_by_role("tab", name="Runs").click()

@@ -158,8 +158,8 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     page.screenshot(path=str(SCREENSHOTS / "new-run.png"), full_page=True)
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(browser-overlay)")
-    status.wait_for(state="attached")  # Launch opened the run's Monitor: the answer stays, hidden with its tab
-    live = int(re.search(r"Run (\d+)", status.text_content()).group(1))
+    status.wait_for()
+    live = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     try:
         _goto(page, f"tab=monitor&run={live}")
         wait_for(lambda: _selected_tab(page) == "Monitor", 20, "the Monitor tab from the address")

@@ -91,24 +91,22 @@ def launch_probed(access: Access, probed: dict | None, *values: Any) -> str:
     return launch_report(access, probed, *values)[0]
 
 
-def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[str, list[str], int | None]:
-    """The launch message (or the problems that stopped it), those problems, and the new run's id (None when nothing
-    was launched). The probe's samples become the run's step 0 when ``probed`` (what :func:`probe` returned) is of
-    this very config, whatever its name."""
+def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[str, list[str]]:
+    """The launch message (or the problems that stopped it) and those problems. The probe's samples become the
+    run's step 0 when ``probed`` (what :func:`probe` returned) is of this very config, whatever its name."""
     try:
         launched = actions.launch(form_mapping(NAMES, list(values)), access, probed=probed)
     except actions.ActionError as exc:
-        return problems_markdown(exc.problems), exc.problems, None
+        return problems_markdown(exc.problems), exc.problems
     kept = " The probe's samples are its step 0." if launched.kept_probe else ""
     return (
         verdict(
             "go",
             "Launched:",
             f"Run {launched.run_id} (**{launched.name}**) queued: it starts as soon as a training slot is free. "
-            f"The Monitor tab follows it.{kept}",
+            f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
         ),
         [],
-        launched.run_id,
     )
 
 
@@ -222,13 +220,11 @@ def preview(access: Access, *values: Any) -> str:
 @dataclass(frozen=True)
 class Form:
     """The form's widgets, for pages that fill it (the Runs page's Clone): one per field in :data:`NAMES` order
-    (what :func:`config_values` returns values for), the status line under the form, the draft the browser keeps,
-    and the run it launched."""
+    (what :func:`config_values` returns values for), the status line under the form, and the draft the browser keeps."""
 
     fields: list[gr.components.Component]
     status: gr.Markdown
     draft: gr.BrowserState
-    launched: gr.State  # the id of the run this form launched last (the server opens its Monitor in this tab)
 
 
 def _widget(spec: FieldSpec, allow_custom: bool):
@@ -302,15 +298,11 @@ def build(access: Access) -> Form:
         "its samples are the run's step 0."
     )
     exported = gr.File(label="Exported config", interactive=False, visible=False)
-    launched = gr.State(None)
-    form = Form(widgets, status, draft, launched)
+    form = Form(widgets, status, draft)
 
     def marked(report):
-        text, problems = report[:2]
+        text, problems = report
         return [*field_marks(problems, allow_custom), text]
-
-    def launched_marked(report):
-        return [*marked(report), report[2] if report[2] is not None else gr.update()]
 
     def exported_file(access_rules, *values):
         path, text = export_yaml(access_rules, *values)
@@ -327,9 +319,9 @@ def build(access: Access) -> Form:
     )
     probed = gr.State(None)
     probe_button.click(probe, [allow, *widgets], [status, probed]).then(None, js=SHOW_STATUS)
-    launch_button.click(
-        lambda *v: launched_marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status, launched]
-    ).then(None, js=SHOW_STATUS)
+    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status]).then(
+        None, js=SHOW_STATUS
+    )
     export_button.click(exported_file, [allow, *widgets], [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])

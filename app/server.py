@@ -8,6 +8,7 @@ reconciles statuses (runs whose worker died become failed) and simply goes on wa
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
@@ -26,6 +28,7 @@ from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
 from app.pages import compare, monitor, new_run, runs
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
+from app.verdict import verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.job.launch import poll_slurm, schedule
@@ -65,21 +68,47 @@ CSS = """
 """
 
 
-def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> tuple[str, int | None, int | None]:
-    """Where a page load lands: (tab, the Monitor's run, the Compare page's run) from the address's ``tab`` and
-    ``run``. The Monitor shows the named run, else the newest; Compare the named run if it can be sampled, else the
-    newest that can (compare.ready_run). An unknown tab or run is ignored rather than refused."""
-    tab = query.get("tab", "")
-    tab = tab if tab in TABS else "new"
+@dataclass(frozen=True)
+class Landing:
+    """Where a page load lands: the tab, the Monitor's run, the Compare page's run, and what the address asked for
+    that is not here (said at the top of the page; empty when all was found)."""
+
+    tab: str
+    shown: int | None
+    compared: int | None
+    notice: str = ""
+
+
+def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> Landing:
+    """Where a page load lands, from the address's ``tab`` and ``run``. The Monitor shows the named run, else the
+    newest; Compare the named run if it can be sampled, else the newest that can (compare.ready_run).
+
+    A tab or a run the address names that is not here is said, and no other run stands in for a missing one (it
+    would look like the run asked for, and its picker would rewrite the user's link): the pickers stay empty."""
+    asked_tab, asked_run = query.get("tab", ""), query.get("run", "")
+    notes = []
+    tab = asked_tab if asked_tab in TABS else "new"
+    if asked_tab and tab != asked_tab:
+        notes.append(f"there is no tab {_asked(asked_tab)} (the tabs are {', '.join(TABS)}): showing New run")
     ids = [r.id for r in summaries]
     try:
-        wanted = int(query.get("run", ""))
+        wanted = int(asked_run) if asked_run else None
     except ValueError:
         wanted = None
-    shown = wanted if wanted in ids else (ids[0] if ids else None)
+        notes.append(f"{_asked(asked_run)} is not a run id (a whole number, as the Runs tab shows it)")
+    if wanted is not None and wanted not in ids:
+        notes.append(f"there is no run {wanted} (deleted, or kept in another database): pick one in the Run box")
+    missing = bool(asked_run) and wanted not in ids
+    shown = None if missing else (wanted if wanted is not None else (ids[0] if ids else None))
     sampleable = {run_id for _, run_id in compare.finished_runs(summaries)}
-    compared = wanted if wanted in sampleable else compare.ready_run(summaries)
-    return tab, shown, compared
+    compared = None if missing else (wanted if wanted in sampleable else compare.ready_run(summaries))
+    notice = verdict("warn", "Not found:", "; ".join(notes) + ".") if notes else ""
+    return Landing(tab, shown, compared, notice)
+
+
+def _asked(value: str) -> str:
+    """A value from the address, quoted for the page: as text, never as markup."""
+    return "`" + html.escape(value[:60]).replace("`", "'") + "`"
 
 
 def build_app(access: Access | None = None) -> gr.Blocks:
@@ -90,6 +119,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
     with gr.Blocks(title="grpo-studio", delete_cache=(3600, 3600)) as demo:
         api.register(access)  # first, so the named endpoints keep their names (app/api.py)
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
+        landing_notice = gr.Markdown(elem_id="landing-notice")  # what the address asked for that is not here
         with gr.Tabs() as tabs:
             with gr.Tab(TAB_LABELS[0], id="new") as new_tab:
                 form = new_run.build(access)
@@ -111,17 +141,18 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         def land(request: gr.Request):
             with get_sessionmaker().begin() as session:
                 summaries = run_summaries(session)
-            tab, shown, compared = landing(dict(request.query_params), summaries)
+            landed = landing(dict(request.query_params), summaries)
             choices = runs.run_choices(summaries)
             return (
-                gr.update(choices=choices, value=shown),
+                gr.update(choices=choices, value=landed.shown),
                 gr.update(choices=choices),
-                gr.update(choices=compare.finished_runs(summaries), value=compared),
-                shown if tab == "runs" else gr.update(),
+                gr.update(choices=compare.finished_runs(summaries), value=landed.compared),
+                landed.shown if landed.tab == "runs" else gr.update(),
+                landed.notice,
             )
 
         # the tab opens once the pickers are filled (earlier, the first tab's start-up selection wins)
-        demo.load(land, None, [run_picker, overlay, compare_picker, runs_id]).then(
+        demo.load(land, None, [run_picker, overlay, compare_picker, runs_id, landing_notice]).then(
             None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
         )
         demo.load(new_run.draft_values, form.draft, form.fields)

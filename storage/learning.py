@@ -121,6 +121,14 @@ def scored_samples(session: Session, run_id: int) -> list[ScoredSample]:
     return [ScoredSample(*row) for row in session.execute(stmt).tuples()]
 
 
+def newest_steps(session: Session, run_id: int) -> tuple[int | None, int | None]:
+    """The newest step with samples and the newest held-out evaluation of a run (None: none yet): two index reads,
+    what a view of the learning map checks before it reads every sample again."""
+    sampled = session.scalar(select(func.max(Sample.step)).where(Sample.run_id == run_id))
+    evaluated = session.scalar(select(func.max(HeldOutResult.step)).where(HeldOutResult.run_id == run_id))
+    return sampled, evaluated
+
+
 @dataclass(frozen=True)
 class GroupStats:
     """One group of one step: its size, how many different completions it holds, and its mean completion length in

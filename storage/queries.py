@@ -383,6 +383,26 @@ def add_log(session: Session, run_id: int, message: str, level: str = "INFO") ->
     session.add(RunLog(run_id=run_id, message=message, level=level))
 
 
+# The log lines that mark a worker's start and a stop asked of it (trainer.job.launch writes both): which came last
+# says whether the run's current worker was asked to stop, without a column of its own.
+WORKER_STARTED, STOP_REQUESTED = "worker started", "stop requested"
+
+
+def stop_asked(session: Session, run_id: int) -> bool:
+    """Whether a stop was asked of the run's latest worker: its log's latest "stop requested" line comes after the
+    latest "worker started" one (a resumed run's old stop does not count)."""
+    stmt = (
+        select(RunLog.message)
+        .where(
+            RunLog.run_id == run_id,
+            (RunLog.message == STOP_REQUESTED) | RunLog.message.startswith(WORKER_STARTED),
+        )
+        .order_by(RunLog.id.desc())
+        .limit(1)
+    )
+    return session.scalar(stmt) == STOP_REQUESTED
+
+
 def log_since(session: Session, run_id: int, after_id: int = 0) -> list[RunLog]:
     """A run's log lines with an id after ``after_id``, oldest first (``grpo-studio logs --follow`` polls this)."""
     stmt = select(RunLog).where(RunLog.run_id == run_id, RunLog.id > after_id).order_by(RunLog.id)

@@ -54,7 +54,8 @@ def write_chunks(session: Session, run_id: int, newest_step: int) -> int:
 
 def series_since(session: Session, run_id: int, after_step: int = -1) -> dict[str, np.ndarray]:
     """Every key's points with step > ``after_step``, in step order, as ``(n, 3)`` arrays (see the module docstring):
-    what one monitor poll needs, the first one included."""
+    what one monitor poll needs, the first one included. A key without new points is absent, never an empty array
+    (the monitor's cache reads each array's last step)."""
     stmt = (
         select(MetricChunk.key, MetricChunk.first_step, MetricChunk.points)
         .where(MetricChunk.run_id == run_id, MetricChunk.first_step + CHUNK_STEPS - 1 > after_step)
@@ -66,7 +67,8 @@ def series_since(session: Session, run_id: int, after_step: int = -1) -> dict[st
         points = np.frombuffer(data, dtype=_POINT).reshape(-1, 3)
         if first_step <= after_step:
             points = points[points[:, 0] > after_step]
-        parts.setdefault(key, []).append(points)
+        if len(points):  # a key logged now and then (held-out every N steps) may have nothing left in this block
+            parts.setdefault(key, []).append(points)
         covered = max(covered, first_step + CHUNK_STEPS - 1)
     for key, points in queries.metrics_since(session, run_id, covered).items():
         parts.setdefault(key, []).append(np.asarray(points, dtype=float))

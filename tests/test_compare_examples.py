@@ -40,7 +40,8 @@ def test_the_first_prompt_offered_is_one_training_changed():
     _, examples = compare.run_details(run_id)
     offered = [index for _, index in examples["choices"]]
     assert offered[:3] == [37, 61, 0] and len(offered) == compare.EXAMPLES
-    assert compare.pick_example(run_id, offered[0]) == (problems[37].question, problems[37].answer)
+    picked = (problems[37].question, problems[37].answer)
+    assert compare.pick_example(run_id, offered[0]) == (*picked, list(picked))  # and the pair it remembers (issue 36)
 
 
 def test_the_two_sides_are_labelled_before_sampling():

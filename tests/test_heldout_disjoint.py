@@ -129,8 +129,9 @@ def test_compare_offers_heldout_prompts_only():
     _, examples = run_details(run_id)
     trained = {question_key(q) for q in build_dataset(config)["question"]}
     picked = [pick_example(run_id, index) for _, index in examples["choices"]]
-    assert len(picked) == 20 and not {question_key(q) for q, _ in picked} & trained
-    assert [(q, a) for q, a in picked] == [(p.question, p.answer) for p in heldout_problems(config, 20)]
+    assert len(picked) == 20 and not {question_key(q) for q, _, _ in picked} & trained
+    assert [(q, a) for q, a, _ in picked] == [(p.question, p.answer) for p in heldout_problems(config, 20)]
+    assert all(pair == [q, a] for q, a, pair in picked)  # the pair Compare remembers (its reference's own prompt)
 
 
 def test_the_periodic_curve_logs_where_its_problems_come_from():

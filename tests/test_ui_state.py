@@ -62,16 +62,24 @@ def test_form_problems_are_placed_beside_the_fields_they_name():
 
 
 def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
-    from app.server import landing
+    from app.server import Landing, landing
     from storage.summaries import run_summaries
 
     older, newer = create_run(tiny_config(name="older")), create_run(tiny_config(name="newer"))
     with get_sessionmaker().begin() as s:
         summaries = run_summaries(s)
-    assert landing({"tab": "monitor", "run": str(older)}, summaries) == ("monitor", older, None)
-    # an unknown tab or run is ignored: New run, the newest run, and nothing to compare (no run has ended)
-    assert landing({"tab": "nope", "run": "x"}, summaries) == ("new", newer, None)
-    assert landing({}, []) == ("new", None, None)
+    assert landing({"tab": "monitor", "run": str(older)}, summaries) == Landing("monitor", older, None)
+    # no run named: the newest, and nothing to compare (no run has ended)
+    assert landing({"tab": "runs"}, summaries) == Landing("runs", newer, None)
+    assert landing({}, []) == Landing("new", None, None)
+    # what the address names and is not here is said (issue 36), and no other run stands in for it: New run, no run
+    lost = landing({"tab": "nope", "run": "x"}, summaries)
+    assert (lost.tab, lost.shown, lost.compared) == ("new", None, None)
+    assert "there is no tab `nope` (the tabs are new, runs, monitor, compare)" in lost.notice
+    assert "`x` is not a run id" in lost.notice
+    gone = landing({"tab": "monitor", "run": "999"}, summaries)
+    assert (gone.tab, gone.shown, gone.compared) == ("monitor", None, None) and "there is no run 999" in gone.notice
+    assert "&lt;b&gt;" in landing({"tab": "<b>"}, summaries).notice  # the address's text is shown, never markup
 
 
 def test_log_tail_shows_our_lines_and_the_raw_output_only_on_request(tmp_path):

@@ -334,8 +334,9 @@ class RunConfig:
         """
         kwargs, problems, notes = checks.read_values(data, typing.get_type_hints(cls))
         if problems:
-            problems.extend(cls(**kwargs).field_problems())
-            raise ConfigError(problems)
+            partial = cls(**kwargs)
+            problems.extend(partial.field_problems())
+            raise ConfigError(problems, partial)
         return cls(**kwargs), notes
 
     @classmethod
@@ -410,8 +411,10 @@ class RunConfig:
 
 
 class ConfigError(ValueError):
-    """A config with problems; ``problems`` lists each in plain words."""
+    """A config with problems; ``problems`` lists each in plain words. ``partial``: when values were of the wrong
+    type, the config of the others (defaults in their place), so a caller can still check the rest."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], partial: RunConfig | None = None):
         self.problems = problems
+        self.partial = partial
         super().__init__("invalid run config:\n" + "\n".join(f"  - {p}" for p in problems))

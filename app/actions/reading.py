@@ -22,15 +22,22 @@ MAX_LOG_LINES = 5_000
 def metrics(run_id: int, keys: Sequence[str] | None = None, since_step: int = -1) -> dict[str, list]:
     """The run's metric series after step ``since_step`` as columns: ``step`` (every step any chosen key was logged
     at, ascending), ``wall_time``, then one column per key (``keys``: those only; default every key), None where a
-    key was not logged at that step. Unknown keys are refused naming the run's keys."""
+    key was not logged at that step.
+
+    A key the run has not logged yet is an empty column while the run is queued or running (a just-launched run logs
+    nothing before its first step, and some keys arrive later: the held-out score at its first evaluation), so a poll
+    loop can ask for what it will chart from its first call. Once the run has ended nothing more will come: an
+    unknown key is then refused naming the keys it logged."""
     with get_sessionmaker().begin() as session:
-        find_run(session, run_id)
+        run = find_run(session, run_id)
+        ended = run.status.terminal
         series = series_since(session, int(run_id), int(since_step))
         known = queries.metric_keys(session, int(run_id))
     wanted = list(keys) if keys else sorted(series)
     unknown = [k for k in wanted if k not in known]
-    if unknown:
-        raise ActionError(f"run {run_id} has no metric {', '.join(map(repr, unknown))}: it logs {', '.join(known)}")
+    if unknown and ended:
+        logged = f"it logged {', '.join(known)}" if known else "it logged no metric"
+        raise ActionError(f"run {run_id} has no metric {', '.join(map(repr, unknown))}: {logged}")
     return columns({k: series[k] for k in wanted if k in series}, wanted)
 
 
@@ -139,7 +146,9 @@ def learning(run_id: int, upto: int | None = None):
 
 
 def learning_json(report) -> dict[str, Any]:
-    """A learning report as JSON-able values (the API's ``/prompts``)."""
+    """A learning report as JSON values (the API's ``/prompts``). Mappings keyed by step are keyed by the step as
+    text: JSON keys are strings, and Gradio's encoder (orjson) refuses an int key where json.dumps would convert it
+    (the client then saw only a cancelled call)."""
     lm = report.map
     return {
         "run_id": report.run_id,
@@ -148,7 +157,12 @@ def learning_json(report) -> dict[str, Any]:
         "frontier": [line.prompt for line in lm.frontier],
         "signal": {str(step): share for step, share in lm.signal.items()},
         "prompts": [
-            {"prompt": line.prompt, "source": line.source, "class": line.cls, "pass_rate": line.cells}
+            {
+                "prompt": line.prompt,
+                "source": line.source,
+                "class": line.cls,
+                "pass_rate": {str(step): rate for step, rate in line.cells.items()},
+            }
             for line in lm.lines
         ],
         "alerts": [

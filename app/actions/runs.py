@@ -18,7 +18,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
 from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import ConfigError, RunConfig
 from trainer.config_checks import coerce
 from trainer.job.fork import ForkError, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
@@ -82,16 +82,23 @@ def validate(source: ConfigSource, access: Access, name: str | None = None, warn
     if name:
         mapping["name"] = name
     refused = access.path_problems(mapping)
+
+    def checked(config: RunConfig) -> list[str]:
+        found = review.problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
+        return found + custom_reward_problems(access, config.reward_funcs)
+
     try:
-        config, notes = config_of(mapping)
-    except ActionError as exc:
-        return Checked(None, refused + exc.problems)
+        config, notes = RunConfig.from_dict(mapping)
+    except ConfigError as exc:
+        # every problem at once: the values of the right type are checked as well (an unknown reward was dropped
+        # from the list when the weights beside it were null, issue 36)
+        more = checked(exc.partial) if exc.partial is not None else []
+        return Checked(None, refused + exc.problems + [p for p in more if p not in exc.problems])
     try:
         config, notes = capped_steps(config, notes)
     except ActionError as exc:
         return Checked(None, exc.problems)
-    problems = refused + review.problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
-    problems += custom_reward_problems(access, config.reward_funcs)
+    problems = refused + checked(config)
     warnings = review.warnings(config) if warn and not problems else []
     return Checked(config, problems, warnings, notes)
 

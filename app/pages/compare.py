@@ -99,22 +99,36 @@ def run_details(run_id):
 
 
 def pick_example(run_id, index):
-    """Fill the prompt and reference answer from the run's held-out problems (the list :func:`run_details` offered)."""
+    """Fill the prompt and reference answer from the run's held-out problems (the list :func:`run_details` offered),
+    and remember the pair (:func:`reference_for`)."""
     from trainer.evaluation.evaluate import heldout_problems
 
     if run_id is None or index is None:
-        return gr.update(), gr.update()
+        return gr.update(), gr.update(), gr.update()
     config, _ = _run(run_id)
     problem = heldout_problems(config, HELDOUT_POOL)[int(index)]
-    return problem.question, problem.answer
+    return problem.question, problem.answer, [problem.question, problem.answer]
 
 
-def let_go_of_example(index):
-    """The picker and reference answer once the user types a prompt of their own: both cleared if they came from a
-    picked held-out problem, else left as they are (a reference typed by hand stays)."""
-    if index is None:
-        return gr.update(), gr.update()
-    return gr.update(value=None), ""
+def reference_for(question: str | None, reference: str | None, picked: list | tuple | None) -> str | None:
+    """The reference answer that scores ``question``: the box's, unless it is a picked problem's reference and the
+    prompt is no longer that problem's (pasted over, autofilled, set by a script: however the text changed). A
+    reference typed by hand always counts."""
+    reference = (reference or "").strip() or None
+    if picked and reference is not None and reference == (picked[1] or "").strip():
+        if (question or "").strip() != (picked[0] or "").strip():
+            return None
+    return reference
+
+
+def let_go_of_example(question, reference, picked):
+    """The picker and the reference answer once the prompt is not the picked problem's any more: both cleared (the
+    reference only when it is still the picked one; one typed by hand stays), and the pair forgotten. Runs on every
+    change of the prompt's value, not on keystrokes: a paste or an autofill is one change."""
+    if not picked or (question or "").strip() == (picked[0] or "").strip():
+        return gr.update(), gr.update(), gr.update()
+    kept = reference_for(question, reference, picked)
+    return gr.update(value=None), gr.update() if kept else "", None
 
 
 def release_for_run(run) -> None:
@@ -134,8 +148,11 @@ def panel_notice() -> str:
     return f"*{md(CACHE.notice)}*" if CACHE.notice else ""
 
 
-def run_compare(run_id, adapter, question, reference, n, greedy, temperature, seed, progress=gr.Progress()):
-    """Sample base and tuned side by side and score both."""
+def run_compare(
+    run_id, adapter, question, reference, n, greedy, temperature, seed, picked=None, progress=gr.Progress()
+):
+    """Sample base and tuned side by side and score both; ``picked`` is the held-out (prompt, reference) pair last
+    picked, whose reference scores that prompt only (:func:`reference_for`)."""
     from trainer.evaluation.compare import compare
     from trainer.loading.data import make_prompt
 
@@ -149,12 +166,13 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     config, adapters = _run(run_id)
     # greedy decoding writes the same answer however often it is asked: one row a side, not N identical ones
     n = 1 if greedy else int(n)
+    reference = reference_for(question, reference, picked)
     try:
         result = compare(
             config,
             adapters[adapter],
             make_prompt(question, config.system_prompt),
-            (reference or "").strip() or None,
+            reference,
             n=int(n),
             greedy=bool(greedy),
             temperature=float(temperature),
@@ -169,8 +187,8 @@ def run_compare(run_id, adapter, question, reference, n, greedy, temperature, se
     return (
         _rows(result.base),
         _rows(result.tuned),
-        _summary("Base", result.base, n),
-        _summary("Tuned", result.tuned, n),
+        _summary("Base", result.base, n, reference),
+        _summary("Tuned", result.tuned, n, reference),
         why,
     )
 
@@ -182,8 +200,10 @@ def _rows(side) -> list[list]:
     ]
 
 
-def _summary(label: str, side, n) -> str:
-    return f"**{label}**: mean reward {side.mean_reward:.3f} · format {side.formatted}/{int(n)} · correct {side.correct}/{int(n)}"
+def _summary(label: str, side, n, reference: str | None = "") -> str:
+    """A side's line; without a reference answer nothing can be right or wrong: "correct n/a", not 0 of n."""
+    correct = f"correct {side.correct}/{int(n)}" if reference else "correct n/a (no reference answer)"
+    return f"**{label}**: mean reward {side.mean_reward:.3f} · format {side.formatted}/{int(n)} · {correct}"
 
 
 def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
@@ -242,6 +262,8 @@ def build() -> gr.Dropdown:
         temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.05, label="Temperature")
         seed = gr.Number(value=0, precision=0, label="Seed")
         greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")
+    # the held-out (prompt, reference) pair last picked: its reference belongs to that prompt only
+    picked = gr.State(None)
     go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
@@ -270,15 +292,16 @@ def build() -> gr.Dropdown:
 
     run.change(run_details, run, [adapter, example])
     run.change(panel_notice, None, notice)
-    example.change(pick_example, [run, example], [question, reference])
+    example.change(pick_example, [run, example], [question, reference, picked])
     go_button.click(
         run_compare,
-        [run, adapter, question, reference, n, greedy, temperature, seed],
+        [run, adapter, question, reference, n, greedy, temperature, seed, picked],
         [base_table, tuned_table, base_summary, tuned_summary, why],
     )
-    # a prompt typed by hand is no longer the picked held-out one: the picker lets go of it, and of the reference
-    # answer that came with it (kept, it scored the typed prompt against another problem's answer)
-    question.input(let_go_of_example, example, [example, reference])
+    # a prompt that is not the picked held-out one any more (typed, pasted, autofilled): the picker lets go of it, and
+    # of the reference answer that came with it (kept, it scored the new prompt against another problem's answer).
+    # On .change, which every new value fires, where .input missed a paste; run_compare checks the pair again.
+    question.change(let_go_of_example, [question, reference, picked], [example, reference, picked])
     greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)

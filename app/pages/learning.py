@@ -2,8 +2,10 @@
 each alert opening the completions of the steps it covers and naming the checkpoint to Compare; and the tokens
 behind an advantage, one sampled completion coloured by each token's probability under the policy.
 
-The map reads every stored sample of the run, so it is drawn when a run is picked and on its Refresh button, not on
-every tick of the Monitor's timer. Everything comes from trainer.insight.report (the same report
+The map reads every stored sample of the run, so it is drawn when a run is picked, on its Refresh button, and when
+the run has sampled a new step or evaluated again since it was drawn (its own timer checks two index reads, every
+``FOLLOW_SECONDS``): it follows a live run as the charts do, and costs nothing on a finished one. Following leaves the
+token view and an opened alert as the user set them. Everything comes from trainer.insight.report (the same report
 ``grpo-studio prompts`` prints) and storage.learning; the figures from app.charts_learning.
 """
 
@@ -24,6 +26,8 @@ from storage import learning, queries
 from storage.db import get_sessionmaker
 
 ALERT_ROWS = 40  # completions an alert opens: the best-scored of its steps, what the reward paid for
+# how often the panel looks for new samples: a redraw reads every sample of the run, so not at the charts' 2 s
+FOLLOW_SECONDS = 5.0
 
 
 @dataclass
@@ -90,6 +94,15 @@ def learning_view(run_id) -> LearningView:
     )
 
 
+def drawn_mark(run_id) -> tuple | None:
+    """What a drawing of the panel reflects: the run, its newest sampled step and its newest evaluation."""
+    run_id = _run_id(run_id)
+    if run_id is None:
+        return None
+    with get_sessionmaker().begin() as session:
+        return (run_id, *learning.newest_steps(session, run_id))
+
+
 def alert_completions(run_id, span) -> list[list[Any]]:
     """The best-scored completions of the steps an alert covers (``span`` is "first:last")."""
     run_id = _run_id(run_id)
@@ -136,9 +149,24 @@ def token_view(run_id, step, index) -> str:
     if values is None and off_step and int(step) >= int(off_step.group(1)):  # it failed: say when and why
         return f"<small>No token values: the token capture turned itself off {html.escape(off)}.</small>"
     if values is None:
-        return "<small>No token values were kept for this completion (token_samples_per_step).</small>"
+        kept = len(_token_indices(run_id, int(step)))
+        return (
+            f"<small>No token values were kept for completion #{int(index)} of step {int(step)}: the run keeps them "
+            f"for {kept} completions of this step (token_samples_per_step, the best and worst answer of each group "
+            "first). Pick one of those under Completion, or click its row.</small>"
+        )
     advantage = samples[int(index)].advantage if int(index) < len(samples) else None
     return token_html(values, advantage)
+
+
+def _token_indices(run_id: int, step: int) -> list[int]:
+    with get_sessionmaker().begin() as session:
+        return learning.token_indices(session, run_id, step)
+
+
+def _same_text(shown: Any, stored: str) -> bool:
+    """A table cell's text is the stored completion (the table may hand it back HTML-escaped, or trimmed)."""
+    return isinstance(shown, str) and html.unescape(shown).strip() == stored.strip()
 
 
 def from_table(run_id, evt: gr.SelectData) -> tuple[Any, Any, str]:
@@ -153,7 +181,11 @@ def from_table(run_id, evt: gr.SelectData) -> tuple[Any, Any, str]:
         samples = queries.samples_at(session, int(run_id), step)
 
     def same(i: int) -> bool:
-        return 0 <= i < len(samples) and samples[i].group_index == int(row[1]) and samples[i].completion == row[4]
+        return (
+            0 <= i < len(samples)
+            and samples[i].group_index == int(row[1])
+            and _same_text(row[4], samples[i].completion)
+        )
 
     # the row number when that row is this sample (an unsorted table), else the first sample of its group that reads
     # the same (a sure model's identical answers are alike down to their tokens' values)
@@ -219,9 +251,35 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
             shown |= {token_pick: choices, tokens: token_view(run_id, view.token_step, choices.get("value"))}
         return shown
 
-    outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens]
-    run.change(show, run, outputs, show_progress="hidden")
-    refresh.click(show, run, outputs, show_progress="hidden")
+    drawn = gr.State(None)  # drawn_mark() of what the panel shows
+
+    def show_marked(run_id) -> dict:
+        return show(run_id) | {drawn: drawn_mark(run_id)}
+
+    def follow(run_id, mark, picked_alert, shown_step) -> dict:
+        """A timer tick: redraw the map, the signal chart and the watch when the run sampled or evaluated since they
+        were drawn; else nothing is sent. An opened alert and a token view the user filled stay as they are; an
+        empty token view gets the first completion with token values."""
+        now = drawn_mark(run_id)
+        if now is None or now == mark:
+            return {drawn: mark}  # nothing else is sent (Gradio takes an empty dict for one value)
+        view = learning_view(run_id)
+        choices = view.alerts.get("choices", []) if isinstance(view.alerts, dict) else []
+        kept = picked_alert if picked_alert in [value for _, value in choices] else None
+        shown = {summary: view.summary, heatmap: view.heatmap, signal: view.signal, watch: view.watch}
+        shown |= {alert: gr.update(choices=choices, value=kept), drawn: now}
+        if shown_step in (None, "") and isinstance(view.token_step, int):
+            first = token_choices(run_id, view.token_step)
+            shown |= {token_step: view.token_step, token_pick: first}
+            shown |= {tokens: token_view(run_id, view.token_step, first.get("value"))}
+        return shown
+
+    outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens, drawn]
+    run.change(show_marked, run, outputs, show_progress="hidden")
+    refresh.click(show_marked, run, outputs, show_progress="hidden")
+    gr.Timer(FOLLOW_SECONDS).tick(
+        follow, [run, drawn, alert, token_step], outputs, show_progress="hidden", trigger_mode="always_last"
+    )
     alert.change(alert_completions, [run, alert], opened, show_progress="hidden")
     # a step typed in: its completions, and the first drawn (a dropdown whose value stays the same fires no change)
     token_step.input(token_choices, [run, token_step], token_pick, show_progress="hidden").then(

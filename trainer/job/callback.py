@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,36 +21,13 @@ from trainer.job.db_writer import DatabaseMoved
 if TYPE_CHECKING:
     from trainer.config import RunConfig
     from trainer.job.db_writer import DbWriter
+    from trainer.job.stop import StopRequest
     from trainer.scoring.rewards import RewardFunc
 
 log = logging.getLogger(__name__)
 
 
 # --- stop requests and processes ------------------------------------------------------------------------------------
-class StopRequest:
-    """Set by SIGTERM/SIGINT; the training callback ends the run at the next step boundary when it is set."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    @property
-    def requested(self) -> bool:
-        """True once a stop was asked for."""
-        return self.event.is_set()
-
-    def install(self) -> dict:
-        """Route SIGTERM and SIGINT here; returns the previous handlers. A second SIGINT raises KeyboardInterrupt
-        (stop now, not at the step end)."""
-
-        def handler(signum, _frame):
-            if signum == signal.SIGINT and self.requested:
-                raise KeyboardInterrupt
-            log.warning("received %s: stopping at the next step boundary", signal.Signals(signum).name)
-            self.event.set()
-
-        return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-
 def stop_everywhere(requested: bool) -> bool:
     """Whether any process of a multi-process run was asked to stop (all must stop at the same step, or the others
     wait forever in their next collective operation). Single-process: just ``requested``."""

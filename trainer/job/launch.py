@@ -52,7 +52,7 @@ def start_worker(session: Session, run: Run) -> int | str | None:
         command = supervised(run.id, command)
     process = spawn_detached(command, files.log, files.root)
     queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
-    queries.add_log(session, run.id, f"worker started (pid {process.pid})")
+    queries.add_log(session, run.id, f"{queries.WORKER_STARTED} (pid {process.pid})")
     return process.pid
 
 
@@ -160,7 +160,7 @@ def stop_worker(session: Session, run: Run) -> bool:
             os.killpg(run.pid, signal.SIGTERM)
         else:
             os.kill(run.pid, signal.SIGTERM)
-        queries.add_log(session, run.id, "stop requested")
+        queries.add_log(session, run.id, queries.STOP_REQUESTED)
         return True
     if run.status in LIVE:
         queries.finish_run(session, run, RunStatus.STOPPED)
@@ -187,7 +187,8 @@ def poll_slurm() -> dict[str, slurm.JobState | None] | None:
 
 
 def reconcile(session: Session, slurm_states: dict | None = None) -> list[int]:
-    """Mark live runs whose worker process is gone as failed, with the log's last lines. Returns their ids.
+    """Mark live runs whose worker process is gone as failed, with the log's last lines. Returns their ids. A worker
+    gone after a stop was asked of it (:func:`stop_worker`) leaves its run stopped instead, saying so.
 
     Queued runs that never got a worker (no pid) are left alone: they are waiting for their turn. Runs on Slurm follow
     their job's state: ``slurm_states`` from :func:`poll_slurm` (read here, one squeue, when not given); while Slurm
@@ -204,11 +205,24 @@ def reconcile(session: Session, slurm_states: dict | None = None) -> list[int]:
             continue
         if run.pid is None or is_alive(run):
             continue
+        if queries.stop_asked(session, run.id):
+            # asked to stop before its handler was in place (Python still starting), or killed by whatever the stop
+            # interrupted: either way the user's stop ended it, not a fault (issue 36)
+            queries.finish_run(session, run, RunStatus.STOPPED, stopped_early(run))
+            queries.add_log(session, run.id, f"run stopped: {stopped_early(run)}")
+            continue
         tail = log_tail(run)
         queries.finish_run(session, run, RunStatus.FAILED, "worker exited unexpectedly" + (f"\n{tail}" if tail else ""))
         queries.add_log(session, run.id, "worker exited unexpectedly", "ERROR")
         failed.append(run.id)
     return failed
+
+
+def stopped_early(run: Run) -> str:
+    """What a run's row says when its worker ended on a stop before it could save and mark the run stopped itself."""
+    if not run.current_step:
+        return "stopped while its worker was starting, before the first step (nothing was trained)"
+    return f"stopped at step {run.current_step}; its worker ended before it saved (resume continues from the last checkpoint)"
 
 
 def _reap(pid: int) -> None:

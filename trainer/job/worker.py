@@ -16,6 +16,15 @@ checkpoint.
 
 from __future__ import annotations
 
+from trainer.job.stop import StopRequest
+
+# The worker process hears a stop from its first moment: a SIGTERM during the imports below (a second or more of
+# them) would otherwise end it by the default action, and the run would read as failed (issue 36). Hence code
+# before imports here (E402 is off for this file).
+EARLY_STOP = StopRequest()
+if __name__ == "__main__":
+    EARLY_STOP.install()
+
 import dataclasses
 import logging
 import os
@@ -35,7 +44,7 @@ from storage.models import RunStatus
 from trainer import config_review as review
 from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
-from trainer.job.callback import StopRequest, is_main_process, make_callback, with_reference_answers
+from trainer.job.callback import is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume
 from trainer.job.commands import with_package_path
 from trainer.job.db_writer import DatabaseMoved, DbWriter
@@ -179,10 +188,10 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
     goes to the run row as its error."""
     if not is_main_process():
         return _train_secondary(run_id, stop or StopRequest())
-    files, raw_config = _claim(run_id)
-
     stop = stop or StopRequest()
+    # before the claim: a stop that arrives while the run is being marked running is heard, not fatal
     previous = stop.install() if threading.current_thread() is threading.main_thread() else {}
+    files, raw_config = _claim(run_id)
     # an earlier worker's unwritten rows, replayed once the resume step is known (checkpoints.replay_previous)
     set_aside(files.pending_writes, files.previous_pending_writes)
     writer = DbWriter(run_id, spill_path=files.pending_writes)
@@ -196,7 +205,8 @@ def run_worker(run_id: int, *, show_progress: bool = False, stop: StopRequest | 
         if problems:
             raise ValueError("invalid run config: " + "; ".join(problems))
         writer.keep_samples_every = config.keep_samples_every
-        status = _train(run_id, config, files, writer, stop, show_progress)
+        # a stop heard while the process started (EARLY_STOP) ends the run here, before a model is loaded for nothing
+        status = RunStatus.STOPPED if stop.requested else _train(run_id, config, files, writer, stop, show_progress)
         if status is RunStatus.STOPPED:  # the user's stop, or Slurm's: a time limit, a requeue, a cancel
             with get_sessionmaker().begin() as session:
                 step = queries.get_run(session, run_id).current_step
@@ -387,9 +397,9 @@ def _train_on(
 
     trainer.save_model(str(files.adapter))
     log_line(f"adapter saved to {files.adapter} at step {trainer.state.global_step}")
-    if stop.requested and trainer.state.global_step < trainer.state.max_steps:
-        return RunStatus.STOPPED
-    return RunStatus.COMPLETED
+    # a stop is a stop, whatever it interrupted: one asked during the last step's evaluation or the final save ends
+    # the run stopped too (its adapter is saved either way)
+    return RunStatus.STOPPED if stop.requested else RunStatus.COMPLETED
 
 
 def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
@@ -423,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        status = run_worker(int(argv[0]))
+        status = run_worker(int(argv[0]), stop=EARLY_STOP)
     except (StorageError, SQLAlchemyError) as exc:  # a damaged or unreachable database: one sentence, no traceback
         reason = describe_error(exc) if isinstance(exc, SQLAlchemyError) else str(exc)
         print(f"grpo-studio worker: {reason}", file=sys.stderr)

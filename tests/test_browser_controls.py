@@ -1,0 +1,150 @@
+"""Every control does what it says, for the run the user meant (issue 36), in headless Chromium against a real
+`grpo-studio serve` on the session database (the shared finished run): a prompt pasted over a picked one in Compare
+is not scored against the picked problem's reference; the Monitor's learning panel follows a launched run; a deep
+link to a run or a tab that is not here says so.
+
+One server and one browser for the module; each test opens its own page. tests/test_controls_logic.py holds the
+same rules as plain functions.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import use_database
+from .helpers import run_row, wait_for
+from .test_browser_ux import _selected_tab
+from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _set, start_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
+
+LAPTOP = {"width": 1440, "height": 900}
+# what a paste does to a text box: the whole text in, as one input event (no key events), as Chromium fires it
+PASTE = """([selector, text]) => {
+    const box = document.querySelector(selector);
+    box.focus();
+    box.setRangeText(text, 0, box.value.length, "end");
+    box.dispatchEvent(new InputEvent("input", {bubbles: true, inputType: "insertFromPaste", data: text}));
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(trained_run, session_database):
+    use_database(session_database)
+    yield from start_server("serve-controls.log")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_at(browser, server):
+    """A fresh browser context (one per test: its own tabs) opened at ``?query``; closed afterwards."""
+    contexts = []
+
+    def open_page(query: str = ""):
+        context = browser.new_context(viewport=LAPTOP)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(server[0] + (f"?{query}" if query else ""))
+        page.wait_for_selector("#launch")
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def _query(page) -> dict[str, str]:
+    return dict(re.findall(r"[?&]([^=&]+)=([^&]*)", page.evaluate("window.location.search")))
+
+
+def test_compare_scores_a_pasted_prompt_without_the_picked_problems_reference(open_at, trained_run):
+    """Item 1: pick a held-out problem (its prompt and reference fill in), paste another prompt over it: the picker
+    and the reference let go, and Sample both scores the pasted prompt with no reference (correct n/a), not against
+    the picked problem's answer."""
+    run_id = trained_run[0]
+    page = open_at(f"tab=compare&run={run_id}")
+    wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
+    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 60, "the final adapter")
+    page.locator("#compare-example input").click()
+    page.locator("[role=option]").first.click()
+    prompt = page.locator("#compare-prompt textarea")
+    reference = page.locator("#compare-reference input, #compare-reference textarea").first
+    wait_for(lambda: prompt.input_value().strip() and reference.input_value().strip(), 30, "the picked problem")
+    picked_answer = reference.input_value().strip()
+
+    page.evaluate(PASTE, ["#compare-prompt textarea", "What is 20 + 10?"])
+    wait_for(lambda: reference.input_value() == "", 10, "the picked problem's reference to go")
+    wait_for(lambda: page.locator("#compare-example input").input_value() == "", 10, "the picker to let go")
+    assert prompt.input_value() == "What is 20 + 10?"
+
+    page.locator("#compare-greedy input, label:has-text('Greedy decoding') input").first.check()
+    page.click("#compare-go")
+    for side in ("base", "tuned"):
+        summary = page.locator(f"#compare-{side}-summary")
+        wait_for(lambda s=summary: "mean reward" in s.inner_text(), 240, f"the {side} column")
+        assert "correct n/a (no reference answer)" in summary.inner_text(), summary.inner_text()
+        assert "correctness=n/a" in page.locator(f"#compare-{side}").inner_text()
+    assert picked_answer  # it was there to be wrongly kept
+
+    # a reference typed by hand after the paste counts: the same prompt, scored against it
+    reference.fill("30")
+    reference.press("Tab")
+    page.click("#compare-go")
+    summary = page.locator("#compare-base-summary")
+    wait_for(lambda: re.search(r"correct \d/1", summary.inner_text()), 240, "the base column against 30")
+
+
+def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
+    """Item 6: the learning panel of a run picked before it sampled fills in as the run samples, without a press of
+    Refresh."""
+    page = open_at()
+    _set(page, "name", "launched-here")
+    _set(page, "max_steps", 8)
+    page.click("#launch")
+    status = page.locator("#new-run-status").filter(has_text="(launched-here)")
+    status.wait_for()
+    run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
+    page.goto(page.url.split("?")[0] + f"?tab=monitor&run={run_id}")
+    page.wait_for_selector("#launch")
+    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+
+    summary = page.locator("#learning-summary")
+    # drawn when the run was picked: queued, no samples yet (unless the worker was quicker than the picker)
+    wait_for(lambda: "Training prompts:" not in summary.inner_text() or run_row(run_id).current_step, 30, "the panel")
+    # hang bound, not a speed target: a loaded 2-core machine needs a while for a worker's first steps
+    wait_for(lambda: "Training prompts:" in summary.inner_text(), 300, "the learning map to follow the run")
+    wait_for(lambda: run_row(run_id).status == "completed", 300, "the run to end")
+
+
+@pytest.mark.parametrize(
+    "query, said",
+    [
+        ("tab=monitor&run=999", "there is no run 999"),
+        ("tab=monitor&run=abc", "is not a run id"),
+        ("tab=nonsense", "there is no tab"),
+    ],
+)
+def test_a_deep_link_to_what_is_not_here_says_so_and_keeps_the_link(open_at, query, said):
+    """Item 10: what is missing is said, and no other run stands in for a missing one. (The address still loses a
+    missing run's id once the page has landed: not fixed here.)"""
+    page = open_at(query)
+    notice = page.locator("#landing-notice")
+    wait_for(lambda: said in notice.inner_text(), 30, "the notice")
+    assert "Not found" in notice.inner_text()
+    wanted = "Monitor" if "monitor" in query else "New run"
+    wait_for(lambda: _selected_tab(page) == wanted, 30, f"the {wanted} tab")
+    if "run=" in query:
+        assert page.locator("#monitor-run input").input_value() == ""
+        assert "Pick a run" in page.locator("#monitor-progress").inner_text()

@@ -50,9 +50,12 @@ def slug(text: str, fallback: str = "run") -> str:
     return cleaned or fallback
 
 
+DEFAULT_DATABASE = "grpo-studio.db"  # the data dir's own database, where DATABASE_URL names none
+
+
 def database_url() -> str:
     """``$DATABASE_URL`` if set, else the SQLite file in the data directory."""
-    return os.environ.get("DATABASE_URL") or f"sqlite:///{data_dir() / 'grpo-studio.db'}"
+    return os.environ.get("DATABASE_URL") or f"sqlite:///{data_dir() / DEFAULT_DATABASE}"
 
 
 def _configure_sqlite(dbapi_connection, _record) -> None:
@@ -85,9 +88,10 @@ def file_identity(path: Path | None) -> tuple[int, int] | None:
 
 
 def _missing_database_problem(path: Path | None) -> str | None:
-    """Why the data dir's own database must not be created afresh: it is missing beside run directories (it was
-    moved or deleted; a new empty one said "No runs yet" beside live runs' files)."""
-    if path is None or path.exists() or path.parent.resolve() != data_dir().resolve():
+    """Why the data dir's own database (``grpo-studio.db``) must not be created afresh: it is missing beside run
+    directories (it was moved or deleted; a new empty one said "No runs yet" beside live runs' files). Another file
+    named by ``DATABASE_URL`` is the operator's choice: a new one is created as asked."""
+    if path is None or path.exists() or path.resolve() != (data_dir() / DEFAULT_DATABASE).resolve():
         return None
     runs = data_dir() / "runs"
     found = [p for p in runs.iterdir() if p.is_dir() and p.name[:1].isdigit()] if runs.is_dir() else []

@@ -208,7 +208,7 @@ def recipe_digest(spec: TinySpec = DEFAULT_SPEC) -> str:
     import inspect
 
     digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
-    for step in (build_tokenizer, _new_model, build_tiny_model, warm_up_examples, _warm_up):
+    for step in (build_tokenizer, _new_model, _warmed_up, build_tiny_model, warm_up_examples, _warm_up):
         digest.update(inspect.getsource(step).encode())
     digest.update(json.dumps([SPECIAL_TOKENS, FORMAT_TAGS, CHAT_TEMPLATE, SYSTEM_PROMPT]).encode())
     for text in tokenizer_corpus():
@@ -239,8 +239,9 @@ def _new_model(tokenizer, spec: TinySpec):
     return Qwen2ForCausalLM(config)
 
 
-def first_warm_up_losses(spec: TinySpec = DEFAULT_SPEC, steps: int = RECORDED_LOSSES) -> list[float]:
-    """The first ``steps`` warm-up losses of a build of ``spec``, from a build stopped there (about a second)."""
+def _warmed_up(spec: TinySpec, stop_after: int | None = None):
+    """A new model of ``spec`` (seeded) and its tokenizer, warmed up on one thread (for ``stop_after`` steps, or all),
+    with the warm-up's losses: (tokenizer, model, losses). The build and the replay of its first steps share it."""
     import torch
 
     torch.manual_seed(spec.seed)
@@ -249,26 +250,21 @@ def first_warm_up_losses(spec: TinySpec = DEFAULT_SPEC, steps: int = RECORDED_LO
     losses: list[float] = []
     threads = use_tiny_threads()
     try:
-        _warm_up(model, tokenizer, spec, losses=losses, stop_after=steps)
+        _warm_up(model, tokenizer, spec, losses=losses, stop_after=stop_after)
     finally:
         torch.set_num_threads(threads)
-    return losses
+    return tokenizer, model, losses
+
+
+def first_warm_up_losses(spec: TinySpec = DEFAULT_SPEC, steps: int = RECORDED_LOSSES) -> list[float]:
+    """The first ``steps`` warm-up losses of a build of ``spec``, from a build stopped there (about a second)."""
+    return _warmed_up(spec, stop_after=steps)[2]
 
 
 def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
     """Build, warm up and save a built-in model to ``target`` (overwriting). Returns ``target``."""
-    import torch
-
     started = time.perf_counter()
-    torch.manual_seed(spec.seed)
-    tokenizer = build_tokenizer()
-    model = _new_model(tokenizer, spec)
-    losses: list[float] = []
-    threads = use_tiny_threads()
-    try:
-        _warm_up(model, tokenizer, spec, losses=losses)
-    finally:
-        torch.set_num_threads(threads)
+    tokenizer, model, losses = _warmed_up(spec)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     target.mkdir(parents=True, exist_ok=True)

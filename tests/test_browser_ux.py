@@ -13,7 +13,17 @@ import pytest
 
 from .conftest import ROOT, use_database
 from .helpers import run_row, wait_for
-from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _box, _points, _set, open_page, start_server
+from .test_dashboard_browser import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    _box,
+    _points,
+    _set,
+    open_page,
+    pick_option,
+    run_option,
+    start_server,
+)
 
 SCREENSHOTS = ROOT / "screenshots"
 VERDICT_RED = "rgb(185, 28, 28)"  # app/styles.py's colour of a "bad" verdict
@@ -49,6 +59,18 @@ TEXT_LINES = """e => {
         for (const rect of range.getClientRects()) if (rect.width > 0) tops.add(Math.round(rect.top));
     }
     return tops.size;
+}"""
+
+
+# The legend's and the plot area's boxes of one chart as the page draws them now, or null while a redraw has
+# either missing or not yet laid out (two locator calls could read two different drawings of a live chart)
+BOXES = """(sel) => {
+    const chart = document.querySelector(sel);
+    const legend = chart && chart.querySelector('.legend'), plot = chart && chart.querySelector('.nsewdrag');
+    if (!legend || !plot) return null;
+    const box = (e) => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+    const [l, p] = [box(legend), box(plot)];
+    return l.height > 0 && p.height > 0 ? [l, p] : null;
 }"""
 
 
@@ -163,18 +185,15 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     try:
         _goto(page, f"tab=monitor&run={live}")
         wait_for(lambda: _selected_tab(page) == "Monitor", 20, "the Monitor tab from the address")
-        page.locator("#monitor-overlay input").click()
-        page.locator(f'[role=option][aria-label^="{finished}: "]').first.click()
+        pick_option(page, "#monitor-overlay input", run_option(finished))
         page.keyboard.press("Escape")
         # hang bound, not a speed target: a loaded 2-core machine needs minutes for a worker's first steps
         # 4 reward series: 6 points each for the finished run, then the live run's first 3 steps
         wait_for(lambda: _points(page, "reward") >= 4 * 6 + 4 * 3, 600, "the live run's first steps beside the overlay")
         assert "running" in page.locator("#monitor-progress").inner_text()
 
-        def boxes():  # the chart is redrawn at every tick of a live run: read both boxes of one drawing
-            legend = page.locator("#chart-reward .legend").bounding_box()
-            plot = page.locator("#chart-reward .nsewdrag").first.bounding_box()
-            return (legend, plot) if legend and plot else None
+        def boxes():  # the chart is redrawn at every tick of a live run: both boxes of one drawing, read in one call
+            return page.evaluate(BOXES, "#chart-reward")
 
         legend, plot = wait_for(
             boxes, 90, "the reward chart's legend and plot area"

@@ -128,10 +128,28 @@ def _launch(page, name: str) -> int:
     return int(re.search(r"Run (\d+)", status.inner_text()).group(1))
 
 
+def pick_option(page, picker: str, option: str, tries: int = 3) -> None:
+    """Open the dropdown ``picker`` (its input's selector) and click its ``option``. A live page redraws around an
+    open list (a run's row steps, the pickers' choices change with a run's status), and a list that closed under
+    the pointer is the user's to open again: so is it here, up to ``tries`` times."""
+    for attempt in range(tries):
+        page.locator(picker).click()
+        try:
+            page.locator(option).first.click(timeout=10_000)
+            return
+        except Exception:  # playwright's TimeoutError: the list closed or was replaced before the click landed
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+
+
+def run_option(run_id: int) -> str:
+    """A run picker's option for run ``run_id`` (labelled "7: name (status)")."""
+    return f'[role=option][aria-label^="{run_id}: "]'
+
+
 def _pick_run(page, run_id: int) -> None:
-    box = page.locator("#monitor-run input")
-    box.click()
-    page.locator(f'[role=option][aria-label^="{run_id}: "]').first.click()
+    pick_option(page, "#monitor-run input", run_option(run_id))
 
 
 def _points(page, chart: str) -> int:
@@ -231,8 +249,7 @@ def test_dashboard_journey(page, server):
     assert not _torch_loaded(server[1].pid)
     page.get_by_role("tab", name="Compare").click()
     time.sleep(3.5)  # the run list refreshes every 3 s
-    page.locator("#compare-run input").click()
-    page.locator(f'[role=option][aria-label^="{first}: "]').first.click()
+    pick_option(page, "#compare-run input", run_option(first))
     wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 20, "the checkpoint list")
     page.locator("#compare-prompt textarea").fill("What is 12 + 30?")
     page.locator("#compare-reference input, #compare-reference textarea").first.fill("42")

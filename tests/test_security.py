@@ -70,7 +70,7 @@ def test_template_globals_are_the_ones_transformers_provides():
 
 def test_a_template_that_loops_forever_is_stopped_in_seconds():
     started = time.monotonic()
-    with pytest.raises(TemplateRenderError, match="took over|memory or CPU"):
+    with pytest.raises(TemplateRenderError, match="took over|ran out of memory"):
         render_chat_template("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", [])
     assert time.monotonic() - started < 60  # a bound on a hang, not a speed target
 

@@ -358,8 +358,10 @@ def test_an_answer_of_colliding_set_members_is_cut_off_within_the_job_limit():
     )
     verdict = run_tests(code, ["assert f() == {1}", "assert len(f()) == 1"])
     assert verdict.passed == 0
-    # cut off by the decoding budget (unbounded, decoding this one answer took minutes of the worker's time)
-    assert verdict.detail.count("more than 4,000 values") == 2, verdict.detail
+    # cut off by the decoding budget (unbounded, decoding this one answer took minutes of the worker's time): by its
+    # count of values, or, on a machine too busy to reach that count before the job's deadline, by the deadline
+    cut = verdict.detail.count("more than 4,000 values") + verdict.detail.count("the answer took too long to decode")
+    assert cut == 2, verdict.detail
 
 
 def test_decoding_is_bounded_in_values_and_time():

@@ -19,7 +19,11 @@ import json
 import subprocess
 import sys
 
+# A template that loops is stopped by its CPU time (RENDER_SECONDS); the wall clock is the bound for one that waits
+# on nothing yet gets no CPU, as on a machine busy training: there, a child that imports jinja2 can need several
+# seconds before it renders anything, which is no reason to call the template slow.
 RENDER_SECONDS = 5.0
+RENDER_WALL_SECONDS = 30.0
 RENDER_MEMORY_MB = 512
 MAX_TEMPLATE_CHARS = 200_000
 MAX_OUTPUT_CHARS = 100_000
@@ -40,15 +44,18 @@ def render_chat_template(source: str, messages: list[dict], add_generation_promp
             [sys.executable, "-I", __file__],
             input=job.encode(),
             capture_output=True,
-            timeout=RENDER_SECONDS,
+            timeout=RENDER_WALL_SECONDS,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             preexec_fn=_limits,
         )
     except subprocess.TimeoutExpired as exc:
-        raise TemplateRenderError(f"the chat template took over {RENDER_SECONDS:g} s to render; stopped") from exc
+        raise TemplateRenderError(f"the chat template took over {RENDER_WALL_SECONDS:g} s to render; stopped") from exc
     reply = done.stdout.decode("utf-8", "replace")
     if done.returncode != 0 or not reply.startswith(("ok:", "error:")):
-        raise TemplateRenderError("the chat template could not be rendered (it ran out of memory or CPU time)")
+        raise TemplateRenderError(
+            f"the chat template could not be rendered (it ran out of memory, {RENDER_MEMORY_MB} MB, or CPU time, "
+            f"{RENDER_SECONDS:g} s)"
+        )
     kind, _, text = reply.partition(":")
     if kind == "error":
         raise TemplateRenderError(f"the chat template failed: {text[:300]}")

@@ -1,4 +1,4 @@
-"""The dashboard in Chromium, round 2 (issue 29), at a laptop's 1440x900 and a phone's 390x844: tables that scroll
+"""The dashboard in Chromium (issue 29) at a laptop's 1440x900 and a phone's 390x844: tables that scroll
 sideways with readable columns, run pickers that show the name, a deep link's charts saying they are loading, charts
 that explain a flat clip ratio and an empty KL chart, a std and a share on two axes, smoothing that leaves the
 held-out curve and a faded raw line alone, no "best" answer in a tie, the Runs table's periodic held-out score,
@@ -7,7 +7,7 @@ do next, and a server log without a traceback at the end of it all.
 
 One server on the session database (the shared 6-step run) and one more real run of the tiny model, trained once
 for the module with beta 0 and a held-out curve (eval_steps 2); an empty database's server for the empty states.
-Screenshots go to the test's tmp directory (``round2-shots``), named by item and width.
+Screenshots go to the test's tmp directory (``widths-shots``), named by item and width.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ VERDICT_RED, VERDICT_GREEN = "rgb(185, 28, 28)", "rgb(21, 128, 61)"  # app/style
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory):
-    return tmp_path_factory.mktemp("round2-shots")
+    return tmp_path_factory.mktemp("widths-shots")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def beta0_run(trained_run, session_database):
 @pytest.fixture(scope="module")
 def server(beta0_run, session_database):
     use_database(session_database)
-    yield from start_server("serve-round2.log")
+    yield from start_server("serve-widths.log")
 
 
 @pytest.fixture(scope="module")
@@ -305,9 +305,9 @@ def test_verdicts_are_coloured_words(open_at, shots, width):
 @pytest.fixture(scope="module")
 def empty_server(studio_home, session_database):
     """A second dashboard, on a database with no run at all."""
-    use_database(f"sqlite:///{studio_home / 'round2-empty.db'}")
+    use_database(f"sqlite:///{studio_home / 'widths-empty.db'}")
     try:
-        yield from start_server("serve-round2-empty.log")
+        yield from start_server("serve-widths-empty.log")
     finally:
         use_database(session_database)
 
@@ -357,5 +357,5 @@ def test_the_server_log_has_no_traceback_after_the_journey(open_at, server):
     time.sleep(2.0)
     from .test_dashboard_browser import ARTIFACTS
 
-    log = (ARTIFACTS / "serve-round2.log").read_text()
+    log = (ARTIFACTS / "serve-widths.log").read_text()
     assert "Traceback" not in log and "gradio.exceptions.Error" not in log, log[-3000:]

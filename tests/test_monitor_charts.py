@@ -1,5 +1,6 @@
-"""Issue 29's logic without a browser: tie marks, chart notes from the config, two axes, smoothing that leaves the
-held-out curve and a faded raw line, verdict words, the empty states, and redraws skipped when nothing is new."""
+"""The Monitor's charts without a browser (issue 29): notes from the run's config, two axes, smoothing that leaves the
+held-out curve and a faded raw line, and redraws skipped when nothing is new. tests/test_browser_widths.py shows the
+same charts in Chromium."""
 
 from __future__ import annotations
 
@@ -8,27 +9,13 @@ import pytest
 
 from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes, clip_note
 from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
-from app.completions import BEST, TIE, WORST, group_marks
-from app.empty_states import NO_RUNS, runs_table_note
 from app.monitor_state import RunCache, drawn_from
-from app.verdict import problem, verdict
 
 CHART = {c.name: c for c in CHARTS}
 
 
 def points(*values):
     return [(i + 1, float(v), float(i)) for i, v in enumerate(values)]
-
-
-def test_a_group_that_scored_alike_is_a_tie_not_a_best():
-    # step 40 of the issue: four answers at 2.25, advantage 0
-    assert group_marks([0, 0, 0, 0], [2.25, 2.25, 2.25, 2.25]) == [TIE] * 4
-
-
-def test_shared_top_and_bottom_scores_are_all_marked_and_groups_are_separate():
-    groups = [0, 0, 0, 0, 1, 1]
-    totals = [2.5, 2.5, 0.5, 1.0, 0.0, None]
-    assert group_marks(groups, totals) == [BEST, BEST, WORST, "", "", ""]  # group 1: one scored answer, nothing to rank
 
 
 def test_clip_note_for_one_pass_and_kl_note_for_beta_zero():
@@ -81,21 +68,6 @@ def test_smoothing_leaves_the_heldout_curve_and_a_faded_raw_line():
     assert raw.meta == "reward (raw)" and list(raw.y) == values and raw.opacity == RAW_OPACITY
     assert raw.showlegend is False and raw.line.color == smoothed.line.color
     assert smoothed.y[-1] == pytest.approx(0.6, abs=0.1) and smoothed.y[-1] != values[-1]
-
-
-def test_a_verdict_is_a_coloured_word_with_a_decorating_emoji():
-    text = problem("no run with id 7")
-    assert text == (
-        '<span class="verdict verdict-bad"><span class="verdict-emoji" aria-hidden="true">❌</span> Problem:</span> no run with id 7'
-    )
-    assert verdict("ok", "Valid:").endswith("Valid:</span>")
-
-
-def test_runs_table_note_says_what_to_do():
-    assert runs_table_note([[1, "a"]], "") == ""
-    assert runs_table_note([], None) == NO_RUNS
-    assert runs_table_note([["", ""]], "") == NO_RUNS  # Gradio's empty table: one row of empty cells
-    assert "No run matches *sweep*" in runs_table_note([], "sweep ")
 
 
 def test_equal_caches_draw_equal_figures_and_a_new_step_draws_again():

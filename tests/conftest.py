@@ -83,6 +83,15 @@ def fresh_db(tmp_path, monkeypatch):
     reset_engine()
 
 
+@pytest.fixture
+def no_sampler_choice(monkeypatch):
+    """VLLM_USE_FLASHINFER_SAMPLER unset for the test and restored afterwards (also when the code under test sets it)."""
+    from trainer.loading.vllm_env import FLASHINFER_SAMPLER
+
+    monkeypatch.setenv(FLASHINFER_SAMPLER, "unset-by-test")
+    monkeypatch.delenv(FLASHINFER_SAMPLER)
+
+
 @pytest.fixture(scope="session")
 def trained_run(session_database, tiny_model_path):
     """One finished 6-step run of the tiny model, trained by a detached worker process and shared by every test that

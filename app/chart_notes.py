@@ -8,9 +8,9 @@
   is flat at 0: without a word that reads as "the speed limit is working". The note says, for the run's own settings,
   whether clipping can act (measured: 0 at every step with GA 2, steps_per_generation 1, μ 2, which TRL's defaults
   call reuse).
-- KL with beta = 0 (TRL's default): TRL computes no KL term at all (SPEC.md), so no KL series is logged. The empty
-  chart says so instead of "nothing logged yet"; when the worker measured KL itself (``measured_kl_steps``), the chart
-  shows that line and says it is measured, not in the loss.
+- KL with beta = 0 (TRL's default): TRL computes no KL term at all (docs/grpo.md § GRPO in five quantities, quantity 5),
+  so no KL series is logged. The empty chart says so instead of "nothing logged yet"; when the worker measured KL
+  itself (``measured_kl_steps``), the chart shows that line and says it is measured, not in the loss.
 - A measure the worker turned off mid-run (it failed; trainer.job.measures says so in the run's log): the KL chart at
   beta 0 says "measured KL turned off at step N" with the reason, instead of going silent.
 

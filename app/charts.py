@@ -3,7 +3,7 @@ dashboard shows is built here (the pages only place them).
 
 For the monitor, a series is a list of ``(step, value, wall_time)`` points of one metric key of one run. Each chart
 names the keys it draws (or a prefix, for per-reward keys), and carries one sentence on what it means for GRPO
-(SPEC.md's five quantities), shown under it in the dashboard.
+(docs/grpo.md § GRPO in five quantities), shown under it in the dashboard.
 """
 
 from __future__ import annotations

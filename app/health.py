@@ -1,4 +1,5 @@
-"""Health alerts: the failure signs of SPEC.md, read off a run's metric series. Pure functions, tested on rows."""
+"""Health alerts: the failure signs of docs/grpo.md § Failure signs to watch, read off a run's metric series.
+Pure functions, tested on rows."""
 
 from __future__ import annotations
 

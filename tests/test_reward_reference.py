@@ -1,8 +1,8 @@
 """Our rewards against the seed script's, case by case: every row of docs/grpo.md's table of differences is run
 through both, so the table can't claim a difference the code doesn't make (or miss a value it changed).
 
-The seed functions below are the reference script's own (willccbb's GRPO demo, which SPEC.md calls the seed
-script), on plain strings instead of chat messages.
+The seed functions below are the reference script's own (willccbb's GRPO demo: docs/grpo.md § The reference
+recipe (the seed script)), on plain strings instead of chat messages.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ registry, the GPU path or a cluster are composed above it, in trainer.config_rev
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
 
-Defaults are the reference recipe of SPEC.md, written out explicitly instead of inherited from TRL: TRL 1.16 changed
-its own defaults (beta 0.0, loss_type "dapo"), and a run must mean the same thing whatever TRL is installed.
+Defaults are the reference recipe of docs/grpo.md § The reference recipe (the seed script), written out explicitly
+instead of inherited from TRL: TRL 1.16 changed its own defaults (beta 0.0, loss_type "dapo"), and a run must mean the
+same thing whatever TRL is installed.
 
 ``per_device_train_batch_size`` counts *completions*, as in current TRL: with a group size of 8, a batch of 8 is one
 prompt with its 8 completions. (The seed script's batch size 1 dates from older TRL/Unsloth semantics.)

@@ -50,8 +50,8 @@ GIB = 2**30
 
 def per_token_kl(policy_logps, base_logps):
     """TRL's per-token KL estimator, exp(ref - logp) - (ref - logp) - 1: never negative, and unbiased for
-    KL(policy ‖ base) on tokens the policy sampled (trl 1.15.0 grpo_trainer.py:3026-3028, 1.16.0 :3100-3102; SPEC.md,
-    quantity 5)."""
+    KL(policy ‖ base) on tokens the policy sampled (trl 1.15.0 grpo_trainer.py:3026-3028, 1.16.0 :3100-3102;
+    docs/grpo.md § GRPO in five quantities, quantity 5)."""
     import torch
 
     delta = base_logps - policy_logps

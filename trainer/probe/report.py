@@ -2,7 +2,7 @@
 :class:`ProbeReport` with a verdict in plain words and a fix for each risk.
 
 Torch-free: the dashboard reads a report a probe job wrote (JSON) and shows it with :meth:`ProbeReport.to_text`,
-which the CLI prints too. The thresholds are SPEC.md's failure signs, stated once here:
+which the CLI prints too. The thresholds put numbers on docs/grpo.md § Failure signs to watch, stated once here:
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What the code and the docs cite is there for a user (issue 39, item 6): no file of the repository names the private
 spec the project started from (users don't have it: what comments relied on is stated in docs/grpo.md), every
 ``docs/<file>.md`` a file cites exists, and every section it names, as ``§ Heading``, ``(section Heading)`` or
-``#anchor``, is a heading of that file.
+``#anchor``, is a heading of that file; every ``tests/<file>.py`` a file cites exists (a test file renamed for its
+subject leaves no citation of its old name).
 
 The files are the checkout's own (tracked and new, not ignored: ``git ls-files``), read as text; binary files are
 passed over.
@@ -21,6 +22,7 @@ from .conftest import ROOT
 
 PRIVATE_SPEC = "SPEC" + ".md"  # spelled in two halves so that this file does not mention it
 CITED = re.compile(r"(?<![\w/.-])docs/([\w.-]+\.md)")
+CITED_TEST = re.compile(r"(?<![\w/.-])tests/([\w/]+\.py)")
 # after a citation: "§ Heading", "(section Heading)" or "#anchor" (as in a Markdown link)
 SECTION = re.compile(r"\s*(?:'s\s+)?(?:§\s*|\(section\s+)")
 ANCHOR = re.compile(r"#([\w-]+)")
@@ -95,6 +97,16 @@ def test_no_file_names_the_private_spec():
 def test_every_cited_doc_exists():
     missing = [f"{where}: docs/{name}" for where, name, _ in citations() if not (ROOT / "docs" / name).is_file()]
     assert missing == [], f"cited docs that are not in docs/: {missing}"
+
+
+def test_every_cited_test_file_exists():
+    missing = [
+        f"{path.relative_to(ROOT)}:{text(path).count(chr(10), 0, match.start()) + 1}: tests/{match.group(1)}"
+        for path in checkout_files()
+        for match in CITED_TEST.finditer(text(path))
+        if not (ROOT / "tests" / match.group(1)).is_file()
+    ]
+    assert missing == [], f"cited test files that are not in tests/: {missing}"
 
 
 def test_every_cited_section_is_a_heading_of_its_doc():

@@ -32,7 +32,7 @@ sampled answers; a held-out score with earlier held-out scores of the same probl
   that paid exactly nothing over those steps and pays now was switched on (a change of the run's rewards, not a
   hack): that one is **reward switched on**.
 
-Pure functions of rows, tested on literal series (tests/test_insight.py, tests/test_watch_history.py); thresholds
+Pure functions of rows, tested on literal series (tests/test_insight.py, tests/test_run_verdicts.py); thresholds
 are module constants with the reason for each.
 """
 

@@ -478,10 +478,16 @@ def finish_evaluation(
     evaluation.finished_at = utcnow()
 
 
-def running_evaluations(session: Session) -> Sequence[Evaluation]:
-    """Every evaluation job marked running, of any run, oldest first."""
-    stmt = select(Evaluation).where(Evaluation.status == RunStatus.RUNNING).order_by(Evaluation.id)
+def live_evaluations(session: Session) -> Sequence[Evaluation]:
+    """Every evaluation job marked queued or running, of any run, oldest first (the order of the queue)."""
+    live = (RunStatus.QUEUED, RunStatus.RUNNING)
+    stmt = select(Evaluation).where(Evaluation.status.in_(live)).order_by(Evaluation.id)
     return session.scalars(stmt).all()
+
+
+def evaluation_takes_turn(session: Session, evaluation: Evaluation) -> None:
+    """A queued evaluation job's turn has come: it is running from now."""
+    evaluation.status = RunStatus.RUNNING
 
 
 def latest_evaluation(session: Session, run_id: int, finished: bool = False) -> Evaluation | None:

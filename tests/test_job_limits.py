@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -135,6 +136,24 @@ def test_a_queued_evaluation_whose_row_ended_does_not_run():
     assert wait_turn(queued, poll_s=0.01) is False
 
 
+def test_a_queued_job_whose_run_was_deleted_ends_without_running(monkeypatch):
+    import trainer.evaluation.evaluate as evaluate
+    from trainer.evaluation.eval_job import run_evaluation
+
+    run_id = _run()
+    _running_evaluation(run_id)  # the one it waits behind
+    queued = _queued_evaluation(run_id, os.getpid())
+    monkeypatch.setattr(evaluate, "evaluate_run", lambda *a, **k: pytest.fail("a deleted run's job ran"))
+    monkeypatch.setattr("trainer.evaluation.eval_job.QUEUE_POLL_S", 0.01)
+
+    def delete() -> None:
+        with get_sessionmaker().begin() as s:
+            queries.delete_run(s, run_id)  # its evaluations with it
+
+    threading.Timer(0.3, delete).start()  # while the job waits its turn
+    assert run_evaluation(queued) == RunStatus.STOPPED
+
+
 def test_a_dead_jobs_row_holds_no_place_in_the_queue():
     from trainer.evaluation.eval_job import evaluation_state
 
@@ -150,6 +169,20 @@ def test_a_dead_jobs_row_holds_no_place_in_the_queue():
     assert evaluation_state(run_id).status == RunStatus.FAILED  # and reads as failed, not queued for ever
     with get_sessionmaker().begin() as s:
         assert queries.get_evaluation(s, dead).status == RunStatus.RUNNING  # only the newest is read (and fixed)
+
+
+def test_a_row_whose_process_was_never_started_stops_holding_its_place(monkeypatch):
+    """The starter was killed between writing the row and starting its process: the row holds its place only for
+    the start's grace, then reads as failed."""
+    from trainer.evaluation import eval_job
+
+    run_id = _run()
+    never_started = _queued_evaluation(run_id)  # no process recorded
+    queued = _queued_evaluation(run_id, os.getpid())
+    assert _behind(queued).startswith(f"queued behind evaluation {never_started} ")
+    monkeypatch.setattr(eval_job, "START_GRACE_S", 0.0)
+    assert _behind(queued) is None
+    assert eval_job.evaluation_state(run_id).id == queued  # the newest; the orphan is no obstacle to it
 
 
 def test_the_api_reports_a_queued_evaluation_and_what_it_waits_for():
@@ -230,8 +263,6 @@ def test_the_command_line_refuses_the_same_range(capsys):
 
 
 def test_probes_over_the_cap_wait_in_line_first_come_first_served():
-    import threading
-
     from app.actions.jobs import ProbeQueue
 
     line = ProbeQueue(1)

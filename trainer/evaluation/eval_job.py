@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 import traceback
+from datetime import UTC, datetime
 from pathlib import Path
 
 from storage import queries
@@ -36,6 +37,7 @@ from trainer.job.launch import pid_alive, process_start_time, spawn_detached
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress writes
 QUEUE_POLL_S = 1.0  # seconds between two looks of a queued job at the queue: one small read each
+START_GRACE_S = 120.0  # a row may wait this long for its process to be recorded (spawning takes well under a second)
 # How many evaluation jobs may run at once, over every dashboard of the database: each loads a model (on a CPU one
 # already takes every core; six at once of a million samples each ran with no end). The operator may raise it.
 SLOTS_VARIABLE = "GRPO_STUDIO_EVAL_SLOTS"
@@ -64,8 +66,12 @@ def timeout_s() -> int:
 
 def _alive(row: Evaluation) -> bool:
     """A job whose process is gone holds no place (evaluation_state marks it failed when it is next read); one still
-    being started (no process recorded yet) holds one."""
-    return not row.pid or pid_alive(row.pid, row.pid_started)
+    being started (no process recorded yet) holds one, for :data:`START_GRACE_S` (a starter killed between writing
+    the row and starting the process must not block the queue for good)."""
+    if row.pid:
+        return pid_alive(row.pid, row.pid_started)
+    created = row.created_at.replace(tzinfo=row.created_at.tzinfo or UTC) if row.created_at else None
+    return created is None or (datetime.now(UTC) - created).total_seconds() < START_GRACE_S
 
 
 def ahead_of(session, evaluation: Evaluation) -> list[Evaluation]:
@@ -79,8 +85,7 @@ def ahead_of(session, evaluation: Evaluation) -> list[Evaluation]:
 
 def queued_behind(session, evaluation: Evaluation) -> str | None:
     """Why ``evaluation`` may not run yet, in words ("queued behind evaluation 4 of run 1 …"), or None when its turn
-    has come. Every queued job that came first counts, running or not, so two jobs deciding at once can't both take
-    the last slot: the newer one always sees the older one ahead of it."""
+    has come. Every queued job that came first counts, running or not: first come, first served."""
     ahead = ahead_of(session, evaluation)
     if len(ahead) < slots():
         return None
@@ -129,6 +134,7 @@ def wait_turn(evaluation_id: int, poll_s: float | None = None) -> bool:
     hand) has its turn."""
     while True:
         with get_sessionmaker().begin() as session:
+            queries.lock_evaluation_queue(session)  # one job decides at a time: no two take the last slot
             row = queries.get_evaluation(session, evaluation_id)
             if row is None or row.status.terminal:
                 return False
@@ -192,8 +198,10 @@ def _finish(evaluation_id: int, status: RunStatus, results: dict | None = None, 
 
 
 def _status(evaluation_id: int) -> RunStatus:
+    """The row's status; a row deleted with its run while the job waited reads as stopped."""
     with get_sessionmaker().begin() as session:
-        return queries.get_evaluation(session, evaluation_id).status
+        row = queries.get_evaluation(session, evaluation_id)
+        return row.status if row is not None else RunStatus.STOPPED
 
 
 def evaluation_state(run_id: int) -> Evaluation | None:

@@ -388,3 +388,12 @@ def test_queued_jobs_run_one_at_a_time_and_each_ends_at_its_timeout_in_the_runs_
 def _status(evaluation_id: int) -> RunStatus:
     with get_sessionmaker().begin() as s:
         return queries.get_evaluation(s, evaluation_id).status
+
+
+def test_the_evaluation_panel_says_whom_a_queued_evaluation_waits_for():
+    from app.pages.evaluation import status_line
+
+    row = Evaluation(id=5, run_id=1, adapter="final", k=200, samples=4, status=RunStatus.QUEUED, done=0, total=2000)
+    line = status_line(row, "queued behind evaluation 4 of run 1 (running): 1 at a time (GRPO_STUDIO_EVAL_SLOTS)")
+    assert "Queued:" in line and "queued behind evaluation 4 of run 1 (running)" in line
+    assert "its turn has come" in status_line(row)  # no one ahead: its process is about to take the slot

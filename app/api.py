@@ -135,9 +135,10 @@ def endpoints(access: Access) -> dict[str, Any]:
         return [actions.run_json(s, places[s.id]) for s in summaries]
 
     def run(run_id: int) -> dict:
-        """One run: what /runs says of it, with its whole config and its error."""
+        """One run: what /runs says of it, with its whole config, its error, and its newest evaluation job's state
+        ("evaluation": status, queued_behind, done, total, error; None when it has none)."""
         run_id = Valid.id(run_id)
-        return acted(actions.run_detail, run_id)
+        return acted(actions.run_detail, run_id) | {"evaluation": acted(actions.latest_evaluation_json, run_id)}
 
     def metrics(run_id: int, keys: str = "", since_step: int = -1) -> dict:
         """A run's metric series as columns: "step", "wall_time", then one per key (comma-separated ``keys``, default
@@ -172,13 +173,14 @@ def endpoints(access: Access) -> dict[str, Any]:
         return actions.learning_json(acted(actions.learning, run_id, upto_step))
 
     def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:
-        """Start a held-out evaluation of base vs tuned (greedy, then ``samples`` each); its results appear under
-        /run's "heldout" when it has finished."""
+        """Queue a held-out evaluation of base vs tuned (greedy, then ``samples`` each): it runs when one of the
+        dashboard's evaluation slots is free ("queued_behind" says whom it waits for; /run's "evaluation" follows
+        it) and its results appear under /run's "heldout" when it has finished."""
         run_id, adapter = Valid.id(run_id), Valid.text(adapter, "adapter", 40)
         k = Valid.whole(k, "k", *arguments.EVAL_K)
         samples = Valid.whole(samples, "samples", *arguments.EVAL_SAMPLES)
         evaluation_id = acted(actions.evaluate, run_id, adapter, int(k), int(samples))
-        return {"run_id": int(run_id), "evaluation_id": evaluation_id}
+        return acted(actions.evaluation_json, evaluation_id)
 
     found = dict(locals())
     return {name: found[name] for name in NAMES}

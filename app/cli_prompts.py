@@ -88,7 +88,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 
 
 def alerts_text(run_id: int, alerts) -> str:
-    """A run's one list of alerts (app.alert_list) as ``grpo-studio alerts`` prints it: one line each (a watch
+    """A run's one list of alerts (trainer.insight.alerts) as ``grpo-studio alerts`` prints it: one line each (a watch
     alert with the steps it held at and whether it still holds), its hint indented below."""
     if not alerts:
         return f"run {run_id}: no alerts"

@@ -13,6 +13,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from trainer.insight.health import Alert
+
 STALL_AFTER_SECONDS = 30.0  # six missed heartbeats (trainer/job/db_writer.py beats every 5 s)
 SLOW_STEP_FACTOR = 5  # a step is slow once it has taken this many times the recent median (and the stall time)
 
@@ -50,3 +52,17 @@ def liveness_problem(run: Any, now: datetime | None = None) -> tuple[str, str] |
     if step is not None and step > max(limit, SLOW_STEP_FACTOR * (run.step_seconds or 0.0)):
         return "slow_step", f"slow step: no step for {step:.0f} s ({pace}); the worker is alive"
     return None
+
+
+def liveness_alerts(run, now=None) -> list[Alert]:
+    """The stalled or slow-step alert of a running run, with what to check. Judged from outside the worker (a
+    frozen worker can't say it is frozen), so these are the one kind of alert no tracker hears of."""
+    problem = liveness_problem(run, now)
+    if problem is None:
+        return []
+    name, message = problem
+    if name == "stalled":
+        hint = "the worker process is frozen or gone (suspended, out of memory, its machine down): check it, or stop and resume the run"
+    else:
+        hint = "the worker is alive but this step has not ended: a generation or reward may hang; see the raw worker output"
+    return [Alert(name, message, hint)]

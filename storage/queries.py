@@ -55,6 +55,19 @@ def lock_scheduling(session: Session) -> None:
         session.execute(update(Run).where(false()).values(id=Run.id))
 
 
+EVALUATION_QUEUE_LOCK_ID = 0x6576616C  # "eval": PostgreSQL's advisory lock for an evaluation taking its turn
+
+
+def lock_evaluation_queue(session: Session) -> None:
+    """Hold the lock that an evaluation job taking its turn takes, until the transaction ends (as
+    :func:`lock_scheduling` does for runs): on PostgreSQL a job whose id came first may commit its row after a later
+    one's, and without the lock each could decide that no one is ahead of it."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": EVALUATION_QUEUE_LOCK_ID})
+    else:
+        session.execute(update(Evaluation).where(false()).values(id=Evaluation.id))
+
+
 def lock_run(session: Session, run_id: int) -> Run | None:
     """The run, read under the database's write lock (SQLite) or its row lock (PostgreSQL), or None when it is gone.
 
@@ -478,10 +491,16 @@ def finish_evaluation(
     evaluation.finished_at = utcnow()
 
 
-def running_evaluations(session: Session) -> Sequence[Evaluation]:
-    """Every evaluation job marked running, of any run, oldest first."""
-    stmt = select(Evaluation).where(Evaluation.status == RunStatus.RUNNING).order_by(Evaluation.id)
+def live_evaluations(session: Session) -> Sequence[Evaluation]:
+    """Every evaluation job marked queued or running, of any run, oldest first (the order of the queue)."""
+    live = (RunStatus.QUEUED, RunStatus.RUNNING)
+    stmt = select(Evaluation).where(Evaluation.status.in_(live)).order_by(Evaluation.id)
     return session.scalars(stmt).all()
+
+
+def evaluation_takes_turn(session: Session, evaluation: Evaluation) -> None:
+    """A queued evaluation job's turn has come: it is running from now."""
+    evaluation.status = RunStatus.RUNNING
 
 
 def latest_evaluation(session: Session, run_id: int, finished: bool = False) -> Evaluation | None:

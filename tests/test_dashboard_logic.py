@@ -11,7 +11,6 @@ import pytest
 from app.access import Access
 from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
 from app.form import config_from_form, form_fields, grouped_fields
-from app.health import health_alerts
 from app.monitor_state import RunCache, progress_text
 from app.server import parse_auth
 from app.verdict import verdict
@@ -19,6 +18,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from trainer import config_review as review
 from trainer.config import RunConfig
+from trainer.insight.health import health_alerts
 from trainer.presets import presets
 
 from .helpers import create_run, tiny_config

@@ -49,7 +49,9 @@ def test_a_job_outlives_its_starter_and_scores_what_evaluate_run_scores(trained_
     evaluation_id, starter = _start_from_a_process_that_exits(run_id, k=8, samples=1)
     starter_gone = datetime.now(UTC)
     assert _row(evaluation_id).pid not in (None, starter, os.getpid())  # its own process, recorded
-    wait_for(lambda: _row(evaluation_id).status != RunStatus.RUNNING, 300, "the evaluation job to end")
+    wait_for(
+        lambda: _row(evaluation_id).status.terminal, 300, "the evaluation job to end"
+    )  # queued, running, then ended
     row = _row(evaluation_id)
     assert row.status == RunStatus.COMPLETED and row.error is None and row.finished_at is not None
     # it outlived its starter: the row was ended after the process that started the job had exited
@@ -90,7 +92,7 @@ def test_a_killed_job_ends_failed_and_a_stopped_one_stopped(trained_run):
     stopped = start_evaluation(run_id, "final", 200, 4)
     wait_for(lambda: _row(stopped).done > 0, 300, "the job to generate answers")
     assert stop_evaluation(run_id)
-    wait_for(lambda: _row(stopped).status != RunStatus.RUNNING, 60, "the job to stop")
+    wait_for(lambda: _row(stopped).status.terminal, 60, "the job to stop")
     assert _row(stopped).status == RunStatus.STOPPED and _row(stopped).results is None
 
 

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from app.cli import main
-from app.health import liveness_alerts
-from app.liveness import liveness_problem
+from app.liveness import liveness_alerts, liveness_problem
 from app.monitor_state import progress_text
 from storage import queries
 from storage.db import get_sessionmaker

@@ -8,6 +8,7 @@ of trainer/insight."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -282,7 +283,12 @@ def test_the_watchs_alerts_reach_trackio_once_each_as_they_appear(length_hack, m
 
     run_id, _ = length_hack
     sent = []
-    monkeypatch.setattr(trackio, "alert", lambda title, text: sent.append((title, text)))
+
+    def alert(title, text=None, level=trackio.AlertLevel.WARN, webhook_url=None):  # trackio.alert's own signature
+        sent.append((title, text))
+
+    assert _parameters(alert) == _parameters(trackio.alert)  # names, kinds and defaults
+    monkeypatch.setattr(trackio, "alert", alert)
     assert trackio_forwarder(["wandb"]) is None
     forwarder = trackio_forwarder(["trackio"])
     with get_sessionmaker().begin() as s:
@@ -294,5 +300,9 @@ def test_the_watchs_alerts_reach_trackio_once_each_as_they_appear(length_hack, m
     assert len(titles) == len(set(titles))  # once each
     assert any(t.startswith("length tracks reward (steps 1-") for t in titles)
     assert "held-out falls (steps 30-80)" in titles
-    monkeypatch.setattr(trackio, "alert", lambda title, text: 1 / 0)
-    trackio_forwarder(["trackio"]).send("a title", "a text")  # logged, not raised
+    monkeypatch.setattr(trackio, "alert", lambda title, text=None, level=None, webhook_url=None: 1 / 0)
+    trackio_forwarder(["trackio"]).send("a title", "a text", "warn")  # logged, not raised
+
+
+def _parameters(fn) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from app.other_metrics import charted_keys, other_keys
-from app.signal_alerts import signal_alerts, signal_notes
 from storage.db import get_sessionmaker
 from trainer import config_review as review
+from trainer.insight.signals import signal_alerts, signal_notes
 
 from .conftest import ROOT
 from .helpers import run_row, start_run, tiny_config, wait_for
@@ -350,7 +350,7 @@ def test_healthy_signals_raise_nothing_and_a_zero_loss_is_explained():
 
 
 def test_kl_climb_alert_uses_the_measured_kl_at_beta_zero():
-    from app.health import health_alerts
+    from trainer.insight.health import health_alerts
 
     assert [a.name for a in health_alerts(_series(kl_measured=[0.05] * 10 + [1.0] * 10))] == ["kl_climb"]
 

@@ -3,7 +3,7 @@ call for opposite fixes, so the worker logs each share and the health alert name
 
 from __future__ import annotations
 
-from app.health import health_alerts
+from trainer.insight.health import health_alerts
 from trainer.job.callback import zero_std_shares
 
 

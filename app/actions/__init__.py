@@ -7,7 +7,7 @@ argument, so the dashboard and its API apply them in one place; the command line
 """
 
 from app.actions.base import OPERATOR, ActionError, config_of
-from app.actions.jobs import evaluate, export, gpu_busy, probe
+from app.actions.jobs import evaluate, evaluation_json, export, gpu_busy, latest_evaluation_json, probe
 from app.actions.reading import alerts, learning, learning_json, log, metrics, run_alerts, samples, watch_alerts
 from app.actions.runs import (
     Checked,
@@ -37,9 +37,11 @@ __all__ = [
     "config_of",
     "delete",
     "evaluate",
+    "evaluation_json",
     "export",
     "fork",
     "gpu_busy",
+    "latest_evaluation_json",
     "launch",
     "learning",
     "learning_json",

@@ -4,7 +4,9 @@ trainer functions these call, or by the child processes they start, never at imp
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -17,27 +19,63 @@ from app.access import Access
 from app.actions.base import ActionError, ConfigSource, problems_message
 from app.actions.reading import metrics
 from app.actions.runs import validate
+from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
+from storage.models import RunStatus
 
 METRIC_FORMATS = (".csv", ".parquet")
-# Probes a dashboard runs at once: each is a child process loading the model; the next waits for a free one
-# (GRPO_STUDIO_PROBE_SLOTS, default 1) up to PROBE_WAIT_S, then is refused in one sentence.
-_SLOTS = os.environ.get("GRPO_STUDIO_PROBE_SLOTS", "")
-PROBE_SLOTS = threading.BoundedSemaphore(max(1, int(_SLOTS)) if _SLOTS.strip().isdigit() else 1)
-PROBE_WAIT_S = 600.0
 
 
-@contextlib.contextmanager
-def _probe_slot():
-    if not PROBE_SLOTS.acquire(timeout=PROBE_WAIT_S):
-        raise ActionError(
-            f"other probes have held this dashboard's probe slots for {PROBE_WAIT_S:.0f} s: try again later",
-            exit_code=1,
-        )
-    try:
-        yield
-    finally:
-        PROBE_SLOTS.release()
+class ProbeQueue:
+    """A dashboard's probes, first come first served, ``slots`` at a time: each is a child process loading the
+    model, so a burst of ``/probe`` calls waits in line (in this process: a probe is a request that waits for its
+    answer) instead of loading a model per call. A waiting probe costs a waiting request thread; each one ahead ends
+    at its timeout (trainer.probe.job.timeout_s), so the wait has an end."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = max(1, slots)
+        self.running = 0
+        self.waiting: collections.deque[int] = collections.deque()
+        self._tickets = itertools.count(1)
+        self._changed = threading.Condition()
+
+    def behind(self, ticket: int) -> str | None:
+        """What the probe holding ``ticket`` waits for, in words, or None when it may start (call under the lock)."""
+        ahead = self.waiting.index(ticket)
+        if ahead == 0 and self.running < self.slots:
+            return None
+        running = f"{self.running} running probe{'s' * (self.running != 1)}"
+        waiting = f" and {ahead} waiting before it" if ahead else ""
+        return f"queued behind {running}{waiting}: {self.slots} at a time ({PROBE_SLOTS_VARIABLE})"
+
+    @contextlib.contextmanager
+    def turn(self, on_queued: Callable[[str], None] | None = None):
+        """Wait for this probe's turn (``on_queued`` hears once what it waits for, when it has to wait), hold a
+        slot while the block runs, then hand it to the next in line."""
+        with self._changed:
+            ticket = next(self._tickets)
+            self.waiting.append(ticket)
+            told = self.behind(ticket)
+        if told and on_queued:
+            on_queued(told)
+        with self._changed:
+            try:
+                self._changed.wait_for(lambda: self.behind(ticket) is None)
+            finally:
+                self.waiting.remove(ticket)
+            self.running += 1
+            self._changed.notify_all()  # the next in line may take another free slot
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.running -= 1
+                self._changed.notify_all()
+
+
+PROBE_SLOTS_VARIABLE = "GRPO_STUDIO_PROBE_SLOTS"
+_SLOTS = os.environ.get(PROBE_SLOTS_VARIABLE, "")
+PROBES = ProbeQueue(int(_SLOTS) if _SLOTS.strip().isdigit() else 1)
 
 
 def gpu_busy() -> str | None:
@@ -62,10 +100,18 @@ class Probed:
         return {"verdict": self.report.verdict, "text": self.report.to_text(), "report": self.kept["report"]}
 
 
-def probe(source: ConfigSource, access: Access, prompts: int = 8, here: bool = False, log=None) -> Probed:
+def probe(
+    source: ConfigSource,
+    access: Access,
+    prompts: int = 8,
+    here: bool = False,
+    log=None,
+    on_queued: Callable[[str], None] | None = None,
+) -> Probed:
     """Sample and score a few groups of a valid config with the base model, before any training: in a child process
     (the dashboard: torch stays out of it, an out-of-memory costs the child), or ``here`` (the command line, ``log``
-    hearing about progress). Probes in the dashboard wait for one another (:data:`PROBE_SLOTS`)."""
+    hearing about progress). Probes in the dashboard wait in line for one another (:data:`PROBES`; ``on_queued``
+    hears what one waits for) and end at their timeout (trainer.probe.job.timeout_s)."""
     prompts = arguments.whole("prompts", prompts, *arguments.PROBE_PROMPTS)
     checked = validate(source, access)
     if checked.problems or checked.config is None:
@@ -77,11 +123,11 @@ def probe(source: ConfigSource, access: Access, prompts: int = 8, here: bool = F
 
         report = run_probe(checked.config, prompts, log=log)
     else:
-        from trainer.probe.job import ProbeError, probe_in_child
+        from trainer.probe.job import ProbeError, probe_in_child, timeout_s
 
         try:
-            with _probe_slot():
-                report = probe_in_child(checked.config, prompts)
+            with PROBES.turn(on_queued):
+                report = probe_in_child(checked.config, prompts, timeout=timeout_s())
         except ProbeError as exc:
             raise ActionError(str(exc), exit_code=1) from None
     return Probed(report, {"config": checked.config.to_dict(), "report": report.to_dict()})
@@ -128,6 +174,43 @@ def evaluate(
         return start_evaluation(int(run_id), adapter, int(k), int(samples))
     except (EvaluationError, RunLookupError) as exc:
         raise ActionError(str(exc)) from None
+
+
+def evaluation_json(evaluation_id: int) -> dict[str, Any]:
+    """Where an evaluation job is, as JSON-able values (the API's ``/evaluate`` answer): its status, what it is
+    queued behind while it waits, its progress and its error."""
+    evaluation_id = arguments.run_id(evaluation_id, "evaluation_id")
+    with get_sessionmaker().begin() as session:
+        return _evaluation_json(session, queries.get_evaluation(session, evaluation_id))
+
+
+def latest_evaluation_json(run_id: int) -> dict[str, Any] | None:
+    """:func:`evaluation_json` of the run's newest evaluation (the API's ``/run``), None when it has none; a job
+    whose process died without a word reads as failed (trainer.evaluation.eval_job.evaluation_state)."""
+    from trainer.evaluation.eval_job import evaluation_state
+
+    row = evaluation_state(arguments.run_id(run_id))
+    if row is None:
+        return None
+    with get_sessionmaker().begin() as session:
+        return _evaluation_json(session, queries.get_evaluation(session, row.id))
+
+
+def _evaluation_json(session, row) -> dict[str, Any]:
+    from trainer.evaluation.eval_job import queued_behind
+
+    if row is None:
+        raise ActionError("no such evaluation")
+    return {
+        "evaluation_id": row.id,
+        "run_id": row.run_id,
+        "adapter": row.adapter,
+        "status": str(row.status),
+        "queued_behind": queued_behind(session, row) if row.status == RunStatus.QUEUED else None,
+        "done": row.done,
+        "total": row.total,
+        "error": row.error,
+    }
 
 
 def export(

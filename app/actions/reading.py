@@ -87,21 +87,22 @@ def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_mi
 
 
 def alerts(run_id: int) -> list[dict[str, Any]]:
-    """The run's one list of alerts (app.alert_list): a frozen worker or hanging step first, then the failure signs
+    """The run's one list of alerts (trainer.insight.alerts): a frozen worker or hanging step first, then the failure signs
     of its recent metrics, the reward-hacking watch's history (each with the steps it held at, kept after it
     clears), then the notes; each with what to try."""
     return [a.as_dict() for a in run_alerts(run_id)]
 
 
 def run_alerts(run_id: int) -> list:
-    """The run's alerts as app.alert_list.RunAlert (see :func:`alerts`)."""
-    from app.alert_list import alert_list
+    """The run's alerts as trainer.insight.alerts.RunAlert (see :func:`alerts`)."""
+    from app.liveness import liveness_alerts
+    from trainer.insight.alerts import alert_list
 
     history = watch_alerts(run_id)
     with get_sessionmaker().begin() as session:
         run = find_run(session, run_id)
         series = series_since(session, run.id)
-        return alert_list(series, (run.config or {}).get("max_completion_length"), run, history)
+        return alert_list(series, (run.config or {}).get("max_completion_length"), liveness_alerts(run), history)
 
 
 def watch_alerts(run_id: int, series=None) -> list:

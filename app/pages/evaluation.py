@@ -26,29 +26,32 @@ def start(run_id, adapter, k, samples) -> str:
     from app import actions
 
     evaluation_id = acted(actions.evaluate, run_id, adapter, k, samples)
-    return f"Evaluation {evaluation_id} started: loading the model…"
+    return f"Evaluation {evaluation_id} queued: it loads the model when its turn comes…"
 
 
 def show(run_id, shown):
     """One tick: the run's newest evaluation as a status line, and its table and chart when it has finished. The
     table and chart are re-sent only when the evaluation shown changes (``shown`` remembers which)."""
-    from trainer.evaluation.eval_job import evaluation_state
+    from trainer.evaluation.eval_job import evaluation_state, queue_state
 
     row = evaluation_state(int(run_id)) if run_id is not None else None
     key = (row.id, str(row.status)) if row else None
     if row is None:
         return "", gr.update(value=[]), None, key
+    line = status_line(row, queue_state(row.id) if row.status == RunStatus.QUEUED else None)
     if key == shown:
-        return status_line(row), gr.update(), gr.update(), key
+        return line, gr.update(), gr.update(), key
     if row.status == RunStatus.COMPLETED and row.results:
         rows, figure = result_view(row.results)
-        return status_line(row), rows, figure, key
-    return status_line(row), gr.update(value=[]), None, key
+        return line, rows, figure, key
+    return line, gr.update(value=[]), None, key
 
 
-def status_line(row: Evaluation) -> str:
-    """Where the evaluation is, in words."""
+def status_line(row: Evaluation, behind: str | None = None) -> str:
+    """Where the evaluation is, in words; ``behind`` says what a queued one waits for."""
     what = md(f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)")
+    if row.status == RunStatus.QUEUED:
+        return verdict("wait", "Queued:", f"{what}: {md(behind or 'its turn has come, starting')}")
     if row.status == RunStatus.RUNNING:
         share = row.done / row.total if row.total else 0.0
         return verdict("wait", "Running:", f"{what}: {row.done}/{row.total} answers generated ({share:.0%})")
@@ -73,12 +76,12 @@ def result_view(results: dict) -> tuple[list[list], object]:
 
 
 def stop(run_id) -> str:
-    """Stop the run's running evaluation job."""
+    """Stop the run's queued or running evaluation job."""
     from trainer.evaluation.eval_job import stop_evaluation
 
     if run_id is not None and stop_evaluation(int(run_id)):
         return "Stop requested."
-    return "No evaluation of this run is running."
+    return "No evaluation of this run is queued or running."
 
 
 def _pct(value) -> str:

@@ -13,11 +13,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import actions
 from app.actions.reading import MAX_SAMPLES
-from app.alert_list import alert_list
 from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
+from app.liveness import liveness_alerts
 from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
@@ -27,6 +27,7 @@ from app.verdict import problem, verdict
 from storage import queries
 from storage.db import describe_error, get_sessionmaker
 from storage.models import RunStatus
+from trainer.insight.alerts import alert_list
 from trainer.job.launch import log_tail
 
 POLL_SECONDS = 2.0
@@ -63,11 +64,12 @@ def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[in
 
 
 def health_markdown(series, max_completion_length: int | None, run=None, watch_alerts=()) -> str:
-    """The alert banner: the run's one list of alerts (app.alert_list; ``watch_alerts``: the watch's history, cached
+    """The alert banner: the run's one list of alerts (trainer.insight.alerts; ``watch_alerts``: the watch's history, cached
     per step by the caller), each with its hint, warnings before notes, or nothing. Every message is escaped: a reward
     name or a metric key in it is the user's text."""
     lines = []
-    for a in alert_list(series, max_completion_length, run, watch_alerts):
+    live = liveness_alerts(run) if run is not None else []
+    for a in alert_list(series, max_completion_length, live, watch_alerts):
         if a.level == "note":
             lines.append(verdict("info", "Note:", f"**{md(a.message)}** — {md(a.hint)}"))
         elif a.source == "watch":

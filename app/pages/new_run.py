@@ -146,7 +146,10 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
     """Run the pre-launch probe of the form's config as a child process (torch stays out of this one): its report,
     and what :func:`launch_probed` needs to keep its samples."""
     try:
-        probed = actions.probe(form_mapping(NAMES, list(values)), access)
+        # a probe waits in line behind the dashboard's others: the page says so in a toast while it waits
+        probed = actions.probe(
+            form_mapping(NAMES, list(values)), access, on_queued=lambda said: gr.Info(f"Probe {said}")
+        )
     except actions.ActionError as exc:
         return (
             problems_markdown(exc.problems) if exc.exit_code == 2 else problem_text(exc.message)

@@ -61,7 +61,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
     if writer is not None:
         from trainer.job.tracker_alerts import trackio_forwarder
 
-        forwarder = trackio_forwarder(list(config.report_to or []))
+        forwarder = trackio_forwarder(list(config.report_to or []), config.max_completion_length)
     else:
         forwarder = None
 
@@ -70,7 +70,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
         last_sample_step = -1
         tokens: Any = None  # a TokenCapture (trainer.job.token_capture) once training began, for a writing process
         curriculum: Any = None  # a Curriculum (trainer.job.curriculum) when the run has one
-        alerts = forwarder  # the watch's alerts to trackio (trainer.job.tracker_alerts), or None
+        alerts = forwarder  # the run's alerts to trackio (trainer.job.tracker_alerts), or None
 
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             from trainer.job.checkpoints import follow_config_after_resume
@@ -82,6 +82,10 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                 writer.progress(state.global_step, state.max_steps)
                 if changed is not None:
                     writer.log(f"learning rate from the checkpoint replaced by this run's {changed:g}")
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if forwarder is not None:
+                forwarder.judge()  # the steps since the last judgement: a sign of the last steps is sent too
 
         def on_step_end(self, args, state, control, **kwargs):
             if writer:

@@ -19,7 +19,18 @@ WASTED_EXIT = 3  # the exit code of a probe whose verdict is that the run would 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+# A probe that runs longer than this is stopped (the tiny model takes seconds, a GPU model about a minute); the
+# operator may change it. A probe has no run yet, so the server's log records the timeout.
+TIMEOUT_VARIABLE = "GRPO_STUDIO_PROBE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 1800
+
 log = logging.getLogger("grpo_studio.probe")
+
+
+def timeout_s() -> int:
+    """The operator's ``GRPO_STUDIO_PROBE_TIMEOUT_S`` (at least 1), else :data:`DEFAULT_TIMEOUT_S`."""
+    value = os.environ.get(TIMEOUT_VARIABLE, "")
+    return max(1, int(value)) if value.strip().isdigit() else DEFAULT_TIMEOUT_S
 
 
 class ProbeError(RuntimeError):
@@ -40,8 +51,10 @@ def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -
             done = subprocess.run(
                 [*command, "--json", str(out)], capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp
             )
-        except subprocess.TimeoutExpired:
-            raise ProbeError(f"the probe took longer than {timeout:.0f} s and was stopped") from None
+        except subprocess.TimeoutExpired:  # subprocess.run has killed the child
+            said = f"the probe took longer than {timeout:.0f} s ({TIMEOUT_VARIABLE}) and was stopped"
+            log.warning("%s: %s", config.name, said)
+            raise ProbeError(said) from None
         if done.returncode not in (0, WASTED_EXIT) or not out.is_file():
             # The child's last words (a traceback, installed paths) are for the operator: the server's log gets
             # them, the user one sentence.

@@ -1,19 +1,20 @@
 """Health alerts: the failure signs of docs/grpo.md § Failure signs to watch, read off a run's metric series.
-Pure functions, tested on rows."""
+Pure functions, tested on rows.
+
+Here (not in app/) because the worker judges them too, to send each to the run's tracker as it fires
+(trainer/job/tracker_alerts.py); the dashboard reads the same rules off the stored rows."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-from app.liveness import liveness_problem
-
-if TYPE_CHECKING:  # the figures' module imports Plotly: the command line reads alerts without it
-    from app.charts import Series
+# metric key -> points (step, value, ...) or an (n, >=2) array of them: the dashboard's series and the worker's alike
+Series = Mapping[str, Any]
 
 WINDOW = 10  # recent steps an alert looks at: long enough to ignore one noisy step, short enough to react
 
@@ -181,16 +182,3 @@ def health_alerts(series: Series, max_completion_length: int | None = None) -> l
                 )
             )
     return alerts
-
-
-def liveness_alerts(run, now=None) -> list[Alert]:
-    """The stalled or slow-step alert of a running run (app/liveness.py), with what to check."""
-    problem = liveness_problem(run, now)
-    if problem is None:
-        return []
-    name, message = problem
-    if name == "stalled":
-        hint = "the worker process is frozen or gone (suspended, out of memory, its machine down): check it, or stop and resume the run"
-    else:
-        hint = "the worker is alive but this step has not ended: a generation or reward may hang; see the raw worker output"
-    return [Alert(name, message, hint)]

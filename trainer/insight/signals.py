@@ -1,10 +1,9 @@
 """Alerts for the silent failures GRPO users report, read off TRL's own metrics (issue 30), beside the failure signs
-of app.health; and notes on readings that look wrong but are normal. Pure functions, tested on rows."""
+of trainer.insight.health; and notes on readings that look wrong but are normal. Pure functions, tested on rows."""
 
 from __future__ import annotations
 
-from app.charts import Series
-from app.health import WINDOW, Alert, _mean, _values
+from trainer.insight.health import WINDOW, Alert, Series, _mean, _values
 
 LOGP_DIFFERENCE = "sampling/sampling_logp_difference/mean"
 

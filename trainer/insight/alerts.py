@@ -1,9 +1,11 @@
-"""One list of a run's alerts (issue 34): the liveness signs (a frozen worker, a hanging step), the failure signs of
-app.health and app.signal_alerts, and the reward-hacking watch's history (trainer/insight/watch.py), then the notes
-(readings that look like a failure but are not one). The Monitor's banner, the API's ``/alerts`` and
-``grpo-studio alerts`` all show this list, so no alert is seen in one place and missing from another.
+"""One list of a run's alerts (issue 34): the liveness signs (a frozen worker, a hanging step: app.liveness, judged
+by the dashboard), the failure signs of trainer.insight.health and trainer.insight.signals, and the reward-hacking
+watch's history (trainer/insight/watch.py), then the notes (readings that look like a failure but are not one). The
+Monitor's banner, the API's ``/alerts``, ``grpo-studio alerts`` and the run's tracker (trainer/job/tracker_alerts.py,
+everything but the liveness signs, which only an onlooker can see) all get this list, so no alert is seen in one
+place and missing from another.
 
-Pure: series and rows in, alerts out (app.actions.reading reads the rows)."""
+Pure: series and rows in, alerts out (app.actions.reading reads the rows; the worker keeps its own)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.health import Alert, health_alerts, liveness_alerts
-from app.signal_alerts import signal_alerts, signal_notes
+from trainer.insight.health import Alert, health_alerts
+from trainer.insight.signals import signal_alerts, signal_notes
 from trainer.insight.watch import WatchAlert, watch
 
 WARNING, NOTE = "warning", "note"
@@ -62,16 +64,15 @@ def _from_watch(alert: WatchAlert) -> RunAlert:
 def alert_list(
     series: Mapping[str, Sequence],
     max_completion_length: int | None = None,
-    run=None,
+    liveness: Sequence[Alert] = (),
     watch_alerts: Sequence[WatchAlert] | None = None,
     groups: Sequence = (),
     heldout_size: int | None = None,
-    now=None,
 ) -> list[RunAlert]:
-    """Every alert of a run: liveness (of ``run``, when given), health and signal signs of the recent steps, the
-    watch's history (``watch_alerts`` when already computed, else from ``series``, ``groups`` and ``heldout_size``),
-    then the notes."""
-    found = [_from(a, "liveness") for a in (liveness_alerts(run, now) if run is not None else [])]
+    """Every alert of a run: ``liveness`` (app.liveness.liveness_alerts of a live run, when the caller has it),
+    health and signal signs of the recent steps, the watch's history (``watch_alerts`` when already computed, else
+    from ``series``, ``groups`` and ``heldout_size``), then the notes."""
+    found = [_from(a, "liveness") for a in liveness]
     found += [_from(a, "health") for a in health_alerts(series, max_completion_length)]
     found += [_from(a, "signal") for a in signal_alerts(series)]
     history = watch(series, groups, heldout_size) if watch_alerts is None else watch_alerts

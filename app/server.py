@@ -130,11 +130,18 @@ def build_app(access: Access | None = None) -> gr.Blocks:
                 table.change(runs_table_note, [table, search], runs_note, show_progress="hidden")
                 demo.load(runs_table_note, [table, search], runs_note, show_progress="hidden")
             with gr.Tab(TAB_LABELS[2], id="monitor") as monitor_tab:
-                run_picker, overlay, _ = monitor.build()
+                run_picker, overlay, monitor_timers = monitor.build()
             with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
-                compare_picker = compare.build()
+                compare_picker, compare_timer = compare.build()
         for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
             tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
+        # A page's polls run only while its tab is shown: each tick of a hidden Monitor still sent its table, log,
+        # banner and slider, and with the learning map's and the evaluation's ticks the browser's main thread was
+        # busy enough that a click on another tab waited tens of seconds on a loaded machine.
+        polls = {"monitor": monitor_timers, "compare": [compare_timer]}
+        every_poll = [timer for timers in polls.values() for timer in timers]
+        for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
+            tab.select(_switch(every_poll, polls.get(tab_id, [])), None, every_poll, show_progress="hidden")
         for picker in (run_picker, compare_picker, runs_id):
             picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
 
@@ -168,6 +175,12 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         )
     api.hide_widget_events(demo)
     return demo
+
+
+def _switch(timers: list[gr.Timer], running: list[gr.Timer]):
+    """An event function that sets each of ``timers`` going when it is one of ``running`` and stops the others."""
+    flags = [any(timer is kept for kept in running) for timer in timers]
+    return lambda: [gr.Timer(active=flag) for flag in flags]
 
 
 def refresh_lists(query: str | None, previous: tuple | None) -> tuple:

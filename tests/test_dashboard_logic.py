@@ -330,3 +330,28 @@ def test_monitor_without_a_run_clears_every_chart():
     assert view.header == NO_RUNS_MONITOR and view.table == []
     # every chart cleared, and its box hidden (no row of empty boxes under the header)
     assert view.figures == [{"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}] * len(CHARTS)
+
+
+def test_a_pages_polls_run_only_while_its_tab_is_shown():
+    """The Monitor's poll and the learning map's follow run while the Monitor is shown, the held-out evaluation's
+    while Compare is; none runs under New run or Runs, and none before its tab opens. The run lists' tick (every
+    tab's pickers) always runs."""
+    import gradio as gr
+
+    from app import server
+
+    demo = server.build_app()
+    timers = {block._id: block for block in demo.blocks.values() if isinstance(block, gr.Timer)}
+    assert sorted(timer.value for timer in timers.values()) == [2.0, 2.0, 3.0, 5.0]
+    assert [t.value for t in timers.values() if t.active] == [3.0]  # on load: the run lists only (New run is shown)
+    tabs = {block._id: block.id for block in demo.blocks.values() if isinstance(block, gr.Tab)}
+    running, switched = {}, set()
+    for fn in demo.fns.values():
+        if len(fn.targets) == 1 and fn.targets[0][1] == "select" and fn.targets[0][0] in tabs and fn.fn is not None:
+            updates = fn.fn()
+            switched |= {out._id for out in fn.outputs}
+            running[tabs[fn.targets[0][0]]] = {out._id for out, update in zip(fn.outputs, updates) if update.active}
+    assert switched == {i for i, t in timers.items() if t.value != 3.0}  # every poll but the run lists' is switched
+    assert running["new"] == running["runs"] == set()
+    assert sorted(timers[i].value for i in running["monitor"]) == [2.0, 5.0]
+    assert [timers[i].value for i in running["compare"]] == [2.0] and not running["compare"] & running["monitor"]

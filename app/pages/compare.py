@@ -245,8 +245,9 @@ def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build() -> gr.Dropdown:
-    """Lay out the Compare page; returns its run picker (refreshed by the server)."""
+def build() -> tuple[gr.Dropdown, gr.Timer]:
+    """Lay out the Compare page; returns its run picker (refreshed by the server) and the held-out evaluation's
+    poll timer."""
     with gr.Row():
         # value=None: Gradio would otherwise select the first choice, and the page sets the ready run on load
         run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="compare-run", scale=2)
@@ -278,7 +279,7 @@ def build() -> gr.Dropdown:
                 headers=COLUMNS, wrap=True, interactive=False, column_widths=WIDTHS, elem_id="compare-tuned"
             )
     why = gr.Markdown(elem_id="compare-why")  # how far apart the two sides are, under both of them
-    evaluation.build(run, adapter)
+    evaluating = evaluation.build(run, adapter)
     with gr.Accordion("Export", open=False):
         with gr.Row():
             merge_button = gr.Button("Merge into the base and download")
@@ -305,4 +306,4 @@ def build() -> gr.Dropdown:
     greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)
-    return run
+    return run, evaluating

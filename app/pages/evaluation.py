@@ -92,8 +92,9 @@ def _num(value) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def build(run: gr.Dropdown, adapter: gr.Dropdown) -> None:
-    """Lay out the panel under the Compare page's run and checkpoint pickers, and wire it."""
+def build(run: gr.Dropdown, adapter: gr.Dropdown) -> gr.Timer:
+    """Lay out the panel under the Compare page's run and checkpoint pickers, and wire it; returns its poll timer,
+    which the server runs only while the Compare page is shown."""
     with gr.Accordion("Held-out evaluation", open=False):
         gr.Markdown(
             "Scores base and tuned on K problems the run never trained on, as a background job: you can leave this "
@@ -116,8 +117,9 @@ def build(run: gr.Dropdown, adapter: gr.Dropdown) -> None:
         table = gr.Dataframe(headers=["metric", "base", "tuned"], interactive=False, elem_id="eval-table")
         plot = gr.Plot()
     shown = gr.State(None)
-    timer = gr.Timer(POLL_SECONDS)
+    timer = gr.Timer(POLL_SECONDS, active=False)
     start_button.click(start, [run, adapter, k, samples], status).then(show, [run, shown], [status, table, plot, shown])
     stop_button.click(stop, run, status)
     timer.tick(show, [run, shown], [status, table, plot, shown], show_progress="hidden")
     run.change(show, [run, shown], [status, table, plot, shown])
+    return timer

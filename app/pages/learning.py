@@ -205,9 +205,10 @@ def _round(value: float | None) -> float | str:
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
+def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer:
     """Lay out the panel under the Monitor's completions; ``run`` is the Monitor's run picker, ``completions`` its
-    completions table (a click on a row shows that completion's tokens here)."""
+    completions table (a click on a row shows that completion's tokens here). Returns the timer that follows a live
+    run, which the server runs only while the Monitor is shown."""
     with gr.Accordion("What the model is learning", open=True, elem_id="learning-panel"):
         refresh = gr.Button("Refresh the learning map", size="sm", elem_id="learning-refresh")
         summary = gr.Markdown(elem_id="learning-summary")
@@ -277,9 +278,8 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
     outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens, drawn]
     run.change(show_marked, run, outputs, show_progress="hidden")
     refresh.click(show_marked, run, outputs, show_progress="hidden")
-    gr.Timer(FOLLOW_SECONDS).tick(
-        follow, [run, drawn, alert, token_step], outputs, show_progress="hidden", trigger_mode="always_last"
-    )
+    timer = gr.Timer(FOLLOW_SECONDS, active=False)
+    timer.tick(follow, [run, drawn, alert, token_step], outputs, show_progress="hidden", trigger_mode="always_last")
     alert.change(alert_completions, [run, alert], opened, show_progress="hidden")
     # a step typed in: its completions, and the first drawn (a dropdown whose value stays the same fires no change)
     token_step.input(token_choices, [run, token_step], token_pick, show_progress="hidden").then(
@@ -288,3 +288,4 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> None:
     token_pick.input(token_view, [run, token_step, token_pick], tokens, show_progress="hidden")
     if completions is not None:
         completions.select(from_table, run, [token_step, token_pick, tokens], show_progress="hidden")
+    return timer

@@ -257,7 +257,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build() -> tuple[gr.Dropdown, gr.Timer]:
+def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     """Lay out the Monitor page; returns the run picker (refreshed by the server) and the poll timer."""
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
@@ -304,12 +304,14 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         elem_id="completions-table",
     )
     detail = gr.Markdown("<small>Click a row to read its whole completion here.</small>", elem_id="completion-detail")
-    learning.build(run, table)  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
+    following = learning.build(
+        run, table
+    )  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
     log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
     raw = gr.Checkbox(
         label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"
     )
-    timer = gr.Timer(POLL_SECONDS)
+    timer = gr.Timer(POLL_SECONDS, active=False)
 
     def show(*values) -> dict:
         """A poll's MonitorView onto the widgets: the one place its fields meet them."""
@@ -337,4 +339,4 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     gr.on([step.release, step.input], pick_step, [run, step], [table, pinned], trigger_mode="always_last")
     table.select(completion_detail, None, detail)
     run.change(lambda: False, None, pinned)
-    return run, overlay, timer
+    return run, overlay, [timer, following]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ROOT
-from .helpers import run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
 from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _box, _set, start_server
 
 SCREENSHOTS = ROOT / "screenshots"
@@ -37,7 +37,7 @@ def browser(server):
 def page(request, browser, server):
     width, height = WIDTHS[request.param]
     page = browser.new_page(viewport={"width": width, "height": height})
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.goto(server[0])
     page.wait_for_selector("#launch")
     page.width_name = request.param

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from .conftest import use_database
-from .helpers import run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
 from .test_browser_ux import _selected_tab
 from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _set, start_server
 
@@ -55,7 +55,7 @@ def open_at(browser, server):
         context = browser.new_context(viewport=LAPTOP)
         contexts.append(context)
         page = context.new_page()
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(BROWSER_TIMEOUT_MS)
         page.goto(server[0] + (f"?{query}" if query else ""))
         page.wait_for_selector("#launch")
         return page

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .helpers import tiny_config, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, tiny_config, wait_for
 from .test_browser_ux import _selected_tab
 from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, start_server
 
@@ -112,7 +112,7 @@ def _built(page) -> list[str]:
 def _page(browser, requests: list[str]):
     """A page whose every request is recorded in ``requests``."""
     page = browser.new_page(viewport={"width": 1440, "height": 2400})
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.on("request", lambda request: requests.append(request.url))
     return page
 
@@ -148,7 +148,9 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
         assert "after the fence tail" in blocks.nth(1).inner_text()
         assert "</code></pre>" in blocks.nth(1).inner_text()
         assert detail.locator("code").last.inner_text() == "`" + payload("reference")
-        wait_for(lambda: "pwn-prompt" in page.locator("#learning-summary").inner_text(), 60, "the learning map")
+        wait_for(
+            lambda: "pwn-prompt" in page.locator("#learning-summary").inner_text(), 120, "the learning map"
+        )  # a hang bound
         time.sleep(2 * 2.0)  # two more Monitor ticks redraw what they poll
         assert _built(page) == []
 

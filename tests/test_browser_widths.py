@@ -18,7 +18,7 @@ import time
 import pytest
 
 from .conftest import use_database
-from .helpers import create_run, run_row, tiny_config, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, create_run, run_row, tiny_config, wait_for
 from .test_browser_ux import TEXT_LINES, _selected_tab
 from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _points, _set, start_server
 
@@ -74,7 +74,7 @@ def open_at(browser, server):
     def open_page(width: str, query: str = ""):
         w, h = WIDTHS[width]
         page = browser.new_page(viewport={"width": w, "height": h})
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(BROWSER_TIMEOUT_MS)
         pages.append(page)
         page.goto(server[0] + (f"?{query}" if query else ""))
         page.wait_for_selector("#launch")

@@ -20,7 +20,7 @@ import pytest
 from trainer.presets import tiny_demo
 
 from .conftest import ROOT
-from .helpers import free_port, run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, free_port, run_row, wait_for
 
 
 def find_chromium() -> str | None:
@@ -98,7 +98,7 @@ def open_page(url: str):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(BROWSER_TIMEOUT_MS)
         page.goto(url)
         page.wait_for_selector("#launch")
         yield page
@@ -135,7 +135,7 @@ def pick_option(page, picker: str, option: str, tries: int = 3) -> None:
     for attempt in range(tries):
         page.locator(picker).click()
         try:
-            page.locator(option).first.click(timeout=10_000)
+            page.locator(option).first.click(timeout=30_000)
             return
         except Exception:  # playwright's TimeoutError: the list closed or was replaced before the click landed
             if attempt == tries - 1:

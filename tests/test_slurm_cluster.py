@@ -196,7 +196,7 @@ def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
     with get_sessionmaker().begin() as s:
         assert any("requeued by Slurm" in line.message for line in queries.log_tail(s, run_id, 20))
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)  # skip Slurm's requeue delay
-    wait_for(lambda: run_row(run_id).status == "running", 180, "the job to start again")
+    wait_for(lambda: run_row(run_id).status == "running", 300, "the job to start again")
 
     def resumed() -> bool:
         with get_sessionmaker().begin() as s:

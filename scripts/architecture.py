@@ -46,7 +46,6 @@ class Module(NamedTuple):
     name: str
     path: Path
     folder: str
-    lines: int
 
 
 class Import(NamedTuple):
@@ -67,8 +66,7 @@ def modules(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> dict[str, 
             parts = list(relative.with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            lines = len(path.read_text(encoding="utf-8").splitlines())
-            found[".".join(parts)] = Module(".".join(parts), relative, relative.parent.as_posix(), lines)
+            found[".".join(parts)] = Module(".".join(parts), relative, relative.parent.as_posix())
     return found
 
 
@@ -220,18 +218,18 @@ def render(drawn: House) -> str:
     out = [
         f"Generated from the imports of {', '.join(f'`{p}/`' for p in PACKAGES)} by `{COMMAND}`; "
         "tests/test_architecture_page.py fails when this part is stale. A folder's row counts the modules directly in "
-        "it. A count is the number of (module, imported module) pairs from the folder on the left into the other "
+        "it (no line counts: an edit that changes no import leaves the drawing true). A count is the number of (module, imported module) pairs from the folder on the left into the other "
         "folder; *deferred* ones wait inside a function or under `if TYPE_CHECKING:`.",
         "",
-        "| folder | modules | lines | imports (module pairs) | imported by |",
-        "|---|---|---|---|---|",
+        "| folder | modules | imports (module pairs) | imported by |",
+        "|---|---|---|---|",
     ]
     for folder, members in drawn.folders.items():
         outgoing = [(b, links) for (a, b), links in drawn.between.items() if a == folder]
         incoming = sorted({a for (a, b) in drawn.between if b == folder})
         imports = ", ".join(f"{_name(b)} {_count(links)}" for b, links in outgoing) or "nothing of the house"
         by = ", ".join(_name(a) for a in incoming) or "no other folder"
-        out.append(f"| {_name(folder)} | {len(members)} | {sum(m.lines for m in members):,} | {imports} | {by} |")
+        out.append(f"| {_name(folder)} | {len(members)} | {imports} | {by} |")
 
     pairs = mutual_pairs(drawn)
     out += ["", f"**Folders that import each other: {len(pairs) or 'none'}.**", ""]

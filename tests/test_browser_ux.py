@@ -88,11 +88,13 @@ def _goto(page, query: str) -> None:
     from playwright.sync_api import Error
 
     url = page.url.split("?")[0] + "?" + query
+    # until the DOM is there, not the page's "load" (every subresource): the form's #launch is what the tests wait
+    # for, and on a loaded machine a Monitor page's "load" took longer than two tries of 90 s
     try:
-        page.goto(url)
+        page.goto(url, wait_until="domcontentloaded")
     except Error:
         time.sleep(1.0)
-        page.goto(url)
+        page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector("#launch")
 
 

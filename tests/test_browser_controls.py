@@ -16,7 +16,7 @@ import pytest
 from .conftest import use_database
 from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
 from .test_browser_ux import _selected_tab
-from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _set, start_server
+from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, launch_browser, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
 
@@ -38,12 +38,7 @@ def server(trained_run, session_database):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
+    yield from launch_browser()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from .helpers import BROWSER_TIMEOUT_MS, tiny_config, wait_for
 from .test_browser_ux import _selected_tab
-from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, start_server
+from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, launch_browser, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
 
@@ -81,12 +81,7 @@ def server(planted, module_database):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
+    yield from launch_browser()
 
 
 # Elements a payload built: its ids, an attribute that reaches the other host (Plotly's SVG links included), math

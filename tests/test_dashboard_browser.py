@@ -91,6 +91,16 @@ def server(tiny_model_path, module_database):
     yield from start_server("serve.log")
 
 
+def launch_browser():
+    """Headless Chromium (Debian's, with the suite's flags); yields the browser and closes it afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
 def open_page(url: str):
     """Headless Chromium on ``url`` with the form drawn; yields the page (one per test module)."""
     from playwright.sync_api import sync_playwright

@@ -142,4 +142,7 @@ def test_a_deep_link_to_what_is_not_here_says_so_and_keeps_the_link(open_at, que
     wait_for(lambda: _selected_tab(page) == wanted, 30, f"the {wanted} tab")
     if "run=" in query:
         assert page.locator("#monitor-run input").input_value() == ""
-        assert "Pick a run" in page.locator("#monitor-progress").inner_text()
+        # the header is drawn by the Monitor's first poll, which may still be on its way when the tab opens (its
+        # hidden loading timer, "2.6s", is all the box's text until then)
+        header = page.locator("#monitor-progress")
+        wait_for(lambda: "Pick a run" in header.inner_text(), 60, "the Monitor's header asking for a run")

@@ -20,8 +20,7 @@ from .test_dashboard_browser import (
     _points,
     _set,
     open_page,
-    pick_option,
-    run_option,
+    pick_run,
     start_server,
 )
 
@@ -187,7 +186,7 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     try:
         _goto(page, f"tab=monitor&run={live}")
         wait_for(lambda: _selected_tab(page) == "Monitor", 20, "the Monitor tab from the address")
-        pick_option(page, "#monitor-overlay input", run_option(finished))
+        pick_run(page, "#monitor-overlay", finished)
         page.keyboard.press("Escape")
         # hang bound, not a speed target: a loaded 2-core machine needs minutes for a worker's first steps
         # 4 reward series: 6 points each for the finished run, then the live run's first 3 steps

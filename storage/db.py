@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -153,6 +154,15 @@ def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
         )
     if "disk is full" in lowered or "no space" in lowered:
         return f"the disk holding the database {where} is full ({reason}): free some space, then try again"
+    if "disk i/o error" in lowered:
+        # SQLite reports a write that found no room in its -wal or -shm file as an I/O error, not as a full disk
+        free = _free_bytes(url.database if url is not None and url.drivername.startswith("sqlite") else None)
+        if free is not None and free < LOW_DISK_BYTES:
+            return (
+                f"the disk holding the database {where} is full ({free // 1024} KB free; SQLite said {reason}): free "
+                "some space, then try again"
+            )
+        return f"the disk holding the database {where} failed to read or write ({reason}): check the disk and its free space"
     if "unable to open" in lowered or "readonly" in lowered or "permission" in lowered:
         return f"the database {where} can't be opened for writing ({reason}): check that its directory exists and is writable"
     if "too many clients" in lowered or "remaining connection slots" in lowered:
@@ -182,6 +192,19 @@ _TRANSIENT = (
     "the database system is shutting down",
     "the database system is in recovery mode",
 )
+
+
+LOW_DISK_BYTES = 1 << 20  # below this much room, an I/O error of SQLite's is a full disk
+
+
+def _free_bytes(database: str | None) -> int | None:
+    """The room left on the file system of a SQLite ``database`` file (None for another database, or none to ask)."""
+    if not database or database == ":memory:":
+        return None
+    try:
+        return shutil.disk_usage(Path(database).resolve().parent).free
+    except OSError:
+        return None
 
 
 def is_transient(exc: BaseException) -> bool:

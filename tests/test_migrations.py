@@ -3,12 +3,17 @@ the schema the models describe, and processes that start at once don't trip over
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
@@ -39,7 +44,11 @@ def test_head_is_alembics_head():
 
 def test_a_0_1_database_upgrades_in_place_and_reads_back_whole(tmp_path):
     path = _database_from_0_1(tmp_path / "old.db")
-    engine = make_engine(f"sqlite:///{path}")
+    _reads_back_whole(make_engine(f"sqlite:///{path}"))
+
+
+def _reads_back_whole(engine) -> None:
+    """The 0.1 fixture's every row, read through the upgraded schema, and a new write taken (the engine is disposed)."""
     assert current_revision(engine) == HEAD
     Session = sessionmaker(engine, expire_on_commit=False)
     with Session.begin() as s:
@@ -61,6 +70,102 @@ def test_a_0_1_database_upgrades_in_place_and_reads_back_whole(tmp_path):
     with Session.begin() as s:  # and the upgraded database takes new writes
         assert queries.create_run(s, "after-upgrade", {}, 1).id == 3
     engine.dispose()
+
+
+def _as_it_was(path: Path) -> None:
+    """The 0.1 database untouched by a migration that did not finish: its tables, no revision, its rows, no damage."""
+    with sqlite3.connect(path) as con:
+        tables = sorted(row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        assert tables == ["evaluations", "metrics", "run_logs", "runs", "samples"]  # no _alembic_tmp_ copy left
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+        assert con.execute("SELECT count(*) FROM metrics").fetchone()[0] == 9
+        assert "parent_run_id" not in [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+
+
+# A process killed by the OOM killer or a power cut while it migrates: it stops right after 0008 renamed its copy of
+# `runs` into place (the old table dropped, run_logs not yet rebuilt), the worst moment to die.
+KILLED_MIDWAY = """
+import sys, time
+from pathlib import Path
+from sqlalchemy import Engine, event
+
+def pause(conn, cursor, statement, *args):
+    if statement.startswith("ALTER TABLE _alembic_tmp_runs RENAME TO runs"):
+        Path(sys.argv[2]).write_text("midway")
+        time.sleep(600)
+
+event.listen(Engine, "after_cursor_execute", pause)
+from storage.db import make_engine
+make_engine(f"sqlite:///{sys.argv[1]}")
+"""
+
+
+def test_a_migration_killed_midway_leaves_the_database_as_it_was_and_the_next_start_finishes_it(tmp_path):
+    """Issue 35 item 10: ``kill -9`` of a migrating process, with the real process and the real signal."""
+    path = _database_from_0_1(tmp_path / "killed.db")
+    midway = tmp_path / "midway"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_MIDWAY, str(path), str(midway)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while not midway.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "the migration never reached its midway point"
+            time.sleep(0.1)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    _as_it_was(path)
+    _reads_back_whole(make_engine(f"sqlite:///{path}"))
+
+
+# Migrates a 0.1 database on a small tmpfs (a private mount namespace, no root needed) that a ballast file has filled
+# to ``free`` bytes; then frees the disk and starts again. Prints what a user was told each time.
+ON_A_FULL_DISK = """
+import json, os, shutil, sys
+home, fixture, free = sys.argv[1], sys.argv[2], int(sys.argv[3])
+shutil.copy(fixture, os.path.join(home, "old.db"))
+st = os.statvfs(home)
+with open(os.path.join(home, "ballast"), "wb") as handle:
+    handle.write(bytes(max(0, st.f_bavail * st.f_frsize - free)))
+from storage.db import StorageError, make_engine
+try:
+    make_engine(f"sqlite:///{home}/old.db")
+    told = "upgraded"
+except StorageError as exc:
+    told = str(exc)
+shutil.copy(os.path.join(home, "old.db"), os.path.join(sys.argv[4], "after-failure.db"))
+os.remove(os.path.join(home, "ballast"))
+make_engine(f"sqlite:///{home}/old.db").dispose()
+shutil.copy(os.path.join(home, "old.db"), os.path.join(sys.argv[4], "after-retry.db"))
+print("TOLD" + json.dumps(told))
+"""
+
+
+def _unshare_available() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.parametrize("free", [0, 8 * 1024, 64 * 1024])
+def test_a_migration_that_meets_a_full_disk_changes_nothing_and_says_the_disk_is_full(tmp_path, free):
+    """Issue 35 item 10: a real full disk during a migration. With no room at all, and with a few pages' room (SQLite
+    then fails writing its -wal or -shm file, and says "disk I/O error"), the user reads that the disk is full and
+    what to do; the database is as it was, and once there is room the next start migrates it whole."""
+    fixture = _database_from_0_1(tmp_path / "fixture.db")
+    home, copies = tmp_path / "disk", tmp_path / "copies"
+    home.mkdir(), copies.mkdir()
+    script = tmp_path / "on_a_full_disk.py"
+    script.write_text(ON_A_FULL_DISK)
+    mount = f"mount -t tmpfs -o size=4m tmpfs {home} && exec {sys.executable} {script} {home} {fixture} {free} {copies}"
+    done = subprocess.run(["unshare", "-Urm", "sh", "-c", mount], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "TOLD" in done.stdout, done.stderr[-3000:]
+    told = json.loads(done.stdout.rsplit("TOLD", 1)[1].splitlines()[0])
+    assert told.startswith(f"the disk holding the database {home}/old.db is full"), told
+    assert told.endswith("free some space, then try again") and "\n" not in told
+    _as_it_was(copies / "after-failure.db")
+    _reads_back_whole(make_engine(f"sqlite:///{copies / 'after-retry.db'}"))
 
 
 def test_migrations_build_exactly_the_schema_the_models_describe(tmp_path):

@@ -235,6 +235,21 @@ def test_a_server_that_refuses_more_connections_is_one_sentence():
     assert "refuses more connections" in text and f"holds up to {POOL_SIZE}" in text and "max_connections" in text
 
 
+def test_an_io_error_of_sqlite_is_a_full_disk_only_when_the_disk_has_no_room(tmp_path):
+    """SQLite says "disk I/O error" when its -wal or -shm file finds no room; with room left it is the disk itself
+    (tests/test_migrations.py meets the full case on a real full disk)."""
+    from sqlalchemy import create_engine
+
+    from storage.db import describe_error
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    text = describe_error(RuntimeError("disk I/O error"), engine)
+    assert text == (
+        f"the disk holding the database {tmp_path / 'r.db'} failed to read or write (disk I/O error): check the disk "
+        "and its free space"
+    )
+
+
 def test_a_key_logged_twice_at_a_step_keeps_one_row_with_the_last_value(Session):
     """Issue 23, item 4: TRL's end-of-training log repeats ``epoch`` at the last step; the metric table keeps one row
     per (run, key, step), in one batch or across two, and the index refuses a plain second insert."""

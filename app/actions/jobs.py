@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import csv
 import itertools
 import os
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -261,19 +263,45 @@ def export(
 
 
 def write_metrics(table: dict[str, list], path: Path) -> int:
-    """Write metric columns (:func:`app.actions.reading.metrics`) as CSV or Parquet; returns the rows written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    """Write metric columns (:func:`app.actions.reading.metrics`) as CSV or Parquet; returns the rows written.
 
-        pq.write_table(pa.table(table), path)
-    else:
-        import csv
+    The table is written beside ``path`` and moved over it once whole, so a full disk or a kill mid-write leaves
+    the file that was there (or none) and never half a table that reads as a shorter run; a link at ``path`` is
+    replaced, not written through. A destination that can't be written is an :class:`ActionError` in one sentence."""
+    if path.is_dir():
+        raise ActionError(f"{path} is a directory: name a file in it, ending in .csv or .parquet")
+    parquet = path.suffix.lower() == ".parquet"
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # umask's mode, as before
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(partial, "xb") if parquet else open(partial, "x", newline="")  # noqa: SIM115 (closed below)
+    except (OSError, ValueError) as exc:
+        raise ActionError(f"{path}: can't write a metrics file there ({_reason(exc)})") from None
+    try:
+        with out:
+            if parquet:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
 
-        with path.open("w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(list(table))
-            for row in zip(*table.values(), strict=True):
-                writer.writerow(["" if v is None else v for v in row])
+                pq.write_table(pa.table(table), out)
+            else:
+                writer = csv.writer(out)
+                writer.writerow(list(table))
+                for row in zip(*table.values(), strict=True):
+                    writer.writerow(["" if v is None else v for v in row])
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, path)
+    except OSError as exc:
+        raise ActionError(
+            f"{path}: the metrics file could not be written ({_reason(exc)}); nothing was written there"
+        ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
     return len(table["step"])
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS error's own words ("No space left on device"), without the path the sentence already names."""
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).rstrip(".")

@@ -1,0 +1,131 @@
+"""Where ``grpo-studio export RUN --metrics FILE`` writes (issue 35 item 10): a directory, a file in place of a
+folder, a link, a full disk and a path the file system refuses each get one sentence, and a failed write leaves the
+file that was there, never half a table."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from app.cli import main
+from storage import queries
+from storage.db import get_sessionmaker
+
+from .conftest import ROOT
+
+STEPS = 50
+
+
+@pytest.fixture
+def run_id(database):
+    with get_sessionmaker().begin() as s:
+        run = queries.create_run(s, "exported", {}, STEPS)
+        for step in range(1, STEPS + 1):
+            queries.add_metric_rows(s, queries.metric_rows(run.id, step, {"reward": step / 10, "kl": 0.01}, step))
+        return run.id
+
+
+@pytest.fixture
+def out(tmp_path):
+    """A folder of its own for the exports (the test's database lives in tmp_path)."""
+    (tmp_path / "out").mkdir()
+    return tmp_path / "out"
+
+
+def _export(run_id, destination, capsys) -> tuple[int, str]:
+    code = main(["export", str(run_id), "--metrics", str(destination)])
+    captured = capsys.readouterr()
+    return code, (captured.err or captured.out).strip()
+
+
+def _steps(path) -> list[int]:
+    with open(path) as handle:
+        return [int(row["step"]) for row in csv.DictReader(handle)]
+
+
+def test_a_directory_or_a_file_in_place_of_a_folder_is_refused_in_one_sentence(run_id, out, capsys):
+    (out / "taken.csv").mkdir()
+    code, said = _export(run_id, out / "taken.csv", capsys)
+    assert code == 2 and "taken.csv is a directory: name a file in it, ending in .csv or .parquet" in said
+    (out / "plain").write_text("a file, not a folder")
+    code, said = _export(run_id, out / "plain" / "m.csv", capsys)
+    assert code == 2 and "can't write a metrics file there" in said and "\n" not in said
+    assert (out / "plain").read_text() == "a file, not a folder"
+    code, said = _export(run_id, f"{out}/nul\x00.csv", capsys)
+    assert code == 2 and "can't write a metrics file there (embedded null byte)" in said
+    assert sorted(p.name for p in out.iterdir()) == ["plain", "taken.csv"]  # no partial file anywhere
+
+
+def test_a_link_at_the_destination_is_replaced_not_written_through(run_id, out, capsys):
+    """A link named like the export (to the database, say) must not have its target overwritten by a table."""
+    target = out / "precious.db"
+    target.write_bytes(b"SQLite format 3\x00 and what matters")
+    (out / "m.csv").symlink_to(target)
+    code, _ = _export(run_id, out / "m.csv", capsys)
+    assert code == 0 and not (out / "m.csv").is_symlink()
+    assert target.read_bytes() == b"SQLite format 3\x00 and what matters"
+    assert _steps(out / "m.csv") == list(range(1, STEPS + 1))
+
+
+def test_an_export_over_an_earlier_one_replaces_it_whole(run_id, out, capsys):
+    destination = out / "m.parquet"
+    destination.write_bytes(b"an older export")
+    assert _export(run_id, destination, capsys)[0] == 0
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(destination).column("step").to_pylist() == list(range(1, STEPS + 1))
+    assert [p.name for p in out.iterdir()] == ["m.parquet"]
+
+
+# Exports the run to a small tmpfs (a private mount namespace, no root needed) that a ballast file has filled,
+# over an earlier export of the same name; the database stays on the host's disk.
+ON_A_FULL_DISK = textwrap.dedent(
+    """
+    import json, os, sys
+    from app.cli import main
+    run_id, disk = sys.argv[1], sys.argv[2]
+    with open(os.path.join(disk, "m.csv"), "w") as handle:
+        handle.write("step,wall_time,reward\\n1,1,0.5\\n")
+    st = os.statvfs(disk)
+    with open(os.path.join(disk, "ballast"), "wb") as handle:
+        handle.write(bytes(st.f_bavail * st.f_frsize))
+    code = main(["export", run_id, "--metrics", os.path.join(disk, "m.csv")])
+    kept = open(os.path.join(disk, "m.csv")).read()
+    print("RESULT" + json.dumps({"code": code, "kept": kept, "files": sorted(os.listdir(disk))}))
+    """
+)
+
+
+def _unshare_available() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+def test_a_full_disk_says_so_and_keeps_the_earlier_export(run_id, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = tmp_path / "export_on_a_full_disk.py"
+    script.write_text(ON_A_FULL_DISK)
+    mount = f"mount -t tmpfs -o size=1m tmpfs {disk} && exec {sys.executable} {script} {run_id} {disk}"
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", mount], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0])
+    assert result["code"] == 2
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.endswith(
+        f"{disk}/m.csv: the metrics file could not be written (No space left on device); nothing was written there"
+    ), said
+    assert result["kept"] == "step,wall_time,reward\n1,1,0.5\n"  # the earlier export, whole
+    assert result["files"] == ["ballast", "m.csv"]  # and no partial file beside it

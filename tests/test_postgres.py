@@ -5,7 +5,9 @@ is a throw-away cluster (tests/conftest.py: postgres_server); each test gets a f
 from __future__ import annotations
 
 import math
+import os
 import threading
+import time
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -119,3 +121,77 @@ def test_the_queue_trains_a_run_on_postgres(postgres_url, tiny_model_path, monke
     finally:
         monkeypatch.delenv("DATABASE_URL")
         reset_engine()
+
+
+@pytest.fixture
+def shared(postgres_url, monkeypatch):
+    """This test's PostgreSQL database as the process's own (the helpers' sessions and the workers' use it)."""
+    monkeypatch.setenv("DATABASE_URL", postgres_url)
+    reset_engine()
+    yield postgres_url
+    monkeypatch.delenv("DATABASE_URL")
+    reset_engine()
+
+
+def test_two_dashboards_scheduling_at_once_start_one_run_on_postgres(shared, monkeypatch):
+    """Issue 35 item 10 on PostgreSQL: the count of training runs and the starts share one advisory lock."""
+    from .test_schedule_across_processes import schedule_at_once, started_by
+
+    first, second = create_run(tiny_config(name="first")), create_run(tiny_config(name="second"))
+    assert schedule_at_once(shared, monkeypatch) == [first]
+    assert started_by(shared) == [first] and second != first
+
+
+def test_an_evaluation_committed_late_does_not_take_the_slot_a_later_one_is_taking_on_postgres(shared, monkeypatch):
+    """Issue 35 item 2 on PostgreSQL: job A's row got the smaller id but was committed after job B's (two requests at
+    once); B is taking the one slot when A's process decides. Without the queue's lock A reads B as queued behind it
+    and takes the slot too; with it, A waits until B's turn is written, then queues behind B."""
+    from trainer.evaluation.eval_job import queue_state, wait_turn
+    from trainer.job.launch import process_start_time
+
+    monkeypatch.setenv("GRPO_STUDIO_EVAL_SLOTS", "1")
+    here = os.getpid(), process_start_time(os.getpid())
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "evaluated", tiny_config().to_dict(), 4).id
+    late = get_sessionmaker()()  # job A's request, its row written but not committed yet
+    a = queries.add_evaluation(late, run_id, "final", 2, 0, status=RunStatus.QUEUED)
+    late.flush()
+    queries.evaluation_started(late, a, *here)
+    late.flush()
+    with get_sessionmaker().begin() as s:  # job B's request, committed first
+        b = queries.add_evaluation(s, run_id, "final", 2, 0, status=RunStatus.QUEUED)
+        s.flush()
+        queries.evaluation_started(s, b, *here)
+        first, second = a.id, b.id
+    assert first < second
+    takes_turn, taking = queries.evaluation_takes_turn, threading.Event()
+
+    def slow_to_take(session, row):  # B between its check and its write, as a loaded machine has it
+        if row.id == second:
+            taking.set()
+            time.sleep(1.0)
+        takes_turn(session, row)
+
+    monkeypatch.setattr(queries, "evaluation_takes_turn", slow_to_take)
+    turns: list[int] = []
+
+    def job(evaluation_id: int) -> None:
+        if wait_turn(evaluation_id, poll_s=0.05):
+            turns.append(evaluation_id)
+
+    threads = [threading.Thread(target=job, args=(second,), daemon=True)]
+    threads[0].start()
+    assert taking.wait(30)
+    late.commit()  # A's row is seen now, and A's process decides while B is still taking the slot
+    late.close()
+    threads.append(threading.Thread(target=job, args=(first,), daemon=True))
+    threads[1].start()
+    wait_for(lambda: second in turns, 30, "B's turn")
+    time.sleep(1.0)  # A polls on meanwhile
+    assert turns == [second], "two evaluations took the one slot"
+    assert queue_state(first).startswith(f"queued behind evaluation {second} of run {run_id} (running)")
+    with get_sessionmaker().begin() as s:
+        queries.finish_evaluation(s, queries.get_evaluation(s, second), RunStatus.COMPLETED, {})
+    wait_for(lambda: turns == [second, first], 30, "A's turn once B has finished")
+    for thread in threads:
+        thread.join(30)

@@ -1,7 +1,7 @@
 """One limit across processes (issue 35 item 10): two dashboards that each allow one training run and schedule at
 the same moment start one run between them, not one each. Each "dashboard" here is an engine of its own on the same
-SQLite file (as two processes have), scheduling in its own thread; starting a worker is replaced by recording a live
-worker on the row, held a moment as a real start takes."""
+SQLite file (as two processes have; tests/test_postgres.py does the same on PostgreSQL), scheduling in its own
+thread; starting a worker is replaced by recording a live worker on the row, held a moment as a real start takes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ from .helpers import create_run, tiny_config
 
 def test_two_dashboards_scheduling_at_once_start_one_run(database, monkeypatch):
     first, second = create_run(tiny_config(name="first")), create_run(tiny_config(name="second"))
+    assert schedule_at_once(database, monkeypatch) == [first]  # tests/test_postgres.py: the same on PostgreSQL
+    assert second not in started_by(database)
+
+
+def schedule_at_once(url: str, monkeypatch) -> list[int]:
+    """Two dashboards on ``url``, each allowing one run, scheduling at the same moment; returns the runs started."""
     started: list[int] = []
 
     def start_worker(session, run):
@@ -29,7 +35,7 @@ def test_two_dashboards_scheduling_at_once_start_one_run(database, monkeypatch):
         return os.getpid()
 
     monkeypatch.setattr(launch, "start_worker", start_worker)
-    engines = [make_engine(database), make_engine(database)]
+    engines = [make_engine(url), make_engine(url)]
     gate = threading.Barrier(2)
 
     def dashboard(engine) -> None:
@@ -44,5 +50,13 @@ def test_two_dashboards_scheduling_at_once_start_one_run(database, monkeypatch):
         thread.join(60)
     for engine in engines:
         engine.dispose()
-    assert started == [first]
-    assert second not in started
+    return started
+
+
+def started_by(url: str) -> list[int]:
+    """The runs of ``url`` that have a worker recorded."""
+    engine = make_engine(url)
+    with sessionmaker(engine).begin() as session:
+        started = [run.id for run in queries.list_runs(session) if run.pid]
+    engine.dispose()
+    return started

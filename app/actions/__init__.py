@@ -8,6 +8,20 @@ argument, so the dashboard and its API apply them in one place; the command line
 
 from app.actions.base import OPERATOR, ActionError, config_of
 from app.actions.jobs import evaluate, evaluation_json, export, gpu_busy, latest_evaluation_json, probe
+from app.actions.monitoring import (
+    MonitorRead,
+    TokenRead,
+    cached_alerts,
+    has_runs,
+    latest_token_step,
+    monitor_view,
+    newest_steps,
+    sample_steps,
+    samples_between,
+    step_samples,
+    token_completions,
+    token_values,
+)
 from app.actions.reading import alerts, learning, learning_json, log, metrics, run_alerts, samples, watch_alerts
 from app.actions.runs import (
     Checked,
@@ -25,9 +39,25 @@ from app.actions.runs import (
     validate,
 )
 
+# What the pages name without reading through an action: the sentence for a database that failed
+from storage.db import describe_error
+
 __all__ = [
     "OPERATOR",
     "ActionError",
+    "MonitorRead",
+    "TokenRead",
+    "cached_alerts",
+    "describe_error",
+    "has_runs",
+    "latest_token_step",
+    "monitor_view",
+    "newest_steps",
+    "sample_steps",
+    "samples_between",
+    "step_samples",
+    "token_completions",
+    "token_values",
     "Checked",
     "Launched",
     "alerts",

@@ -100,6 +100,80 @@ def test_the_cli_and_the_pages_act_through_the_action_layer():
         assert not used & set(writers), (path.name, used & set(writers))
 
 
+OUTSIDE_THE_PAGES = ("trainer", "storage")  # what the pages reach only through app.actions
+
+
+def _imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str, bool]]:
+    """(line, module, relative) for every import of a module (``source``: its text, default read from ``path``) at any
+    depth: a lazy import inside a function counts, a relative one is resolved from the module's package (``from ..x``
+    in app/pages/ is app.x; a level too many leaves the repository: "<outside>"), and importlib.import_module or
+    __import__ of a literal name counts as an import of it."""
+    package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, False) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.append((node.lineno, node.module or "", False))
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level <= len(package) else ["<outside>"]
+            found.append((node.lineno, ".".join(base + ([node.module] if node.module else [])), True))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.lineno, node.args[0].value, False))
+    return found
+
+
+def _page_offenders(path: Path, source: str | None = None) -> list[str]:
+    """file:line of each import of trainer/ or storage/ in a page, and of each relative import leaving app."""
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for line, module, relative in _imported_modules(path, source)
+        if module.split(".")[0] in OUTSIDE_THE_PAGES or (relative and module.split(".")[0] != "app")
+    ]
+
+
+def test_the_pages_import_nothing_of_trainer_or_storage():
+    """A page is layout and wiring: what it shows comes from app.actions, so app/pages/*.py import nothing from
+    trainer/ or storage/, at the top or lazily inside a function, and a relative import stays inside app."""
+    pages = sorted((ROOT / "app" / "pages").glob("*.py"))
+    assert {p.name for p in pages} >= {"monitor.py", "compare.py", "runs.py", "new_run.py"}  # the walk found them
+    offenders = [offence for path in pages for offence in _page_offenders(path)]
+    assert offenders == [], "the pages go around app.actions:\n" + "\n".join(offenders)
+
+
+def test_the_page_import_check_sees_lazy_relative_and_dynamic_imports():
+    """The check above finds an import inside a function, a relative import that leaves app and one by name, and
+    lets a relative import inside app pass."""
+    source = (
+        "import gradio\n"
+        "from . import monitor\n"
+        "from ..actions import runs\n"
+        "def poll():\n"
+        "    from storage import queries\n"
+        "    import trainer.job.launch\n"
+        "    from ...storage import db\n"
+        "    importlib.import_module('storage.db')\n"
+    )
+    page = ROOT / "app" / "pages" / "a_page.py"
+    assert [(line, module) for line, module, _ in _imported_modules(page, source)][:3] == [
+        (1, "gradio"),
+        (2, "app.pages"),
+        (3, "app.actions"),
+    ]
+    assert _page_offenders(page, source) == [
+        "app/pages/a_page.py:5 imports storage",
+        "app/pages/a_page.py:6 imports trainer.job.launch",
+        "app/pages/a_page.py:7 imports <outside>.storage",  # a level above app: out of the repository
+        "app/pages/a_page.py:8 imports storage.db",
+    ]
+
+
 def test_a_config_arrives_as_text_a_mapping_or_a_config_and_reads_the_same():
     config = tiny_config(name="same")
     text = yaml.safe_dump(config.to_dict())

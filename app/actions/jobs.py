@@ -198,6 +198,30 @@ def latest_evaluation_json(run_id: int) -> dict[str, Any] | None:
         return _evaluation_json(session, queries.get_evaluation(session, row.id))
 
 
+def latest_evaluation(run_id: int) -> tuple[Any, str | None]:
+    """The run's newest evaluation row (None when it has none; a job whose process died without a word reads as
+    failed: trainer.evaluation.eval_job.evaluation_state) and, while it is queued, what it waits for in words."""
+    from trainer.evaluation.eval_job import evaluation_state, queue_state
+
+    row = evaluation_state(int(run_id))
+    return row, queue_state(row.id) if row is not None and row.status == RunStatus.QUEUED else None
+
+
+def stop_evaluation(run_id: int) -> bool:
+    """Ask the run's queued or running evaluation job to stop; True if one was signalled."""
+    from trainer.evaluation.eval_job import stop_evaluation
+
+    return stop_evaluation(int(run_id))
+
+
+def heldout_origin(record: dict) -> str:
+    """Where an evaluation's problems came from, in words, from the record stored with its results
+    (trainer.loading.heldout.describe_record)."""
+    from trainer.loading.heldout import describe_record
+
+    return describe_record(record)
+
+
 def _evaluation_json(session, row) -> dict[str, Any]:
     from trainer.evaluation.eval_job import queued_behind
 

@@ -20,7 +20,7 @@ from storage.summaries import RunSummary, run_summaries
 from trainer import config_review as review
 from trainer.config import ConfigError, RunConfig
 from trainer.config_checks import coerce
-from trainer.job.fork import ForkError, fork_run, parse_settings
+from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
 from trainer.job.run_files import RunFiles
 from trainer.job.slurm import SlurmError, queue_positions, where
@@ -258,6 +258,17 @@ def runs(search: str | None = None) -> list[RunSummary]:
     """Every run (newest first), or those whose name contains ``search`` or whose id it is."""
     with get_sessionmaker().begin() as session:
         return run_summaries(session, search=search)
+
+
+def checkpoints(run_id: int) -> list[int]:
+    """The steps of the run's complete checkpoints (what it can be forked at), ascending; none for a missing run."""
+    return checkpoint_steps(int(run_id))
+
+
+def dataset_names() -> set[str]:
+    """The data sets the runs' configs name, as written there (an upload a run trains on is never removed)."""
+    with get_sessionmaker().begin() as session:
+        return {str((r.config or {}).get("dataset_name", "")) for r in queries.list_runs(session)}
 
 
 def places(summaries: list[RunSummary]) -> dict[int, str]:

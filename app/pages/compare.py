@@ -1,7 +1,8 @@
 """Compare: base vs tuned on the same prompt with the same seeds, held-out evaluation, and export.
 
-Models load in this (dashboard) process only when this page first needs one: trainer.evaluation.compare imports torch inside
-its functions. While a training run is using the GPU the page says so instead of running out of memory.
+Models load in this (dashboard) process only when this page first needs one (app.actions.comparing: torch is imported
+inside the functions it calls). While a training run is using the GPU the page says so instead of running out of
+memory.
 """
 
 from __future__ import annotations
@@ -15,48 +16,23 @@ from app.errors import acted, user_error
 from app.markup import md
 from app.pages import evaluation
 from app.verdict import problem
-from storage import queries
-from storage.db import get_sessionmaker, new_export_dir
-from storage.summaries import RunSummary, run_summaries
-from trainer.config import RunConfig
-from trainer.job.gpu_lease import GpuBusy
-from trainer.job.launch import LIVE
-from trainer.job.run_files import RunFiles
 
 COLUMNS = ["#", "completion", "rewards", "total"]
 WIDTHS = ["6%", "52%", "30%", "12%"]  # the score columns wide enough for "rewards" and a number, the text wraps
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
-def finished_runs(summaries: list[RunSummary] | None = None) -> list[tuple[str, int]]:
-    """Runs that have ended and saved an adapter (completed or stopped), newest first. A run's directory is looked at
-    once per way it ended (cached by id and finish time), not on every tick of every dashboard."""
+def finished_runs(summaries: list[actions.RunSummary] | None = None) -> list[tuple[str, int]]:
+    """Runs that have ended and saved an adapter (completed or stopped), newest first (app.actions.adapter_names)."""
     if summaries is None:
-        with get_sessionmaker().begin() as session:
-            summaries = run_summaries(session)
-    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries if _adapters(r)]
+        summaries = actions.runs()
+    return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries if actions.adapter_names(r)]
 
 
-def ready_run(summaries: list[RunSummary]) -> int | None:
+def ready_run(summaries: list[actions.RunSummary]) -> int | None:
     """The run the page starts with: the newest ended run with a final adapter, so "Sample both" works at once; None
     when there is none (never a live run, nor one without a checkpoint)."""
-    return next((r.id for r in summaries if "final" in _adapters(r)), None)
-
-
-def _adapters(run: RunSummary) -> frozenset[str]:
-    """The names of a run's saved adapters; none while it is queued or running (a resumed run's old finish time
-    must not make it look finished)."""
-    if not run.finished_at or run.status in LIVE:
-        return frozenset()
-    key = (run.id, run.finished_at)
-    if key not in _ADAPTER_SEEN:
-        with get_sessionmaker().begin() as session:
-            output_dir = queries.get_run(session, run.id).output_dir
-        _ADAPTER_SEEN[key] = frozenset(RunFiles(Path(output_dir)).saved_adapters() if output_dir else ())
-    return _ADAPTER_SEEN[key]
-
-
-_ADAPTER_SEEN: dict[tuple, frozenset[str]] = {}
+    return next((r.id for r in summaries if "final" in actions.adapter_names(r)), None)
 
 
 EXAMPLES = 20  # held-out prompts offered per run
@@ -65,7 +41,7 @@ HELDOUT_POOL = 100  # the problems they are chosen from: the periodic evaluation
 
 def changed_questions(points) -> set[str]:
     """The held-out questions whose greedy correctness differs between the run's first evaluation (step 0: the base)
-    and its latest (storage.learning.heldout_points): there base and tuned answer differently, so the side-by-side
+    and its latest (app.actions.heldout_points): there base and tuned answer differently, so the side-by-side
     shows what training changed (on the demo, the first held-out prompt gave identical text on both sides)."""
     steps = sorted({p.step for p in points})
     if len(steps) < 2:
@@ -79,18 +55,14 @@ def run_details(run_id):
     """Checkpoint choices and example prompts (with reference answers) of the picked run: held-out ones, problems it
     did not train on (trainer.loading.heldout), so the panel compares base and tuned where tuning has to generalise.
     The problems whose answer training changed (:func:`changed_questions`) are offered first."""
-    from storage.learning import heldout_points
-    from trainer.evaluation.evaluate import heldout_problems
-
     if run_id is None:
         return gr.update(choices=[], value=None), gr.update(choices=[], value=None)
     config, adapters = _run(run_id)
     try:
-        problems = heldout_problems(config, HELDOUT_POOL)
+        problems = actions.heldout_problems(config, HELDOUT_POOL)
     except Exception:  # no held-out problems, or the data set needs the hub; typing a prompt still works
         problems = []
-    with get_sessionmaker().begin() as session:
-        changed = changed_questions(heldout_points(session, int(run_id)))
+    changed = changed_questions(actions.heldout_points(int(run_id)))
     order = sorted(range(len(problems)), key=lambda i: (problems[i].question not in changed, i))[:EXAMPLES]
     examples = [(f"{problems[i].question[:90]} → {problems[i].answer}", i) for i in order]
     names = list(adapters)
@@ -101,12 +73,10 @@ def run_details(run_id):
 def pick_example(run_id, index):
     """Fill the prompt and reference answer from the run's held-out problems (the list :func:`run_details` offered),
     and remember the pair (:func:`reference_for`)."""
-    from trainer.evaluation.evaluate import heldout_problems
-
     if run_id is None or index is None:
         return gr.update(), gr.update(), gr.update()
     config, _ = _run(run_id)
-    problem = heldout_problems(config, HELDOUT_POOL)[int(index)]
+    problem = actions.heldout_problems(config, HELDOUT_POOL)[int(index)]
     return problem.question, problem.answer, [problem.question, problem.answer]
 
 
@@ -134,18 +104,13 @@ def let_go_of_example(question, reference, picked):
 def release_for_run(run) -> None:
     """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free this panel's model so the
     worker (vLLM in particular) finds the GPU memory it needs; the panel says so (:func:`panel_notice`)."""
-    from trainer.evaluation.compare import CACHE
-    from trainer.job.launch import gpu_visible
-
-    if gpu_visible():
-        CACHE.release_for_training(f"run {run.id} ({run.name})")
+    actions.release_compare_model(run)
 
 
 def panel_notice() -> str:
     """Why the panel's model is not loaded any more (released for a training run), or nothing."""
-    from trainer.evaluation.compare import CACHE
-
-    return f"*{md(CACHE.notice)}*" if CACHE.notice else ""
+    notice = actions.compare_notice()
+    return f"*{md(notice)}*" if notice else ""
 
 
 def run_compare(
@@ -153,9 +118,6 @@ def run_compare(
 ):
     """Sample base and tuned side by side and score both; ``picked`` is the held-out (prompt, reference) pair last
     picked, whose reference scores that prompt only (:func:`reference_for`)."""
-    from trainer.evaluation.compare import compare
-    from trainer.loading.data import make_prompt
-
     if run_id is None or not adapter:
         raise user_error("pick a run that has a saved adapter, and a checkpoint")
     if not (question or "").strip():
@@ -163,24 +125,22 @@ def run_compare(
     busy = actions.gpu_busy()
     if busy:
         raise user_error(busy)
-    config, adapters = _run(run_id)
     # greedy decoding writes the same answer however often it is asked: one row a side, not N identical ones
     n = 1 if greedy else int(n)
     reference = reference_for(question, reference, picked)
-    try:
-        result = compare(
-            config,
-            adapters[adapter],
-            make_prompt(question, config.system_prompt),
-            reference,
-            n=int(n),
-            greedy=bool(greedy),
-            temperature=float(temperature),
-            seed=int(seed),
-            progress=progress,
-        )
-    except GpuBusy as exc:  # another process took the GPU since gpu_busy() looked
-        raise user_error(str(exc)) from exc
+    # refused also when another process took the GPU since gpu_busy() looked
+    result = acted(
+        actions.compare,
+        run_id,
+        adapter,
+        question,
+        reference,
+        n=int(n),
+        greedy=bool(greedy),
+        temperature=float(temperature),
+        seed=int(seed),
+        progress=progress,
+    )
     note = "Greedy decoding: one answer a side (it is the same however often it is asked). " if greedy else ""
     # under both tables, not in the tuned column: an extra paragraph there pushed the tuned table below the base one
     why = note + result.why()
@@ -213,7 +173,7 @@ def export_merged(run_id, adapter, progress=gr.Progress()) -> tuple[str, str]:
     if run_id in (None, ""):
         raise user_error("pick a run first")
     progress(0.2, desc="merging")
-    target = new_export_dir() / f"run-{int(run_id)}-merged"
+    target = actions.new_export_dir() / f"run-{int(run_id)}-merged"
     acted(actions.export, int(run_id), adapter or "final", merge_into=target)
     archive = shutil.make_archive(str(target), "zip", target)
     return archive, f"Merged model (safetensors + tokenizer) ready: {Path(archive).name}"
@@ -226,7 +186,7 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
         return problem("give a Hub repo id, e.g. you/my-grpo-adapter")
     if run_id in (None, ""):
         return problem("pick a run first")
-    merged_dir = new_export_dir() / "merged" if merged else None
+    merged_dir = actions.new_export_dir() / "merged" if merged else None
     try:
         (line,) = actions.export(int(run_id), adapter or "final", merge_into=merged_dir, push_to=repo, token=token)[-1:]
     except actions.ActionError as exc:
@@ -234,14 +194,10 @@ def push_to_hub(run_id, adapter, repo, token, merged) -> str:
     return md(line[0].upper() + line[1:])
 
 
-def _run(run_id) -> tuple[RunConfig, dict[str, Path]]:
-    """The run's config and its saved adapters by name."""
-    with get_sessionmaker().begin() as session:
-        run = queries.get_run(session, int(run_id))
-        if run is None:
-            raise user_error(f"no run with id {run_id}")
-        config, _ = RunConfig.from_dict(run.config)
-        return config, RunFiles(Path(run.output_dir)).saved_adapters() if run.output_dir else {}
+def _run(run_id) -> tuple[actions.RunConfig, dict[str, Path]]:
+    """The run's config and its saved adapters by name (app.actions.compared_run), or the user error saying there is
+    no such run."""
+    return acted(actions.compared_run, run_id)
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------

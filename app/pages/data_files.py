@@ -1,20 +1,17 @@
 """The New run page's file handling that needs nothing of the form: keeping an uploaded data set under the data dir,
-and reading a local model's chat template source for the prompt preview (rendered sandboxed elsewhere)."""
+and removing the uploads no run names."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from app import actions
 from app.errors import user_error
 from app.markup import md
-from storage.db import data_dir, slug
-from trainer.loading.backend import BUILTIN_MODEL
-from trainer.loading.chat_template import MAX_TEMPLATE_CHARS
 
 MAX_UPLOAD_BYTES = 1_000_000_000  # serve --max-upload-size's default
 # An upload that no run names after this long was tried and left (a preview, a wrong file): removed at start-up.
@@ -29,11 +26,11 @@ def upload_dataset(file: str | None) -> tuple[str, str]:
     if source.suffix.lower() not in (".jsonl", ".json", ".csv", ".parquet"):
         raise user_error(f"{source.name}: expected a .jsonl, .csv or .parquet file")
     # its size was checked while it arrived (serve --max-upload-size, Gradio's max_file_size)
-    target_dir = data_dir() / "uploads"
+    target_dir = actions.data_dir() / "uploads"
     target_dir.mkdir(parents=True, exist_ok=True)
     # a new name for every upload, so that one never replaces a file an earlier run still trains on
     handle, name = tempfile.mkstemp(
-        dir=target_dir, prefix=slug(source.stem, "data") + "-", suffix=source.suffix.lower()
+        dir=target_dir, prefix=actions.slug(source.stem, "data") + "-", suffix=source.suffix.lower()
     )
     os.close(handle)
     target = Path(name)
@@ -53,14 +50,10 @@ def _forget_cached(source: Path) -> None:
 def prune_uploads(max_age_days: float = UNUSED_UPLOAD_DAYS) -> list[Path]:
     """Delete uploads older than ``max_age_days`` that no run's config names (a run's data set is never removed
     while the run exists); returns what was deleted. Called when the dashboard starts."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-
-    folder = data_dir() / "uploads"
+    folder = actions.data_dir() / "uploads"
     if not folder.is_dir():
         return []
-    with get_sessionmaker().begin() as session:
-        named = {str((r.config or {}).get("dataset_name", "")) for r in queries.list_runs(session)}
+    named = actions.dataset_names()
     cutoff = time.time() - max_age_days * 86400
     removed = []
     for path in folder.iterdir():
@@ -68,23 +61,3 @@ def prune_uploads(max_age_days: float = UNUSED_UPLOAD_DAYS) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def local_chat_template(model: str) -> str | None:
-    """The model's chat template source, read from its files without loading transformers (it is rendered only by
-    trainer.loading.chat_template, sandboxed)."""
-    if model == BUILTIN_MODEL:
-        from trainer.loading.tiny import CHAT_TEMPLATE
-
-        return CHAT_TEMPLATE
-    path = Path(model).expanduser()
-    try:
-        if (path / "chat_template.jinja").is_file():
-            return (path / "chat_template.jinja").read_text()[: MAX_TEMPLATE_CHARS + 1]
-        config_file = path / "tokenizer_config.json"
-        if config_file.is_file() and config_file.stat().st_size < 20_000_000:
-            source = json.loads(config_file.read_text()).get("chat_template")
-            return source if isinstance(source, str) else None
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None

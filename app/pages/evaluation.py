@@ -1,6 +1,6 @@
 """The held-out evaluation panel of the Compare page: start an evaluation job, watch its progress, read its result.
 
-The evaluation runs as a job (trainer.evaluation.eval_job: a row plus a detached process), not in this process: the
+The evaluation runs as a job (app.actions.evaluate: a row plus a detached process), not in this process: the
 dashboard stays torch-free and responsive, and a restarted dashboard finds the job where it is, since everything
 shown here is read back from the database on each tick.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app import actions
 from app.actions.arguments import EVAL_K, EVAL_SAMPLES
 from app.charts import heldout_figure
 from app.errors import acted
 from app.markup import md
 from app.verdict import verdict
-from storage.models import Evaluation, RunStatus
 
 POLL_SECONDS = 2.0
 LABELS = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("format", "format")]
@@ -23,8 +23,6 @@ LABELS = [("correct (greedy)", "correct"), ("pass@1 (sampled)", "pass_at_1"), ("
 def start(run_id, adapter, k, samples) -> str:
     """Start an evaluation job for the picked run and checkpoint (app.actions.evaluate); a clear message when it
     can't be."""
-    from app import actions
-
     evaluation_id = acted(actions.evaluate, run_id, adapter, k, samples)
     return f"Evaluation {evaluation_id} queued: it loads the model when its turn comes…"
 
@@ -32,35 +30,31 @@ def start(run_id, adapter, k, samples) -> str:
 def show(run_id, shown):
     """One tick: the run's newest evaluation as a status line, and its table and chart when it has finished. The
     table and chart are re-sent only when the evaluation shown changes (``shown`` remembers which)."""
-    from trainer.evaluation.eval_job import evaluation_state, queue_state
-
-    row = evaluation_state(int(run_id)) if run_id is not None else None
+    row, behind = actions.latest_evaluation(int(run_id)) if run_id is not None else (None, None)
     key = (row.id, str(row.status)) if row else None
     if row is None:
         return "", gr.update(value=[]), None, key
-    line = status_line(row, queue_state(row.id) if row.status == RunStatus.QUEUED else None)
+    line = status_line(row, behind)
     if key == shown:
         return line, gr.update(), gr.update(), key
-    if row.status == RunStatus.COMPLETED and row.results:
+    if row.status == actions.RunStatus.COMPLETED and row.results:
         rows, figure = result_view(row.results)
         return line, rows, figure, key
     return line, gr.update(value=[]), None, key
 
 
-def status_line(row: Evaluation, behind: str | None = None) -> str:
+def status_line(row: actions.Evaluation, behind: str | None = None) -> str:
     """Where the evaluation is, in words; ``behind`` says what a queued one waits for."""
     what = md(f"Evaluation {row.id} ({row.adapter}, {row.k} problems, {row.samples} samples each)")
-    if row.status == RunStatus.QUEUED:
+    if row.status == actions.RunStatus.QUEUED:
         return verdict("wait", "Queued:", f"{what}: {md(behind or 'its turn has come, starting')}")
-    if row.status == RunStatus.RUNNING:
+    if row.status == actions.RunStatus.RUNNING:
         share = row.done / row.total if row.total else 0.0
         return verdict("wait", "Running:", f"{what}: {row.done}/{row.total} answers generated ({share:.0%})")
-    if row.status == RunStatus.COMPLETED:
+    if row.status == actions.RunStatus.COMPLETED:
         origin = (row.results or {}).get("heldout")
         if origin:  # evaluations stored before issue 24 don't say where their problems came from
-            from trainer.loading.heldout import describe_record
-
-            return verdict("ok", "Finished:", f"{what}, on {md(describe_record(origin))}")
+            return verdict("ok", "Finished:", f"{what}, on {md(actions.heldout_origin(origin))}")
         return verdict("ok", "Finished:", what)
     return verdict("bad", "Failed:", f"{what}: {row.status} — {md(row.error or 'no reason recorded')}")
 
@@ -77,9 +71,7 @@ def result_view(results: dict) -> tuple[list[list], object]:
 
 def stop(run_id) -> str:
     """Stop the run's queued or running evaluation job."""
-    from trainer.evaluation.eval_job import stop_evaluation
-
-    if run_id is not None and stop_evaluation(int(run_id)):
+    if run_id is not None and actions.stop_evaluation(int(run_id)):
         return "Stop requested."
     return "No evaluation of this run is queued or running."
 

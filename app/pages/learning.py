@@ -5,8 +5,9 @@ behind an advantage, one sampled completion coloured by each token's probability
 The map reads every stored sample of the run, so it is drawn when a run is picked, on its Refresh button, and when
 the run has sampled a new step or evaluated again since it was drawn (its own timer checks two index reads, every
 ``FOLLOW_SECONDS``): it follows a live run as the charts do, and costs nothing on a finished one. Following leaves the
-token view and an opened alert as the user set them. Everything comes from trainer.insight.report (the same report
-``grpo-studio prompts`` prints) and storage.learning; the figures from app.charts_learning.
+token view and an opened alert as the user set them. Everything comes from the action layer (app.actions.learning:
+the same report ``grpo-studio prompts`` prints; app.actions.monitoring: the token values and samples behind it); the
+figures from app.charts_learning.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from app import actions
 from app.charts_learning import learning_heatmap, signal_figure, token_html
 from app.markup import code, md
 from app.verdict import verdict
-from storage import learning, queries
-from storage.db import get_sessionmaker
 
 ALERT_ROWS = 40  # completions an alert opens: the best-scored of its steps, what the reward paid for
 # how often the panel looks for new samples: a redraw reads every sample of the run, so not at the charts' 2 s
@@ -81,16 +80,14 @@ def learning_view(run_id) -> LearningView:
             verdict("warn", "Watch:", f"**{md(alert.name)}** ({md(where)}): {md(alert.message)}. {md(hint)}{compare}")
         )
         choices.append((f"{alert.name}, {alert.steps}", f"{alert.first_step}:{alert.last_step}"))
-    with get_sessionmaker().begin() as session:
-        steps = queries.sample_steps(session, run_id)
-        token_steps = [s for s in reversed(steps) if learning.token_indices(session, run_id, s)][:1]
+    token_step = actions.latest_token_step(run_id)
     return LearningView(
         summary,
         learning_heatmap(lm),
         signal_figure(lm),
         "\n\n".join(watch) or "Reward-hacking watch: nothing to report.",
         gr.update(choices=choices, value=None),
-        token_steps[0] if token_steps else gr.update(),
+        token_step if token_step is not None else gr.update(),
     )
 
 
@@ -99,8 +96,7 @@ def drawn_mark(run_id) -> tuple | None:
     run_id = _run_id(run_id)
     if run_id is None:
         return None
-    with get_sessionmaker().begin() as session:
-        return (run_id, *learning.newest_steps(session, run_id))
+    return (run_id, *actions.newest_steps(run_id))
 
 
 def alert_completions(run_id, span) -> list[list[Any]]:
@@ -109,9 +105,7 @@ def alert_completions(run_id, span) -> list[list[Any]]:
     if run_id is None or not span:
         return []
     first, last = (int(s) for s in str(span).split(":"))
-    with get_sessionmaker().begin() as session:
-        steps = [s for s in queries.sample_steps(session, run_id) if first <= s <= last]
-        samples = [s for step in steps for s in queries.samples_at(session, run_id, step)]
+    samples = actions.samples_between(run_id, first, last)
     samples.sort(key=lambda s: s.total_reward if s.total_reward is not None else float("-inf"), reverse=True)
     return [
         [s.step, s.group_index, s.prompt, s.completion, _round(s.total_reward), _round(s.advantage)]
@@ -124,15 +118,10 @@ def token_choices(run_id, step) -> dict:
     run_id = _run_id(run_id)
     if run_id is None or step in (None, ""):
         return gr.update(choices=[], value=None)
-    with get_sessionmaker().begin() as session:
-        indices = learning.token_indices(session, run_id, int(step))
-        samples = queries.samples_at(session, run_id, int(step))
     choices = []
-    for i in indices:
-        if i < len(samples):
-            adv = samples[i].advantage
-            label = f"#{i} group {samples[i].group_index}, advantage {'n/a' if adv is None else f'{adv:+.3f}'}"
-            choices.append((label, i))
+    for i, group, adv in actions.token_completions(run_id, int(step)):
+        label = f"#{i} group {group}, advantage {'n/a' if adv is None else f'{adv:+.3f}'}"
+        choices.append((label, i))
     return gr.update(choices=choices, value=choices[0][1] if choices else None)
 
 
@@ -141,27 +130,18 @@ def token_view(run_id, step, index) -> str:
     run_id = _run_id(run_id)
     if run_id is None or step in (None, "") or index in (None, ""):
         return "<small>Pick a step and a completion.</small>"
-    with get_sessionmaker().begin() as session:
-        values = learning.token_values(session, run_id, int(step), int(index))
-        samples = queries.samples_at(session, run_id, int(step))
-        off = queries.measures_off(session, run_id).get("token_values")
+    read = actions.token_values(run_id, int(step), int(index))
+    off = read.off
     off_step = re.match(r"at step (\d+)", off or "")
-    if values is None and off_step and int(step) >= int(off_step.group(1)):  # it failed: say when and why
+    if read.values is None and off_step and int(step) >= int(off_step.group(1)):  # it failed: say when and why
         return f"<small>No token values: the token capture turned itself off {html.escape(off)}.</small>"
-    if values is None:
-        kept = len(_token_indices(run_id, int(step)))
+    if read.values is None:
         return (
             f"<small>No token values were kept for completion #{int(index)} of step {int(step)}: the run keeps them "
-            f"for {kept} completions of this step (token_samples_per_step, the best and worst answer of each group "
-            "first). Pick one of those under Completion, or click its row.</small>"
+            f"for {read.kept} completions of this step (token_samples_per_step, the best and worst answer of each "
+            "group first). Pick one of those under Completion, or click its row.</small>"
         )
-    advantage = samples[int(index)].advantage if int(index) < len(samples) else None
-    return token_html(values, advantage)
-
-
-def _token_indices(run_id: int, step: int) -> list[int]:
-    with get_sessionmaker().begin() as session:
-        return learning.token_indices(session, run_id, step)
+    return token_html(read.values, read.advantage)
 
 
 def _same_text(shown: Any, stored: str) -> bool:
@@ -177,8 +157,7 @@ def from_table(run_id, evt: gr.SelectData) -> tuple[Any, Any, str]:
     if len(row) < 5 or _run_id(run_id) is None:
         return gr.update(), gr.update(), token_view(run_id, None, None)
     step = int(row[0])
-    with get_sessionmaker().begin() as session:
-        samples = queries.samples_at(session, int(run_id), step)
+    samples = actions.step_samples(int(run_id), step)
 
     def same(i: int) -> bool:
         return (

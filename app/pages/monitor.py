@@ -17,18 +17,12 @@ from app.chart_notes import add_notes
 from app.charts import CHARTS, build_all
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
-from app.liveness import liveness_alerts
 from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
 from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
-from storage import queries
-from storage.db import describe_error, get_sessionmaker
-from storage.models import RunStatus
-from trainer.insight.alerts import alert_list
-from trainer.job.launch import log_tail
 
 POLL_SECONDS = 2.0
 # installed on page load (app.server): keeps a chart's zoom across the redraws of each poll
@@ -54,22 +48,12 @@ class MonitorView:
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
-def poll_runs(caches: dict[int, RunCache] | None, run_ids: list[int]) -> dict[int, RunCache]:
-    """Bring each selected run's cache up to date (reading only new steps); drops caches of unselected runs."""
-    caches = {rid: cache for rid, cache in (caches or {}).items() if rid in run_ids}
-    with get_sessionmaker().begin() as session:
-        for rid in run_ids:
-            caches.setdefault(rid, RunCache(rid)).poll(session)
-    return caches
-
-
 def health_markdown(series, max_completion_length: int | None, run=None, watch_alerts=()) -> str:
     """The alert banner: the run's one list of alerts (trainer.insight.alerts; ``watch_alerts``: the watch's history, cached
     per step by the caller), each with its hint, warnings before notes, or nothing. Every message is escaped: a reward
     name or a metric key in it is the user's text."""
     lines = []
-    live = liveness_alerts(run) if run is not None else []
-    for a in alert_list(series, max_completion_length, live, watch_alerts):
+    for a in actions.cached_alerts(series, max_completion_length, run, watch_alerts):
         if a.level == "note":
             lines.append(verdict("info", "Note:", f"**{md(a.message)}** — {md(a.hint)}"))
         elif a.source == "watch":
@@ -125,13 +109,6 @@ def completion_detail(evt: gr.SelectData) -> str:
     )
 
 
-def _sample_steps(run_id) -> list[int]:
-    if run_id is None:
-        return []
-    with get_sessionmaker().begin() as session:
-        return queries.sample_steps(session, int(run_id))
-
-
 def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
@@ -147,7 +124,7 @@ def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=
     except SQLAlchemyError as exc:
         keep = gr.update()
         return MonitorView(
-            problem(describe_error(exc)),
+            problem(actions.describe_error(exc)),
             caches,
             figures=[keep] * len(CHARTS),
             table=keep,
@@ -165,11 +142,9 @@ def _undrawn(caches: dict[int, RunCache]) -> dict[int, RunCache]:
     return caches
 
 
-def waiting_text(session, run) -> str:
-    """What a queued run waits for: "waiting behind run 4 (running)" and how many queued runs are ahead of it."""
-    live = queries.list_runs(session, [RunStatus.RUNNING, RunStatus.QUEUED])
-    running = sorted(r.id for r in live if r.status == RunStatus.RUNNING)
-    ahead = sorted(r.id for r in live if r.status == RunStatus.QUEUED and r.id < run.id)
+def waiting_text(running: list[int], ahead: list[int]) -> str:
+    """What a queued run waits for: "waiting behind run 4 (running)" and how many queued runs are ahead of it
+    (``running``, ``ahead``: the ids of the running runs and of the queued ones before it, ascending)."""
     if not running and not ahead:
         return verdict("wait", "Queued:", "it starts within a few seconds, when the dashboard's scheduler next looks.")
     behind = f"run {running[0]} (running)" if running else f"run {ahead[-1]} (queued)"
@@ -183,22 +158,11 @@ def waiting_text(session, run) -> str:
 
 def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other=None) -> MonitorView:
     if run_id is None:
-        with get_sessionmaker().begin() as session:
-            any_run = queries.has_runs(session)
-        return MonitorView(NO_RUNS_MONITOR if not any_run else PICK_A_RUN, _undrawn(caches))
-    run_ids = [int(run_id)] + [int(r) for r in (overlay or []) if int(r) != int(run_id)]
-    with get_sessionmaker().begin() as session:
-        fork = queries.fork_point(session, int(run_id))
-    if fork and fork[0] not in run_ids:  # a fork is drawn over its parent, on the parent's step axis
-        run_ids.append(fork[0])
-    caches = poll_runs(caches, run_ids)
-    with get_sessionmaker().begin() as session:
-        runs = {rid: queries.get_run(session, rid) for rid in run_ids}
-        steps = queries.sample_steps(session, int(run_id))
-        log_lines = queries.log_tail(session, int(run_id), 30)
-        off = queries.measures_off(session, int(run_id))
-        main = runs[int(run_id)]
-        waiting = waiting_text(session, main) if main is not None and main.status == RunStatus.QUEUED else ""
+        return MonitorView(NO_RUNS_MONITOR if not actions.has_runs() else PICK_A_RUN, _undrawn(caches))
+    read = actions.monitor_view(int(run_id), overlay, caches, raw=raw)  # the whole poll in one session
+    run_ids, caches, runs, fork, main = read.run_ids, read.caches, read.runs, read.fork, read.main
+    steps = read.sample_steps
+    waiting = waiting_text(*read.queue) if read.queue is not None else ""
     if main is None:
         return MonitorView(f"Run {run_id} no longer exists: pick another run above.", _undrawn(caches))
     forked = ""
@@ -217,8 +181,8 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         header += f"\n\n**Error:** {code(main.error.strip().splitlines()[-1])}"
     last = steps[-1] if steps else 0
     shown = step if pinned and step in steps else last
-    log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in log_lines)
-    worker_log = log_tail(main, 40) if raw else ""
+    log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in read.log_lines)
+    worker_log = read.worker_log
     if worker_log:  # the library output (warnings, TRL's dicts) only on request: grpo-studio's lines say what matters
         log_text += "\n--- raw worker output ---\n" + worker_log
     others = other_keys(labels)
@@ -232,7 +196,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
         figures, other_plot = [gr.update()] * len(CHARTS), gr.update()
     else:
-        drawn_figures = add_notes(build_all(labels, *view), main.config or {}, off=off)
+        drawn_figures = add_notes(build_all(labels, *view), main.config or {}, off=read.measures_off)
         figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
         other_plot = other_figure(labels, picked, *view[:2])
         caches[int(run_id)].drawn = drawn
@@ -332,7 +296,7 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     gr.on(triggers + [other_pick.input], show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
 
     def pick_step(run_id, value):
-        steps = _sample_steps(run_id)
+        steps = actions.sample_steps(run_id)
         return completions_table(run_id, value), bool(steps) and value != steps[-1]
 
     # typing a step into the slider's box counts as much as dragging it

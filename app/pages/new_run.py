@@ -23,15 +23,9 @@ from app.form import (
     to_widget_value,
 )
 from app.markup import code, fenced, md
-from app.pages.data_files import local_chat_template, upload_dataset
+from app.pages.data_files import upload_dataset
 from app.verdict import problem as problem_text
 from app.verdict import verdict
-from storage.db import new_export_dir, slug
-from trainer.config import ConfigError, RunConfig
-from trainer.config_file import ConfigFileError, read_mapping_isolated
-from trainer.loading.chat_template import TemplateRenderError, render_chat_template
-from trainer.presets import presets
-from trainer.scoring.rewards import REWARDS
 
 # brings the answer under the buttons into view (the form is taller than a screen; a phone scrolls far)
 SHOW_STATUS = show("new-run-status")
@@ -41,7 +35,7 @@ NAMES = [s.name for s in SPECS]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
-def config_values(config: RunConfig) -> list[Any]:
+def config_values(config: actions.RunConfig) -> list[Any]:
     """Widget values for every form field, from a config."""
     return [to_widget_value(spec, getattr(config, spec.name)) for spec in SPECS]
 
@@ -50,10 +44,10 @@ def apply_preset(name: str | None) -> list[Any]:
     """Fill the form with a preset; nothing chosen (None) leaves the form as it is."""
     if not name:
         return [gr.update() for _ in NAMES]
-    return config_values(presets()[name])
+    return config_values(actions.presets()[name])
 
 
-def validate(access: Access, *values: Any) -> tuple[RunConfig | None, list[str]]:
+def validate(access: Access, *values: Any) -> tuple[actions.RunConfig | None, list[str]]:
     """The config the form describes and every problem with it, under the operator's rules (app.actions.validate)."""
     checked = actions.validate(form_mapping(NAMES, list(values)), access, warn=False)
     return checked.config, checked.problems
@@ -163,7 +157,7 @@ def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
     config, problems = validate(access, *values)
     if config is None:
         return None, problems_markdown(problems)
-    path = new_export_dir() / f"{slug(config.name)}.yaml"
+    path = actions.new_export_dir() / f"{actions.slug(config.name)}.yaml"
     config.save(path)
     return str(path), problems_markdown(problems)
 
@@ -173,11 +167,9 @@ def import_yaml(file: str | None) -> list[Any]:
     if not file:
         raise user_error("choose a .yaml or .json config file")
     try:  # parsed in a child process with limits: a hostile file costs that process, not the dashboard
-        config, notes = RunConfig.from_dict(read_mapping_isolated(file))
-    except ConfigFileError as exc:
-        raise user_error(str(exc).replace(str(file), Path(file).name)) from None
-    except ConfigError as exc:
-        raise user_error("; ".join(exc.problems)) from None
+        config, notes = actions.config_of(Path(file))
+    except actions.ActionError as exc:  # a file that can't be read names itself, not the server's copy of it
+        raise user_error("; ".join(exc.problems).replace(str(file), Path(file).name)) from None
     message = "Imported." + ("" if not notes else " " + md("; ".join(notes)))
     return config_values(config) + [message]
 
@@ -192,29 +184,14 @@ def preview(access: Access, *values: Any) -> str:
     config, problems = config_from_form(NAMES, list(values), check_rewards=False, check_files=False)
     if config is None:
         return problems_markdown(problems)
-    from trainer.loading.data import DataError, load_problems, make_prompt
-
     try:
-        rows = load_problems(config, limit=3)[:3]
-    except (DataError, OSError, ValueError) as exc:
-        return problem_text(str(exc))
-    except Exception as exc:  # the hub unreachable, etc.
-        return problem_text(f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}")
-    template = local_chat_template(config.model_name_or_path)
-    blocks = []
-    for problem in rows:
-        messages = make_prompt(problem.question, config.system_prompt)
-        if template:
-            try:
-                text = render_chat_template(template, messages)
-            except TemplateRenderError as exc:
-                return problem_text(str(exc))
-        else:
-            text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
-        blocks.append(f"{fenced(text)}\nreference answer: {code(problem.answer)}")
+        prompts, templated = actions.prompt_preview(config)
+    except actions.ActionError as exc:  # the data set or the model's template could not be read
+        return problem_text(exc.message)
+    blocks = [f"{fenced(text)}\nreference answer: {code(answer)}" for text, answer in prompts]
     note = (
         ""
-        if template
+        if templated
         else "_(no local tokenizer: showing the chat messages; the model's template applies at training)_\n\n"
     )
     return note + "\n\n".join(blocks)
@@ -252,7 +229,7 @@ def _widget(spec: FieldSpec, allow_custom: bool):
         # a typed name is always kept (an unknown one is reported as a problem beside the field, never dropped); the
         # custom form is offered only where the operator allowed custom reward code
         common["info"] = field_help(spec, allow_custom)
-        return gr.Dropdown(choices=sorted(REWARDS), multiselect=True, allow_custom_value=True, **common)
+        return gr.Dropdown(choices=sorted(actions.REWARDS), multiselect=True, allow_custom_value=True, **common)
     if spec.kind == "multiline":
         return gr.Textbox(lines=4, **common)
     return gr.Textbox(**common)
@@ -267,7 +244,7 @@ def build(access: Access) -> Form:
     # unreadable; the draft holds only what the user typed into this form (no tokens), so the secret guards nothing.
     draft = gr.BrowserState({}, storage_key="grpo-studio-form-draft", secret="grpo-studio-form-draft")
     preset = gr.Dropdown(
-        choices=list(presets()), value=None, label="Preset (choosing one fills the form)", elem_id="preset"
+        choices=list(actions.presets()), value=None, label="Preset (choosing one fills the form)", elem_id="preset"
     )
     widgets = []
     sections = grouped_fields(default_config())

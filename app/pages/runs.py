@@ -14,10 +14,6 @@ from app.errors import acted, said, show, user_error
 from app.liveness import liveness_problem
 from app.markup import md
 from app.verdict import problem
-from storage.db import get_sessionmaker, new_export_dir
-from storage.summaries import RunSummary, run_summaries
-from trainer.config import RunConfig
-from trainer.job.fork import checkpoint_steps
 
 COLUMNS = [
     "id",
@@ -44,14 +40,14 @@ def run_rows(search: str | None = None) -> list[list]:
     return table_rows(actions.runs(search))
 
 
-def table_rows(summaries: list[RunSummary]) -> list[list]:
+def table_rows(summaries: list[actions.RunSummary]) -> list[list]:
     """The Runs table's rows, from the one-statement run list (storage/summaries.py); one squeue call for the queue
     positions when a run waits in Slurm's queue."""
     places = actions.places(summaries)
     return [_row(summary, places[summary.id]) for summary in summaries]
 
 
-def _row(run: RunSummary, place: str) -> list:
+def _row(run: actions.RunSummary, place: str) -> list:
     heldout = ""
     if run.evaluation:
         # one decimal, as the Compare page shows it: 53.5 % and 54.4 % must not both read "54%"
@@ -73,13 +69,13 @@ def _row(run: RunSummary, place: str) -> list:
     ]
 
 
-def status_text(run: RunSummary) -> str:
+def status_text(run: actions.RunSummary) -> str:
     """The status, with what is wrong when a running run's worker froze or its step hangs (app/liveness.py)."""
     problem = liveness_problem(run)
     return f"{run.status} · {problem[1]}" if problem else str(run.status)
 
 
-def _duration(run: RunSummary) -> str:
+def _duration(run: actions.RunSummary) -> str:
     if run.started_at is None:
         return ""
     start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
@@ -89,11 +85,10 @@ def _duration(run: RunSummary) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-def run_choices(summaries: list[RunSummary] | None = None) -> list[tuple[str, int]]:
+def run_choices(summaries: list[actions.RunSummary] | None = None) -> list[tuple[str, int]]:
     """(label, id) pairs for run pickers, newest first (the pickers filter as the user types)."""
     if summaries is None:
-        with get_sessionmaker().begin() as session:
-            summaries = run_summaries(session)
+        summaries = actions.runs()
     return [(f"{r.id}: {r.name} ({r.status})", r.id) for r in summaries]
 
 
@@ -112,14 +107,14 @@ def resume_run(run_id) -> str:
     return f"Run {run_id} queued to resume from its latest checkpoint."
 
 
-def clone_config(run_id) -> RunConfig:
+def clone_config(run_id) -> actions.RunConfig:
     """The config of a run, renamed as a copy, for the New run form."""
     return acted(actions.clone, run_id)
 
 
 def fork_steps(run_id):
     """The Fork control's step choices: the picked run's saved checkpoints, the latest selected."""
-    steps = checkpoint_steps(int(run_id)) if run_id not in (None, "") else []
+    steps = actions.checkpoints(int(run_id)) if run_id not in (None, "") else []
     return gr.update(choices=steps, value=steps[-1] if steps else None)
 
 
@@ -145,7 +140,7 @@ def adapter_zip(run_id) -> str:
     """A zip of the run's saved LoRA adapter, for download."""
     if run_id in (None, ""):
         raise user_error("pick a run first")
-    target = new_export_dir() / f"run-{int(run_id)}-adapter"
+    target = actions.new_export_dir() / f"run-{int(run_id)}-adapter"
     (line,) = acted(lambda: actions.export(int(run_id), "final", zip_to=target))
     return line.removeprefix("adapter zipped to ")
 

@@ -87,9 +87,12 @@ def endpoints(access: Access) -> dict[str, Any]:
 
     def probe(config: str, prompts: int = 8) -> dict:
         """Sample and score a few groups of a valid config with the base model before training: the verdict
-        ("learns", "risky" or "wasted"), the report as text, and its figures."""
+        ("learns", "risky" or "wasted"), the report as text, its figures, and "queued_behind": what the probe waited
+        for in the dashboard's line of probes (None when it started at once)."""
         config, prompts = Valid.config(config), Valid.whole(prompts, "prompts", *arguments.PROBE_PROMPTS)
-        return acted(actions.probe, config, access, prompts).to_json()
+        waited: list[str] = []
+        probed = acted(actions.probe, config, access, prompts, on_queued=waited.append)
+        return probed.to_json() | {"queued_behind": waited[0] if waited else None}
 
     def launch(config: str) -> dict:
         """Queue a run from a config (YAML or JSON text): its run_id and name, or run_id None and every problem (then

@@ -5,6 +5,7 @@ records; a failed probe tells the user one sentence and the server's log the chi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -294,6 +295,46 @@ def test_probes_over_the_cap_wait_in_line_first_come_first_served():
         "third": "queued behind 1 running probe and 1 waiting before it: 1 at a time (GRPO_STUDIO_PROBE_SLOTS)",
     }
     assert (line.running, list(line.waiting)) == (0, [])
+
+
+def test_the_api_answer_of_a_probe_says_what_it_waited_for(monkeypatch):
+    """/probe's answer comes once the probe has run; one that waited in line says behind whom (and None when it
+    started at once), as the New run page says while it waits."""
+    import app.actions.jobs as jobs
+    from app import api
+    from trainer.probe import job
+
+    class Report:  # what probe_in_child returns, as far as the answer reads it
+        verdict = "learns"
+
+        def to_text(self) -> str:
+            return "report"
+
+        def to_dict(self) -> dict:
+            return {"verdict": "learns"}
+
+    monkeypatch.setattr(job, "probe_in_child", lambda config, prompts, timeout: Report())
+    monkeypatch.setattr(jobs, "PROBES", jobs.ProbeQueue(1))
+    probe = api.endpoints(actions.OPERATOR)["probe"]
+    config = json.dumps(tiny_config(name="probed").to_dict())
+    assert probe(config, 2)["queued_behind"] is None
+    inside, release, answers = threading.Event(), threading.Event(), {}
+
+    def other_probe() -> None:
+        with jobs.PROBES.turn():
+            inside.set()
+            release.wait(10)
+
+    ahead = threading.Thread(target=other_probe)
+    ahead.start()
+    assert inside.wait(10)
+    behind = threading.Thread(target=lambda: answers.update(probe(config, 2)))
+    behind.start()
+    wait_for(lambda: len(jobs.PROBES.waiting) == 1, 10, "the probe to wait in line")
+    release.set()
+    ahead.join(10), behind.join(10)
+    assert answers["verdict"] == "learns"
+    assert answers["queued_behind"] == "queued behind 1 running probe: 1 at a time (GRPO_STUDIO_PROBE_SLOTS)"
 
 
 def test_a_probe_with_a_free_slot_is_not_told_it_waits():

@@ -11,7 +11,7 @@ the client's error with one sentence; an invalid config is not an error for ``/l
 (``run_id`` None). Every argument's type and range is checked first (:class:`Valid`, app.actions.arguments), so a
 huge, negative, fractional, textual or missing id and a text holding a lone surrogate get one sentence too, never a
 traceback or a reply that can't be encoded. The widgets' own events are kept off the API page
-(:func:`hide_widget_events`): they take the form's 60-odd values by position and change with the layout.
+(:func:`hide_widget_events`): they change with the layout.
 """
 
 from __future__ import annotations

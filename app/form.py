@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,12 +137,13 @@ def to_widget_value(spec: FieldSpec, value: Any) -> Any:
 
 
 def config_from_form(
-    names: list[str], values: list[Any], check_rewards: bool = True, check_files: bool = True
+    values: Mapping[str, Any], check_rewards: bool = True, check_files: bool = True
 ) -> tuple[RunConfig | None, list[str]]:
-    """Build a config from the form's widget values. Returns (config, problems); config is None if a value could
-    not even be read, and problems lists everything wrong at once (see RunConfig.validate for the two checks)."""
+    """Build a config from the form's widget values by setting name. Returns (config, problems); config is None if
+    a value could not even be read, and problems lists everything wrong at once (see RunConfig.validate for the two
+    checks)."""
     try:
-        config, _ = RunConfig.from_dict(form_mapping(names, values))
+        config, _ = RunConfig.from_dict(form_mapping(values))
     except ConfigError as exc:
         return None, exc.problems
     return config, review.problems(config, check_rewards=check_rewards, check_files=check_files)
@@ -159,11 +161,19 @@ def problems_by_field(problems: list[str], names: list[str]) -> dict[str, list[s
     return found
 
 
-def form_mapping(names: list[str], values: list[Any]) -> dict[str, Any]:
-    """The form's widget values as a config mapping (text trimmed, except the system prompt)."""
+def named(values: Mapping[Any, Any], widgets: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's values by setting name: ``values`` is what Gradio hands an event whose inputs are a set of
+    components, one dict keyed by component (gradio 6.31: blocks.py:684-686 makes a set's event take its inputs as a
+    dict, blocks.py:1921-1924 zips them into it), and ``widgets`` each setting's widget. Other inputs in the set (the
+    operator's rules, the probe's result) are no setting and are left out."""
+    return {name: values[widget] for name, widget in widgets.items()}
+
+
+def form_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's widget values by setting name as a config mapping (text trimmed, except the system prompt)."""
     return {
         name: value.strip() if isinstance(value, str) and name != "system_prompt" else value
-        for name, value in zip(names, values)
+        for name, value in values.items()
     }
 
 

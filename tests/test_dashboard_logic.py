@@ -10,7 +10,7 @@ import pytest
 
 from app.access import Access
 from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
-from app.form import config_from_form, form_fields, grouped_fields
+from app.form import config_from_form, form_fields, grouped_fields, named
 from app.monitor_state import RunCache, progress_text
 from app.server import parse_auth
 from app.verdict import verdict
@@ -46,10 +46,17 @@ def test_sections_keep_advanced_fields_last():
 
 def test_form_values_become_a_config_and_every_problem_is_listed():
     names = ["name", "num_generations", "beta", "lora_target_modules", "reward_funcs"]
-    config, problems = config_from_form(names, ["x", 4, 0.02, "q_proj, v_proj", ["correctness"]])
+    config, problems = config_from_form(dict(zip(names, ["x", 4, 0.02, "q_proj, v_proj", ["correctness"]])))
     assert problems == [] and config.lora_target_modules == ["q_proj", "v_proj"] and config.num_generations == 4
-    _, problems = config_from_form(names, ["", 3, -1, "", []])
+    _, problems = config_from_form(dict(zip(names, ["", 3, -1, "", []])))
     assert len(problems) == 5, problems
+
+
+def test_the_values_of_a_set_of_inputs_are_read_by_setting_name():
+    """An event on a set of inputs gets one dict keyed by component; the form reads it by name, leaving out the
+    inputs that are no setting (the operator's rules)."""
+    rules, beta, name = object(), object(), object()
+    assert named({rules: "rules", name: "x", beta: 0.04}, {"name": name, "beta": beta}) == {"name": "x", "beta": 0.04}
 
 
 def test_presets_are_valid_and_the_tiny_one_is_offline():
@@ -66,8 +73,8 @@ def test_launch_with_problems_starts_nothing():
 
     with get_sessionmaker().begin() as s:
         before = len(queries.list_runs(s))
-    values = new_run.config_values(RunConfig(num_generations=3, beta=-1.0))
-    message = new_run.launch(Access(), *values)
+    values = new_run.form_values(RunConfig(num_generations=3, beta=-1.0))
+    message = new_run.launch(Access(), values)
     assert (
         message.startswith(verdict("bad", "Not valid:", "**2 problems:**"))
         and "group size 3" in message
@@ -80,8 +87,8 @@ def test_launch_with_problems_starts_nothing():
 def test_custom_rewards_need_the_server_flag(tmp_path):
     from app.pages import new_run
 
-    values = new_run.config_values(tiny_config(reward_funcs=["mine.py:f"]))
-    assert "--allow-custom-rewards" in new_run.check(Access(), *values)
+    values = new_run.form_values(tiny_config(reward_funcs=["mine.py:f"]))
+    assert "--allow-custom-rewards" in new_run.check(Access(), values)
 
 
 # --- charts ---------------------------------------------------------------------------------------------------------

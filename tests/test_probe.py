@@ -88,9 +88,9 @@ def test_dashboard_probe_runs_in_a_child_and_its_samples_become_step_0(tiny_mode
     from app.pages import new_run
 
     config = tiny_config(name="probed")
-    text, probed = new_run.probe(Access(), *new_run.config_values(config))
+    text, probed = new_run.probe(Access(), new_run.form_values(config))
     assert text.startswith("Verdict:") and probed["config"] == config.to_dict()
-    message = new_run.launch_probed(Access(), probed, *new_run.config_values(config))
+    message = new_run.launch_probed(Access(), probed, new_run.form_values(config))
     assert "The probe's samples are its step 0." in message
     with get_sessionmaker().begin() as s:
         run = queries.list_runs(s)[0]

@@ -31,8 +31,8 @@ BILLION_LAUGHS = "\n".join(
 )
 
 
-def _values(config: RunConfig) -> list:
-    return new_run.config_values(config)
+def _values(config: RunConfig) -> dict:
+    return new_run.form_values(config)
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -53,7 +53,7 @@ def test_preview_does_not_run_a_template_that_reaches_for_os(tmp_path):
     model.mkdir(parents=True, exist_ok=True)
     template = "{{ lipsum.__globals__['os'].popen('touch " + str(marker) + "').read() }}"
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
-    text = new_run.preview(Access(), *_values(tiny_config(model_name_or_path=str(model))))
+    text = new_run.preview(Access(), _values(tiny_config(model_name_or_path=str(model))))
     assert text.startswith(problem("the chat template failed")) and ("SecurityError" in text or "undefined" in text)
     assert not marker.exists()
 
@@ -78,7 +78,7 @@ def test_a_template_that_loops_forever_is_stopped_in_seconds():
 # --- 2. exports never write outside the data dir --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["../../../../tmp/x", "/etc/cron.d/evil", "..", "a/../../b"])
 def test_export_yaml_writes_a_slug_under_the_data_dir(name):
-    path, _ = new_run.export_yaml(Access(), *_values(tiny_config(name=name)))
+    path, _ = new_run.export_yaml(Access(), _values(tiny_config(name=name)))
     path = Path(path).resolve()
     assert path.is_relative_to(data_dir().resolve() / "exports")
     assert path.name == f"{slug(name)}.yaml" and "/" not in slug(name) and not slug(name).startswith(".")
@@ -89,12 +89,12 @@ def test_preview_and_validate_refuse_a_file_outside_the_allowed_dirs(tmp_path):
     secret = tmp_path / "secret.csv"
     secret.write_text("question,answer\nthe password is hunter2,1\n")
     values = _values(tiny_config(dataset_name=str(secret)))
-    for text in (new_run.preview(Access(), *values), new_run.check(Access(), *values)):
+    for text in (new_run.preview(Access(), values), new_run.check(Access(), values)):
         assert "hunter2" not in text and "local paths are limited to" in text and "--allow-path" in text
     missing = _values(tiny_config(dataset_name=str(tmp_path / "nothing.csv")))
     # the same refusal whether or not the file exists: the form is no oracle for the server's files
-    assert "no such file" not in new_run.check(Access(), *missing)
-    assert "hunter2" in new_run.preview(Access(allowed_dirs=(str(tmp_path),)), *values)
+    assert "no such file" not in new_run.check(Access(), missing)
+    assert "hunter2" in new_run.preview(Access(allowed_dirs=(str(tmp_path),)), values)
 
 
 def test_symlinks_and_dotdot_out_of_the_data_dir_are_refused(tmp_path):
@@ -106,7 +106,7 @@ def test_symlinks_and_dotdot_out_of_the_data_dir_are_refused(tmp_path):
     link.symlink_to(outside)
     dotdot = str(data_dir() / ".." / ".." / outside.relative_to("/"))
     for name in (str(link), dotdot):
-        assert "local paths are limited to" in new_run.check(Access(), *_values(tiny_config(dataset_name=name)))
+        assert "local paths are limited to" in new_run.check(Access(), _values(tiny_config(dataset_name=name)))
 
 
 def test_custom_reward_code_is_not_imported_without_the_operator_flag(tmp_path):
@@ -115,7 +115,7 @@ def test_custom_reward_code_is_not_imported_without_the_operator_flag(tmp_path):
     module.write_text(
         f"open({str(marker)!r}, 'w').close()\ndef f(completions, **kw):\n    return [0.0] * len(completions)\n"
     )
-    text = new_run.check(Access(), *_values(tiny_config(reward_funcs=[f"{module}:f"])))
+    text = new_run.check(Access(), _values(tiny_config(reward_funcs=[f"{module}:f"])))
     assert "--allow-custom-rewards" in text and not marker.exists()
 
 
@@ -201,8 +201,8 @@ def test_validate_names_what_is_wrong_with_a_data_file(name, content, expected):
     with get_sessionmaker().begin() as s:
         before = len(queries.list_runs(s))
     values = _values(tiny_config(dataset_name=str(path)))
-    assert expected in new_run.check(Access(), *values)
-    assert expected in new_run.launch(Access(), *values)
+    assert expected in new_run.check(Access(), values)
+    assert expected in new_run.launch(Access(), values)
     with get_sessionmaker().begin() as s:
         assert len(queries.list_runs(s)) == before  # nothing created
 
@@ -218,7 +218,7 @@ def test_validation_and_preview_read_only_the_head_of_a_large_file():
         f.write("broken,row,with,too,many,fields\n")  # past the head: only the worker's full read meets it
     summary = summarize(path, "question", "answer")
     assert len(summary.head) == HEAD_ROWS and summary.rows == 200_001
-    assert "What is 2 + 1?" in new_run.preview(Access(), *_values(tiny_config(dataset_name=str(path))))
+    assert "What is 2 + 1?" in new_run.preview(Access(), _values(tiny_config(dataset_name=str(path))))
 
 
 # --- 8. broken files and settings get one sentence, not a traceback -------------------------------------------------

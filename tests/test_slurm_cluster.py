@@ -70,8 +70,8 @@ def submit_long_run(name: str) -> int:
 def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
     from app.pages import new_run, runs
 
-    values = new_run.config_values(tiny_config(name="on-slurm", executor="slurm", max_steps=3))
-    assert new_run.launch(Access(), *values).startswith(verdict("go", "Launched:", "Run "))
+    values = new_run.form_values(tiny_config(name="on-slurm", executor="slurm", max_steps=3))
+    assert new_run.launch(Access(), values).startswith(verdict("go", "Launched:", "Run "))
     with get_sessionmaker().begin() as s:
         (run,) = queries.list_runs(s)
         run_id = run.id

@@ -30,8 +30,8 @@ SECRET = "OPERATOR-SECRET=hunter2"
 PACKAGED_BUILDERS = ("text", "csv", "json", "parquet", "arrow", "pandas", "imagefolder", "audiofolder", "webdataset")
 
 
-def _values(config) -> list:
-    return new_run.config_values(config)
+def _values(config) -> dict:
+    return new_run.form_values(config)
 
 
 def _cli(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -60,9 +60,9 @@ def secret_cwd(tmp_path, monkeypatch) -> Path:
 def test_the_dashboard_refuses_builder_names_and_working_directory_paths(secret_cwd, name):
     values = _values(tiny_config(dataset_name=name))
     for text in (
-        new_run.preview(Access(), *values),
-        new_run.check(Access(), *values),
-        new_run.launch(Access(), *values),
+        new_run.preview(Access(), values),
+        new_run.check(Access(), values),
+        new_run.launch(Access(), values),
     ):
         assert SECRET not in text and "hunter2" not in text
         assert "builtin:arithmetic" in text and "owner/name" in text and "full path" in text, text
@@ -83,7 +83,7 @@ def test_a_hub_id_that_is_also_a_local_folder_is_refused_everywhere(secret_cwd):
     assert "working directory" in problem and str(secret_cwd) in problem
     with pytest.raises(DataError, match="working directory"):
         load_problems(tiny_config(dataset_name="ops/keys"))
-    text = new_run.check(Access(), *_values(tiny_config(model_name_or_path="ops")))
+    text = new_run.check(Access(), _values(tiny_config(model_name_or_path="ops")))
     assert "working directory" in text  # a model too: transformers would load ./ops
 
 
@@ -93,15 +93,15 @@ def test_accepted_forms_still_pass(secret_cwd):
     upload.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "2"}) + "\n")
     for name in ("builtin:arithmetic", "gsm8k", "openai/gsm8k", "someone/some-data.v2", str(upload)):
         assert Access().value_problem("dataset_name", name) is None, name
-    assert "What is 1 + 1?" in new_run.preview(Access(), *_values(tiny_config(dataset_name=str(upload))))
+    assert "What is 1 + 1?" in new_run.preview(Access(), _values(tiny_config(dataset_name=str(upload))))
 
 
 def test_nul_and_control_characters_in_a_path_field_get_a_sentence(secret_cwd):
     for value in ("/etc/passwd\x00.jsonl", "data\x1b[2J.jsonl", "ops\n/keys"):
         for field in ("dataset_name", "model_name_or_path"):
-            text = new_run.check(Access(), *_values(tiny_config(**{field: value})))
+            text = new_run.check(Access(), _values(tiny_config(**{field: value})))
             assert field in text and ("NUL" in text or "control character" in text or "line break" in text), text
-            assert "Traceback" not in new_run.preview(Access(), *_values(tiny_config(**{field: value})))
+            assert "Traceback" not in new_run.preview(Access(), _values(tiny_config(**{field: value})))
 
 
 # --- 2. the database's files are never opened by anything but the engine --------------------------------------------
@@ -138,8 +138,8 @@ def test_preview_and_validate_of_every_accepted_form_leave_the_dashboards_databa
         forms = ["builtin:arithmetic", "gsm8k", "someone/data", str(upload), *PACKAGED_BUILDERS]
         for name in forms:
             values = _values(tiny_config(dataset_name=name))
-            new_run.preview(Access(), *values)
-            new_run.check(Access(), *values)
+            new_run.preview(Access(), values)
+            new_run.check(Access(), values)
             with get_sessionmaker().begin() as session:  # reads and writes after each form
                 queries.create_run(session, f"after {name}", tiny_config().to_dict(), 5)
                 assert len(queries.list_runs(session)) >= 2
@@ -310,7 +310,7 @@ def test_data_files_with_huge_numbers_surrogates_or_long_lines_name_the_line(tmp
     }
     for name, (text, where, what) in cases.items():
         path = _data_file(tmp_path, name, text)
-        shown = new_run.check(Access(), *_values(tiny_config(dataset_name=path)))
+        shown = new_run.check(Access(), _values(tiny_config(dataset_name=path)))
         assert where in shown and what in shown, (name, shown)
 
 

@@ -51,8 +51,8 @@ def test_form_problems_are_placed_beside_the_fields_they_name():
     from app.form import problems_by_field
     from app.pages import new_run
 
-    values = new_run.config_values(tiny_config(num_generations=1, beta=-0.5))
-    _, problems = new_run.validate(Access(), *values)
+    values = new_run.form_values(tiny_config(num_generations=1, beta=-0.5))
+    _, problems = new_run.validate(Access(), values)
     found = problems_by_field(problems, new_run.NAMES)
     assert found["num_generations"][0].startswith("group size 1") and found["beta"][0].startswith("beta -0.5")
     marks = new_run.field_marks(problems)

@@ -3,6 +3,7 @@ validation that lists every problem, and launch (the run is queued; the schedule
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from app.form import (
     default_config,
     form_mapping,
     grouped_fields,
+    named,
     problems_by_field,
     to_widget_value,
 )
@@ -35,9 +37,19 @@ NAMES = [s.name for s in SPECS]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
+# The callbacks that read the form take its values by setting name ({"beta": 0.04, ...}: FormValues); those that fill
+# it return one value per widget, in NAMES order (a list, as Gradio's outputs are).
+FormValues = Mapping[str, Any]
+
+
+def form_values(config: actions.RunConfig) -> dict[str, Any]:
+    """The form's widget values by setting name, from a config (what the form shows for it)."""
+    return {spec.name: to_widget_value(spec, getattr(config, spec.name)) for spec in SPECS}
+
+
 def config_values(config: actions.RunConfig) -> list[Any]:
-    """Widget values for every form field, from a config."""
-    return [to_widget_value(spec, getattr(config, spec.name)) for spec in SPECS]
+    """Widget values for every form field, in NAMES order, from a config: what fills the form with it."""
+    return list(form_values(config).values())
 
 
 def apply_preset(name: str | None) -> list[Any]:
@@ -47,9 +59,9 @@ def apply_preset(name: str | None) -> list[Any]:
     return config_values(actions.presets()[name])
 
 
-def validate(access: Access, *values: Any) -> tuple[actions.RunConfig | None, list[str]]:
+def validate(access: Access, values: FormValues) -> tuple[actions.RunConfig | None, list[str]]:
     """The config the form describes and every problem with it, under the operator's rules (app.actions.validate)."""
-    checked = actions.validate(form_mapping(NAMES, list(values)), access, warn=False)
+    checked = actions.validate(form_mapping(values), access, warn=False)
     return checked.config, checked.problems
 
 
@@ -64,33 +76,33 @@ def problems_markdown(problems: list[str]) -> str:
     )
 
 
-def check(access: Access, *values: Any) -> str:
+def check(access: Access, values: FormValues) -> str:
     """Validate without launching; a valid config also shows the reward-mix warnings."""
-    return check_report(access, *values)[0]
+    return check_report(access, values)[0]
 
 
-def check_report(access: Access, *values: Any) -> tuple[str, list[str]]:
+def check_report(access: Access, values: FormValues) -> tuple[str, list[str]]:
     """The validation panel's text and the problems behind it (for :func:`field_marks`)."""
-    checked = actions.validate(form_mapping(NAMES, list(values)), access)
+    checked = actions.validate(form_mapping(values), access)
     text = problems_markdown(checked.problems)
     return text + "".join(f"\n\n{verdict('warn', 'Warning:', md(w))}" for w in checked.warnings), checked.problems
 
 
-def launch(access: Access, *values: Any) -> str:
+def launch(access: Access, values: FormValues) -> str:
     """Queue a run if the config is valid; otherwise list its problems and start nothing."""
-    return launch_report(access, None, *values)[0]
+    return launch_report(access, None, values)[0]
 
 
-def launch_probed(access: Access, probed: dict | None, *values: Any) -> str:
+def launch_probed(access: Access, probed: dict | None, values: FormValues) -> str:
     """:func:`launch`, keeping the probe's samples as the run's step 0 (see :func:`launch_report`)."""
-    return launch_report(access, probed, *values)[0]
+    return launch_report(access, probed, values)[0]
 
 
-def launch_report(access: Access, probed: dict | None, *values: Any) -> tuple[str, list[str]]:
+def launch_report(access: Access, probed: dict | None, values: FormValues) -> tuple[str, list[str]]:
     """The launch message (or the problems that stopped it) and those problems. The probe's samples become the
     run's step 0 when ``probed`` (what :func:`probe` returned) is of this very config, whatever its name."""
     try:
-        launched = actions.launch(form_mapping(NAMES, list(values)), access, probed=probed)
+        launched = actions.launch(form_mapping(values), access, probed=probed)
     except actions.ActionError as exc:
         return problems_markdown(exc.problems), exc.problems
     kept = " The probe's samples are its step 0." if launched.kept_probe else ""
@@ -131,19 +143,18 @@ def draft_values(draft: dict | None) -> list[Any]:
     return [draft[name] if name in draft else gr.update() for name in NAMES]
 
 
-def save_draft(*values: Any) -> dict:
-    """The form's widget values as the draft the browser keeps (restored on reload and after a server restart)."""
-    return dict(zip(NAMES, values))
+def save_draft(values: FormValues) -> dict:
+    """The form's widget values by setting name as the draft the browser keeps (restored on reload and after a
+    server restart)."""
+    return dict(values)
 
 
-def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
+def probe(access: Access, values: FormValues) -> tuple[str, dict | None]:
     """Run the pre-launch probe of the form's config as a child process (torch stays out of this one): its report,
     and what :func:`launch_probed` needs to keep its samples."""
     try:
         # a probe waits in line behind the dashboard's others: the page says so in a toast while it waits
-        probed = actions.probe(
-            form_mapping(NAMES, list(values)), access, on_queued=lambda said: gr.Info(f"Probe {said}")
-        )
+        probed = actions.probe(form_mapping(values), access, on_queued=lambda said: gr.Info(f"Probe {said}"))
     except actions.ActionError as exc:
         return (
             problems_markdown(exc.problems) if exc.exit_code == 2 else problem_text(exc.message)
@@ -151,10 +162,10 @@ def probe(access: Access, *values: Any) -> tuple[str, dict | None]:
     return probed.report.to_text(md), probed.kept
 
 
-def export_yaml(access: Access, *values: Any) -> tuple[str | None, str]:
+def export_yaml(access: Access, values: FormValues) -> tuple[str | None, str]:
     """Write the form's config to a YAML file for download (only when it can be read at all). The file name is a
     slug of the run name in a fresh directory under the data dir: the raw name never becomes a path."""
-    config, problems = validate(access, *values)
+    config, problems = validate(access, values)
     if config is None:
         return None, problems_markdown(problems)
     path = actions.new_export_dir() / f"{actions.slug(config.name)}.yaml"
@@ -174,14 +185,14 @@ def import_yaml(file: str | None) -> list[Any]:
     return config_values(config) + [message]
 
 
-def preview(access: Access, *values: Any) -> str:
+def preview(access: Access, values: FormValues) -> str:
     """The first three prompts exactly as the model will see them (chat template applied when the tokenizer is
     available locally), with their reference answers. Reads only the head of a data file; a path the dashboard
     may not read is refused before anything opens it."""
-    refused = access.path_problems(form_mapping(NAMES, list(values)))
+    refused = access.path_problems(form_mapping(values))
     if refused:
         return problems_markdown(refused)
-    config, problems = config_from_form(NAMES, list(values), check_rewards=False, check_files=False)
+    config, problems = config_from_form(values, check_rewards=False, check_files=False)
     if config is None:
         return problems_markdown(problems)
     try:
@@ -285,33 +296,43 @@ def build(access: Access) -> Form:
         text, problems = report
         return [*field_marks(problems, allow_custom), text]
 
-    def exported_file(access_rules, *values):
-        path, text = export_yaml(access_rules, *values)
+    def exported_file(access_rules, values):
+        path, text = export_yaml(access_rules, values)
         return gr.update(value=path, visible=path is not None), text
 
-    dataset_widget = widgets[NAMES.index("dataset_name")]
+    # The events that read the form take it as a set of inputs: Gradio then calls their function with one dict keyed
+    # by component (see app.form.named), so each reads the operator's rules, the probe's result and every setting by
+    # what it is, not by where it stands in a list of 60-odd values.
+    widget_of = dict(zip(NAMES, widgets))
+    form_inputs = {allow, *widgets}
+
+    def settings(values: Mapping[Any, Any]) -> dict[str, Any]:
+        """The form's values by setting name, from the dict an event on ``form_inputs`` receives."""
+        return named(values, widget_of)
+
+    dataset_widget = widget_of["dataset_name"]
     # on a change of preset, not on "input": Gradio's single-select dropdown also dispatches "input" on every blur
     # (gradio/templates/frontend/assets/Index-DAYzeNnX.js, its blur handler ends in on_blur(), on_input()), so
     # leaving the box without choosing sent its empty value to a list of choices without it, a
     # gradio.exceptions.Error traceback in the server's log (issue 29)
     preset.change(apply_preset, preset, widgets)
-    check_button.click(lambda *v: marked(check_report(*v)), [allow, *widgets], [*widgets, status]).then(
+    check_button.click(lambda v: marked(check_report(v[allow], settings(v))), form_inputs, [*widgets, status]).then(
         None, js=SHOW_STATUS
     )
     probed = gr.State(None)
-    probe_button.click(probe, [allow, *widgets], [status, probed]).then(None, js=SHOW_STATUS)
-    launch_button.click(lambda *v: marked(launch_report(*v)), [allow, probed, *widgets], [*widgets, status]).then(
-        None, js=SHOW_STATUS
-    )
-    export_button.click(exported_file, [allow, *widgets], [exported, status])
+    probe_button.click(lambda v: probe(v[allow], settings(v)), form_inputs, [status, probed]).then(None, js=SHOW_STATUS)
+    launch_button.click(
+        lambda v: marked(launch_report(v[allow], v[probed], settings(v))), {probed, *form_inputs}, [*widgets, status]
+    ).then(None, js=SHOW_STATUS)
+    export_button.click(lambda v: exported_file(v[allow], settings(v)), form_inputs, [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
-    preview_button.click(preview, [allow, *widgets], preview_box)
+    preview_button.click(lambda v: preview(v[allow], settings(v)), form_inputs, preview_box)
     # every change, typed or filled in (a preset, an import, a clone), updates the draft; a burst saves once
     gr.on(
         [widget.change for widget in widgets],
-        save_draft,
-        widgets,
+        lambda v: save_draft(settings(v)),
+        set(widgets),
         draft,
         trigger_mode="always_last",
         show_progress="hidden",

@@ -203,7 +203,7 @@ def _free_bytes(database: str | None) -> int | None:
         return None
     try:
         return shutil.disk_usage(Path(database).resolve().parent).free
-    except OSError:
+    except (OSError, ValueError, RuntimeError):  # a NUL in the path, a loop of links: no figure, not a second error
         return None
 
 

@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -129,3 +130,59 @@ def test_a_full_disk_says_so_and_keeps_the_earlier_export(run_id, tmp_path):
     ), said
     assert result["kept"] == "step,wall_time,reward\n1,1,0.5\n"  # the earlier export, whole
     assert result["files"] == ["ballast", "m.csv"]  # and no partial file beside it
+
+
+def test_a_private_file_replaced_stays_private(run_id, out, capsys):
+    destination = out / "m.csv"
+    destination.write_text("an older export")
+    destination.chmod(0o600)
+    assert _export(run_id, destination, capsys)[0] == 0
+    assert stat.S_IMODE(destination.stat().st_mode) == 0o600
+    assert _steps(destination) == list(range(1, STEPS + 1))
+
+
+def test_a_name_near_the_file_systems_limit_is_written(run_id, out, capsys):
+    """The partial file beside it must fit the 255-byte limit of a name as well."""
+    destination = out / ("a" * 250 + ".csv")
+    assert _export(run_id, destination, capsys) == (0, f"metrics ({STEPS} steps) written to {destination}")
+    assert [p.name for p in out.iterdir()] == [destination.name]
+
+
+def test_the_partial_file_of_a_killed_export_is_removed_by_the_next(run_id, out, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = out / f".m.csv.{int(dead.stdout)}-0123abcd.partial"
+    left.write_text("step,wall_time\n1,")
+    someone_elses = out / ".other.csv.1-0123abcd.partial"  # pid 1 lives: an export under way elsewhere is kept
+    someone_elses.write_text("")
+    assert _export(run_id, out / "m.csv", capsys)[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == [".other.csv.1-0123abcd.partial", "m.csv"]
+
+
+# A file bind-mounted at the destination (`docker run -v $PWD/m.csv:/out/m.csv`) can be written but not replaced.
+INTO_A_MOUNTED_FILE = textwrap.dedent(
+    """
+    import json, sys
+    from app.cli import main
+    code = main(["export", sys.argv[1], "--metrics", sys.argv[2]])
+    print("RESULT" + json.dumps({"code": code}))
+    """
+)
+
+
+@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a bind mount")
+def test_a_file_bind_mounted_at_the_destination_is_written_in_place(run_id, out):
+    host, inside = out / "host.csv", out / "container"
+    host.write_text("an older export")
+    inside.mkdir()
+    (inside / "m.csv").write_text("")
+    script = out.parent / "into_a_mounted_file.py"
+    script.write_text(INTO_A_MOUNTED_FILE)
+    mount = f"mount --bind {host} {inside / 'm.csv'} && exec {sys.executable} {script} {run_id} {inside / 'm.csv'}"
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", mount], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    assert json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0]) == {"code": 0}, done.stderr
+    assert _steps(host) == list(range(1, STEPS + 1))  # through the mount, into the host's file
+    assert sorted(p.name for p in inside.iterdir()) == ["m.csv"]

@@ -250,6 +250,16 @@ def test_an_io_error_of_sqlite_is_a_full_disk_only_when_the_disk_has_no_room(tmp
     )
 
 
+def test_an_io_error_is_described_even_where_the_free_space_cant_be_read():
+    """A path the file system refuses (a NUL in it) gives no figure, not a second error in place of the sentence."""
+    from sqlalchemy import create_engine
+
+    from storage.db import describe_error
+
+    engine = create_engine("sqlite:////tmp/nul\x00/r.db")
+    assert describe_error(RuntimeError("disk I/O error"), engine).endswith("check the disk and its free space")
+
+
 def test_a_key_logged_twice_at_a_step_keeps_one_row_with_the_last_value(Session):
     """Issue 23, item 4: TRL's end-of-training log repeats ``epoch`` at the last step; the metric table keeps one row
     per (run, key, step), in one batch or across two, and the index refuses a plain second insert."""

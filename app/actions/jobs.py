@@ -7,9 +7,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import csv
+import errno
 import itertools
 import os
+import re
 import secrets
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -291,39 +294,116 @@ def write_metrics(table: dict[str, list], path: Path) -> int:
 
     The table is written beside ``path`` and moved over it once whole, so a full disk or a kill mid-write leaves
     the file that was there (or none) and never half a table that reads as a shorter run; a link at ``path`` is
-    replaced, not written through. A destination that can't be written is an :class:`ActionError` in one sentence."""
+    replaced, not written through, and a file replaced keeps its mode. Where nothing can be put beside it (a folder
+    the user may not write to, a file bind-mounted into a container) the file is written in place, as a plain write
+    would. A destination that can't be written is an :class:`ActionError` in one sentence."""
     if path.is_dir():
         raise ActionError(f"{path} is a directory: name a file in it, ending in .csv or .parquet")
     parquet = path.suffix.lower() == ".parquet"
-    partial = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # umask's mode, as before
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(partial, "xb") if parquet else open(partial, "x", newline="")  # noqa: SIM115 (closed below)
-    except (OSError, ValueError) as exc:
+        _remove_stale_partials(path)
+        partial = path.with_name(f"{_partial_prefix(path)}{os.getpid()}-{secrets.token_hex(4)}.partial")
+        out = open(partial, "xb" if parquet else "x", **({} if parquet else {"newline": ""}))  # noqa: SIM115
+    except OSError as exc:
+        if _in_place(exc, path):
+            return _write_in_place(table, path, parquet)
+        raise ActionError(f"{path}: can't write a metrics file there ({_reason(exc)})") from None
+    except ValueError as exc:  # a NUL in the path
         raise ActionError(f"{path}: can't write a metrics file there ({_reason(exc)})") from None
     try:
         with out:
-            if parquet:
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-
-                pq.write_table(pa.table(table), out)
-            else:
-                writer = csv.writer(out)
-                writer.writerow(list(table))
-                for row in zip(*table.values(), strict=True):
-                    writer.writerow(["" if v is None else v for v in row])
+            _write_table(table, out, parquet)
             out.flush()
-            os.fsync(out.fileno())
+            try:
+                os.fsync(out.fileno())
+            except OSError as exc:  # some FUSE mounts can't sync a file: the replace below still lands whole
+                if exc.errno != errno.EINVAL:
+                    raise
+        _keep_mode(path, partial)
         os.replace(partial, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        if _in_place(exc, path):
+            return _write_in_place(table, path, parquet)
         raise ActionError(
             f"{path}: the metrics file could not be written ({_reason(exc)}); nothing was written there"
         ) from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
     return len(table["step"])
+
+
+# what a folder or a mount answers when a file can be written but not put beside or replaced
+_NOT_BESIDE = {errno.EACCES, errno.EPERM, errno.EBUSY, errno.EXDEV, errno.EROFS}
+
+
+def _in_place(exc: OSError, path: Path) -> bool:
+    """Whether a failed write beside ``path`` may be done in the file itself: it exists and the folder refused a new
+    file or a replace (a full disk is not such a case: writing in place would cut the earlier file short)."""
+    return exc.errno in _NOT_BESIDE and path.is_file() and not path.is_symlink() and os.access(path, os.W_OK)
+
+
+def _write_in_place(table: dict[str, list], path: Path, parquet: bool) -> int:
+    try:
+        with open(path, "wb") if parquet else open(path, "w", newline="") as out:
+            _write_table(table, out, parquet)
+    except OSError as exc:
+        raise ActionError(
+            f"{path}: the metrics file could not be written ({_reason(exc)}); it may be cut short: export it again"
+        ) from None
+    return len(table["step"])
+
+
+def _write_table(table: dict[str, list], out, parquet: bool) -> None:
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table(table), out)
+        return
+    writer = csv.writer(out)
+    writer.writerow(list(table))
+    for row in zip(*table.values(), strict=True):
+        writer.writerow(["" if v is None else v for v in row])
+
+
+def _partial_prefix(path: Path) -> str:
+    """The start of a partial file's name beside ``path`` (a long name shortened: the whole must fit in 255 bytes)."""
+    return f".{path.name[:100]}."
+
+
+def _keep_mode(path: Path, partial: Path) -> None:
+    """The mode (and, where allowed, the owner) of the file at ``path`` onto the table replacing it: an export kept
+    private stays private."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    os.chmod(partial, stat.S_IMODE(st.st_mode))
+    with contextlib.suppress(PermissionError):
+        os.chown(partial, st.st_uid, st.st_gid)
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Partial files beside ``path`` left by an export that was killed (its process is gone)."""
+    pattern = re.compile(re.escape(_partial_prefix(path)) + r"(\d+)-[0-9a-f]{8}\.partial")
+    for candidate in path.parent.iterdir():
+        found = pattern.fullmatch(candidate.name)
+        if found and not _alive(int(found.group(1))):
+            with contextlib.suppress(OSError):
+                candidate.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process, or no pid at all: left alone
+        pass
+    return True
 
 
 def _reason(exc: BaseException) -> str:

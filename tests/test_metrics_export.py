@@ -110,21 +110,29 @@ def _unshare_available() -> bool:
     return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
 
 
+def _in_a_mount_namespace(mount: str, driver: str, folder, *args) -> tuple[dict, str]:
+    """Run ``driver`` (a Python text) with ``args`` after the shell command ``mount``, in a private user and mount
+    namespace (no root needed, nothing mounted on the host); returns its RESULT line and its stderr."""
+    script = folder / "driver.py"
+    script.write_text(driver)
+    command = f"{mount} && exec {sys.executable} {script} {' '.join(map(str, args))}"
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    return json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0]), done.stderr
+
+
 @pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 def test_a_full_disk_says_so_and_keeps_the_earlier_export(run_id, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
-    script = tmp_path / "export_on_a_full_disk.py"
-    script.write_text(ON_A_FULL_DISK)
-    mount = f"mount -t tmpfs -o size=1m tmpfs {disk} && exec {sys.executable} {script} {run_id} {disk}"
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        ["unshare", "-Urm", "sh", "-c", mount], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    result, stderr = _in_a_mount_namespace(
+        f"mount -t tmpfs -o size=1m tmpfs {disk}", ON_A_FULL_DISK, tmp_path, run_id, disk
     )
-    assert "RESULT" in done.stdout, done.stderr[-3000:]
-    result = json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0])
     assert result["code"] == 2
-    said = done.stderr.strip().splitlines()[-1]
+    said = stderr.strip().splitlines()[-1]
     assert said.endswith(
         f"{disk}/m.csv: the metrics file could not be written (No space left on device); nothing was written there"
     ), said
@@ -175,14 +183,8 @@ def test_a_file_bind_mounted_at_the_destination_is_written_in_place(run_id, out)
     host.write_text("an older export")
     inside.mkdir()
     (inside / "m.csv").write_text("")
-    script = out.parent / "into_a_mounted_file.py"
-    script.write_text(INTO_A_MOUNTED_FILE)
-    mount = f"mount --bind {host} {inside / 'm.csv'} && exec {sys.executable} {script} {run_id} {inside / 'm.csv'}"
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        ["unshare", "-Urm", "sh", "-c", mount], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert "RESULT" in done.stdout, done.stderr[-3000:]
-    assert json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0]) == {"code": 0}, done.stderr
+    mount = f"mount --bind {host} {inside / 'm.csv'}"
+    result, stderr = _in_a_mount_namespace(mount, INTO_A_MOUNTED_FILE, out.parent, run_id, inside / "m.csv")
+    assert result == {"code": 0}, stderr
     assert _steps(host) == list(range(1, STEPS + 1))  # through the mount, into the host's file
     assert sorted(p.name for p in inside.iterdir()) == ["m.csv"]

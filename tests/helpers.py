@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -95,3 +97,10 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def unshare_available() -> bool:
+    """Whether user and mount namespaces work here (``unshare -Urm``: a private tmpfs or bind mount, no root)."""
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from tests.helpers import tiny_config
+from tests.helpers import tiny_config, unshare_available
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +45,6 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _unshare_available() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-Urm", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
 def _train_on_small_disk(tmp_path, config, free_after: int) -> dict:
     home = tmp_path / "home"
     home.mkdir()
@@ -71,7 +63,7 @@ def _train_on_small_disk(tmp_path, config, free_after: int) -> dict:
     return json.loads(out.rsplit("RESULT", 1)[1].splitlines()[0])
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 def test_checkpoint_that_would_not_fit_stops_the_run_as_disk_full(tmp_path, tiny_model_path):
     """Room for the reserve and a few steps, not for a checkpoint: the guard stops before saving. (3 MB after the
     reserve: a tiny checkpoint is ~0.6 MB, but the guard asks for its estimate with margins, ~6 MB.)"""
@@ -82,7 +74,7 @@ def test_checkpoint_that_would_not_fit_stops_the_run_as_disk_full(tmp_path, tiny
     assert last.startswith("disk full: ") and " MB free in " in last and "resume" in last
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 def test_a_small_disk_that_holds_the_checkpoints_is_not_refused(tmp_path, tiny_model_path):
     """Issue 23, item 5: 24 MB free used to be refused as needing "about 67 MB" for a 0.6 MB checkpoint; the estimate
     now comes from what this run's checkpoint holds, so the run completes with its checkpoints."""
@@ -91,7 +83,7 @@ def test_a_small_disk_that_holds_the_checkpoints_is_not_refused(tmp_path, tiny_m
     assert (result["status"], result["error"]) == ("completed", "")
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 def test_disk_filling_during_training_still_records_a_terminal_status(tmp_path, tiny_model_path):
     """Barely more than the reserve free and no checkpoint until the end: the database's own writes fill the disk to
     0 bytes during training, and the final status still lands (the reserve is given back first) naming the disk."""

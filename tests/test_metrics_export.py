@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 
 from .conftest import ROOT
+from .helpers import unshare_available
 
 STEPS = 50
 
@@ -104,12 +104,6 @@ ON_A_FULL_DISK = textwrap.dedent(
 )
 
 
-def _unshare_available() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
-
-
 def _in_a_mount_namespace(mount: str, driver: str, folder, *args) -> tuple[dict, str]:
     """Run ``driver`` (a Python text) with ``args`` after the shell command ``mount``, in a private user and mount
     namespace (no root needed, nothing mounted on the host); returns its RESULT line and its stderr."""
@@ -124,7 +118,7 @@ def _in_a_mount_namespace(mount: str, driver: str, folder, *args) -> tuple[dict,
     return json.loads(done.stdout.rsplit("RESULT", 1)[1].splitlines()[0]), done.stderr
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 def test_a_full_disk_says_so_and_keeps_the_earlier_export(run_id, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -177,7 +171,7 @@ INTO_A_MOUNTED_FILE = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a bind mount")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a bind mount")
 def test_a_file_bind_mounted_at_the_destination_is_written_in_place(run_id, out):
     host, inside = out / "host.csv", out / "container"
     host.write_text("an older export")

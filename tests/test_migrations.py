@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,6 +24,8 @@ from storage import queries
 from storage.db import make_engine
 from storage.migrate import HEAD, MIGRATIONS, current_revision
 from storage.models import Base
+
+from .helpers import unshare_available
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "grpo-studio-0.1.sql"
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,13 +142,7 @@ print("TOLD" + json.dumps(told))
 """
 
 
-def _unshare_available() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
+@pytest.mark.skipif(not unshare_available(), reason="needs user namespaces (unshare -Urm) for a private tmpfs")
 @pytest.mark.parametrize("free", [0, 8 * 1024, 64 * 1024])
 def test_a_migration_that_meets_a_full_disk_changes_nothing_and_says_the_disk_is_full(tmp_path, free):
     """Issue 35 item 10: a real full disk during a migration. With no room at all, and with a few pages' room (SQLite

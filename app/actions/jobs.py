@@ -388,22 +388,14 @@ def _keep_mode(path: Path, partial: Path) -> None:
 
 def _remove_stale_partials(path: Path) -> None:
     """Partial files beside ``path`` left by an export that was killed (its process is gone)."""
-    pattern = re.compile(re.escape(_partial_prefix(path)) + r"(\d+)-[0-9a-f]{8}\.partial")
+    from trainer.job.launch import pid_alive
+
+    pattern = re.compile(re.escape(_partial_prefix(path)) + r"(\d{1,9})-[0-9a-f]{8}\.partial")
     for candidate in path.parent.iterdir():
         found = pattern.fullmatch(candidate.name)
-        if found and not _alive(int(found.group(1))):
+        if found and not pid_alive(int(found.group(1))):
             with contextlib.suppress(OSError):
                 candidate.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):  # another user's process, or no pid at all: left alone
-        pass
-    return True
 
 
 def _reason(exc: BaseException) -> str:

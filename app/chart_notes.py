@@ -109,15 +109,18 @@ def add_notes(
                 {"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
             ]
         else:
-            figure.add_annotation(  # inside the plot's top edge, clear of the title
+            # between the title and the plot, in a top margin made room for: inside the plot it covered the line
+            figure.update_layout(
+                margin={"t": 66}, title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 8}}
+            )
+            figure.add_annotation(
                 text=KL_MEASURED_NOTE if chart.name == "kl" and note == KL_NOTE else note,
                 xref="paper",
                 yref="paper",
                 x=0.5,
-                y=0.97,
-                yanchor="top",
+                y=1,
+                yanchor="bottom",
                 showarrow=False,
                 font={"size": 11},
-                bgcolor="rgba(255,255,255,0.8)",
             )
     return out

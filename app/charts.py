@@ -313,6 +313,20 @@ def build_figure(
                     | {"y": raw[keep], "mode": "lines", "name": f"{name} (raw)", "meta": f"{key} (raw)"}
                     | {"line": faded, "opacity": RAW_OPACITY, "showlegend": False, "hoverinfo": "skip"}
                 )
+            # Series that are the same line (four format rewards all at 0.5) would hide each other: the legend says
+            # which earlier one each lies under
+            twin = next(
+                (
+                    t
+                    for t in traces
+                    if t.get("showlegend", True)
+                    and t.get("yaxis") == common.get("yaxis")
+                    and _same_line(t, xs, values[keep])
+                ),
+                None,
+            )
+            if twin is not None:
+                name = f"{name} (under {twin['name']})"
             # numpy arrays, not lists: Plotly deep-copies trace data, and copying an array is one memcpy
             trace = common | {"y": values[keep], "mode": mode, "name": name, "meta": key, "line": line}
             if not single:
@@ -356,6 +370,15 @@ def build_figure(
         layout["shapes"] = [line]
         layout["annotations"] = [{"x": step, "yref": "paper", "y": 1, "text": text, "showarrow": False}]
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _same_line(trace: dict, xs: np.ndarray, ys: np.ndarray) -> bool:
+    """Whether a trace already drawn has exactly these points (so a new one would lie hidden under it)."""
+    return (
+        len(trace["x"]) == len(xs)
+        and np.array_equal(np.asarray(trace["x"]), np.asarray(xs))
+        and np.allclose(trace["y"], ys, rtol=0, atol=1e-12, equal_nan=True)
+    )
 
 
 def _on_right(chart: Chart, key: str) -> bool:

@@ -62,6 +62,18 @@ OPEN_TAB = """() => {{
     if (wanted && button) button.click();
     return [];
 }}"""
+# After a launch (app/server.py follow_launch): the address names the Monitor and the run launched, as a click on
+# them would have; a refused launch, which leaves the New run tab shown, leaves it as it is. (The run's id comes from
+# the Monitor's run picker: a gr.State's value never reaches the browser.)
+SHOW_LAUNCHED = """(shown) => {
+    const tab = document.querySelector("button[role=tab][aria-selected=true]");
+    if (!tab || tab.innerText.trim() !== "Monitor" || shown === null || shown === undefined) return [];
+    const url = new URL(window.location);
+    url.searchParams.set("tab", "monitor");
+    url.searchParams.set("run", shown);
+    window.history.replaceState(null, "", url);
+    return [];
+}"""
 CSS = """
 .field-invalid input, .field-invalid textarea { border-color: var(--error-border-color, #dc2626) !important; }
 .field-invalid [data-testid="block-info"] { color: var(--error-text-color, #dc2626); }
@@ -145,6 +157,22 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         for picker in (run_picker, compare_picker, runs_id):
             picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
 
+        def follow_launch(run_id: int | None) -> list:
+            """A launch leads to the Monitor of the run launched, in this browser tab, its polls going."""
+            if run_id is None:  # the launch was refused: the form says why
+                return [gr.update(), gr.update(), *[gr.update() for _ in every_poll]]
+            with get_sessionmaker().begin() as session:
+                choices = runs.run_choices(run_summaries(session))
+            return [
+                gr.update(choices=choices, value=run_id),
+                gr.Tabs(selected="monitor"),
+                *_switch(every_poll, polls["monitor"])(),
+            ]
+
+        form.launched.change(
+            follow_launch, form.launched, [run_picker, tabs, *every_poll], show_progress="hidden"
+        ).then(None, run_picker, None, js=SHOW_LAUNCHED)
+
         def land(request: gr.Request):
             with get_sessionmaker().begin() as session:
                 summaries = run_summaries(session)
@@ -152,7 +180,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             choices = runs.run_choices(summaries)
             return (
                 gr.update(choices=choices, value=landed.shown),
-                gr.update(choices=choices),
+                gr.update(choices=overlay_choices(choices, landed.shown)),
                 gr.update(choices=compare.finished_runs(summaries), value=landed.compared),
                 landed.shown if landed.tab == "runs" else gr.update(),
                 landed.notice,
@@ -167,9 +195,10 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         ticker = gr.Timer(3.0)
 
         shown = gr.State(None)  # what this browser was last sent (see refresh_lists)
+        run_picker.change(overlay_without, [run_picker, overlay], overlay, show_progress="hidden")
         ticker.tick(
             refresh_lists,
-            [search, shown],
+            [search, shown, run_picker],
             [table, run_picker, overlay, compare_picker, shown],
             show_progress="hidden",
         )
@@ -183,11 +212,24 @@ def _switch(timers: list[gr.Timer], running: list[gr.Timer]):
     return lambda: [gr.Timer(active=flag) for flag in flags]
 
 
-def refresh_lists(query: str | None, previous: tuple | None) -> tuple:
+def overlay_choices(choices: list, shown: int | None) -> list:
+    """The overlay picker's choices: every run but the one the Monitor shows (drawn over itself it adds nothing)."""
+    return [choice for choice in choices if choice[1] != shown]
+
+
+def overlay_without(shown: int | None, overlaid: list | None) -> dict:
+    """The overlay picker once the Monitor shows run ``shown``: offered every other run, and no longer holding it."""
+    with get_sessionmaker().begin() as session:
+        choices = runs.run_choices(run_summaries(session))
+    return gr.update(choices=overlay_choices(choices, shown), value=[v for v in overlaid or [] if v != shown])
+
+
+def refresh_lists(query: str | None, previous: tuple | None, shown: int | None = None) -> tuple:
     """One dashboard tick: the Runs table (filtered by the search box) and the run pickers, from one run-list read.
     ``previous`` is what this browser was sent last ((picker choices, table rows), kept in its gr.State). What has not
     changed is not sent again: a picker that is replaced resets while someone types in it, and a table of a thousand
-    runs is about 100 KB of JSON to send and redraw every 3 s. Returns the table, three pickers and the new state."""
+    runs is about 100 KB of JSON to send and redraw every 3 s. ``shown``: the run the Monitor shows, which the overlay
+    picker does not offer. Returns the table, three pickers and the new state."""
     try:
         with get_sessionmaker().begin() as session:
             summaries = run_summaries(session)
@@ -200,7 +242,8 @@ def refresh_lists(query: str | None, previous: tuple | None) -> tuple:
     if lists == sent_lists:
         return table, gr.update(), gr.update(), gr.update(), (lists, rows)
     choices, finished = lists
-    return table, gr.update(choices=choices), gr.update(choices=choices), gr.update(choices=finished), (lists, rows)
+    overlay = gr.update(choices=overlay_choices(choices, shown))
+    return table, gr.update(choices=choices), overlay, gr.update(choices=finished), (lists, rows)
 
 
 class Scheduler(threading.Thread):

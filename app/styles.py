@@ -46,7 +46,8 @@ CSS = (
 .column:has(> .{CHART_NONE}) {{ display: none !important; }}
 /* tables keep readable columns and scroll sideways inside their box on a narrow screen (the pinned first columns
    stay); without this a phone squeezed every column until "status" wrapped one letter per line */
-#runs-table th, #runs-table td, #completions-table th, #completions-table td {{ word-break: normal; overflow-wrap: normal; }}
+#runs-table th, #runs-table td, #completions-table th, #completions-table td,
+#compare-base th, #compare-base td, #compare-tuned th, #compare-tuned td {{ word-break: normal; overflow-wrap: normal; }}
 /* the first column (a run's id, a completion's step) stays in view while the table scrolls sideways: Gradio 6's
    pinned_columns marks it (.first-column) but its virtual table body leaves it static */
 #runs-table .first-column, #completions-table .first-column {{

@@ -117,7 +117,12 @@ def _read_latest(connection: Connection, run_ids: list[int] | None) -> dict[int,
     """(reward, KL, evaluation, held-out) of these runs (of every run for None), in as few statements as the ids
     allow."""
     stmt = select(
-        Run.id, _latest_metric("reward"), _latest_metric("kl"), _latest_evaluation(), _latest_metric("heldout/correct")
+        Run.id,
+        _latest_metric("reward"),
+        # at beta 0 TRL logs no KL: the one the worker measured (every measured_kl_steps steps) stands in
+        func.coalesce(_latest_metric("kl"), _latest_metric("kl_measured")),
+        _latest_evaluation(),
+        _latest_metric("heldout/correct"),
     )
     if run_ids is None:
         return {row[0]: tuple(row[1:]) for row in connection.execute(stmt)}

@@ -130,12 +130,25 @@ def _set(page, field: str, value) -> None:
     box.press("Tab")
 
 
+def _selected_tab(page) -> str:
+    return page.locator("[role=tab][aria-selected=true]").first.inner_text().strip()
+
+
 def _launch(page, name: str) -> int:
+    """Launch the form under the run name ``name`` from the New run tab; the page then shows the run's Monitor, in
+    this browser tab (issue 36 item 4), and the address says so. Returns the run's id."""
+    if _selected_tab(page) != "New run":
+        page.get_by_role("tab", name="New run").click()
     _set(page, "name", name)
     page.click("#launch")
     status = page.locator("#new-run-status")
     status.filter(has_text=f"({name})").wait_for()
-    return int(re.search(r"Run (\d+)", status.inner_text()).group(1))
+    run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
+    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")
+    wait_for(lambda: f"tab=monitor&run={run_id}" in page.evaluate("() => location.search"), 10, "the address")
+    assert len(page.context.pages) == 1  # no other browser tab opened
+    return run_id
 
 
 def pick_run(page, picker: str, run_id: int, tries: int = 3) -> None:
@@ -221,11 +234,7 @@ def test_dashboard_journey(page, server):
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")
 
-    # 2. running → completed, with the reward chart gaining points while it runs
-    page.get_by_role("tab", name="Monitor").click()
-    wait_for(lambda: page.locator("#monitor-run input").count() > 0, 10, "the monitor")
-    time.sleep(3.5)  # the run picker's choices refresh every 3 s
-    _pick_run(page, first)
+    # 2. running → completed, with the reward chart gaining points while it runs (the launch opened its Monitor)
     progress = page.locator("#monitor-progress")
     wait_for(lambda: "running" in progress.inner_text() and _points(page, "reward") > 0, 300, "live reward points")
     seen_running = _points(page, "reward")
@@ -246,6 +255,7 @@ def test_dashboard_journey(page, server):
     # 4. two more runs: the second waits, queued, behind the first
     page.get_by_role("tab", name="New run").click()
     _set(page, "max_steps", 400)
+    assert page.locator("#preset input").input_value() == ""  # the form is no preset any more
     second = _launch(page, "browser-second")
     third = _launch(page, "browser-third")
     wait_for(lambda: run_row(second).status == "running", 60, "the second run to start")

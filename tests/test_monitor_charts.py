@@ -104,3 +104,41 @@ def test_the_monitor_hides_its_charts_without_a_run_and_does_not_redraw_what_it_
     cleared = monitor.refresh(None, [], 0.0, "step", 0, again.caches)
     back = monitor.refresh(run_id, [], 0.0, "step", 0, cleared.caches)  # picked again after the charts went: drawn
     assert list(back.figures[0]["value"].data[0].y) == [0.5, 1.0]
+
+
+def test_a_closed_more_charts_section_gets_only_the_first_charts_until_it_opens():
+    """Issue 36 items 12-13: while "More charts" is closed a poll builds and sends the four first charts only (the
+    others keep what they hold); opening it draws every chart at once, though no step arrived."""
+    import gradio as gr
+
+    from app.pages import monitor
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "sections", {"beta": 0.0}, 2).id
+        for step in (1, 2):
+            row = {"reward": step / 2, "kl": 0.01 * step, "loss": 0.1, "entropy": 1.0 - step / 10}
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, row, float(step)))
+    closed = monitor.refresh(run_id, [], 0.0, "step", 0, {}, more=False)
+    names = [chart.name for chart in CHARTS]
+    sent = {name for name, f in zip(names, closed.figures) if f != gr.update()}
+    assert sent == set(monitor.FIRST)
+    assert list(closed.figures[names.index("kl")]["value"].data[0].y) == [0.01, 0.02]
+    assert closed.other_plot == gr.update()
+    opened = monitor.refresh(run_id, [], 0.0, "step", 0, closed.caches, more=True)
+    assert all(f != gr.update() for f in opened.figures)
+    assert list(opened.figures[names.index("entropy")]["value"].data[0].y) == [0.9, 0.8]
+    assert all(f == gr.update() for f in monitor.refresh(run_id, [], 0.0, "step", 0, opened.caches).figures)
+
+
+def test_series_drawn_on_the_same_line_say_which_one_they_lie_under():
+    """Issue 36 item 15: four format rewards all at 0.5 draw one line; the legend says the others lie under the first,
+    and a series that differs at one step, or stands on the other axis, is not said to."""
+    same = points(0.5, 0.5, 0.5)
+    series = {"rewards/soft_format/mean": same, "rewards/strict_format/mean": same, "rewards/xml/mean": points(0.5, 0.5, 0.25)}
+    names = [t.name for t in build_figure(CHARTS[0], {"run": series}).data]
+    assert names == ["soft_format", "strict_format (under soft_format)", "xml"]
+    std_chart = next(c for c in CHARTS if c.name == "reward_std")
+    both = {"reward_std": points(0.2, 0.2), "frac_reward_zero_std": points(0.2, 0.2)}  # one left, one right axis
+    assert [t.name for t in build_figure(std_chart, {"run": both}).data] == ["reward std", "zero-std groups"]

@@ -241,3 +241,30 @@ def test_the_kept_list_ends_equal_to_a_fresh_read_after_random_concurrent_change
         change(rng)
         assert tick() == fresh()
     other.dispose()
+
+
+def test_the_kl_column_of_a_beta_zero_run_is_the_kl_it_measured():
+    """Issue 36 item 15: at beta 0 TRL logs no "kl"; the Runs table shows the newest KL the worker measured, and a run
+    that logs TRL's own KL shows that one."""
+    with get_sessionmaker().begin() as s:
+        measured = queries.create_run(s, "beta-zero", {"beta": 0.0}, 10).id
+        for step, value in ((5, 0.002), (10, 0.004)):
+            queries.add_metric_rows(s, queries.metric_rows(measured, step, {"kl_measured": value}, float(step)))
+        penalised = queries.create_run(s, "beta-positive", {"beta": 0.04}, 10).id
+        queries.add_metric_rows(s, queries.metric_rows(penalised, 3, {"kl": 0.03, "kl_measured": 0.5}, 3.0))
+    rows = {row[0]: row for row in run_rows()}
+    assert rows[measured][COLUMNS.index("KL")] == 0.004
+    assert rows[penalised][COLUMNS.index("KL")] == 0.03
+
+
+def test_the_overlay_picker_never_offers_the_run_shown():
+    """Issue 36 item 15: the Monitor's overlay offers every run but the one it shows, and lets go of it when that run
+    becomes the one shown."""
+    from app.server import overlay_choices, overlay_without, refresh_lists
+
+    ids = _make_runs(3)
+    _, _, overlay, _, _ = refresh_lists("", None, ids[0])
+    assert ids[0] not in [c[1] for c in overlay["choices"]] and ids[1] in [c[1] for c in overlay["choices"]]
+    assert overlay_choices([("a", 1), ("b", 2)], 2) == [("a", 1)]
+    moved = overlay_without(ids[1], [ids[1], ids[2]])
+    assert moved["value"] == [ids[2]] and ids[1] not in [c[1] for c in moved["choices"]]

@@ -18,7 +18,9 @@ from app.pages import evaluation
 from app.verdict import problem
 
 COLUMNS = ["#", "completion", "rewards", "total"]
-WIDTHS = ["6%", "52%", "30%", "12%"]  # the score columns wide enough for "rewards" and a number, the text wraps
+# In pixels, as the Runs table's: shares squeezed "total" to a letter a line on a phone, where the table now scrolls
+# sideways in its box; the completion wraps
+WIDTHS = ["40px", "300px", "190px", "70px"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -111,6 +113,22 @@ def panel_notice() -> str:
     """Why the panel's model is not loaded any more (released for a training run), or nothing."""
     notice = actions.compare_notice()
     return f"*{md(notice)}*" if notice else ""
+
+
+NOTHING_TO_SAMPLE = (
+    "Nothing to sample yet: pick a run in the Run box. A run appears there once it has saved an adapter; launch one "
+    "under New run (the demo saves its first after a few steps)."
+)
+NO_PROMPT = "Pick a held-out prompt from the run's data set, or type one, then press Sample both."
+
+
+def readiness(run_id, question) -> tuple[dict, str]:
+    """Sample both is pressable only with a run and a prompt to sample; the line under it says what is missing."""
+    if run_id in (None, ""):
+        return gr.update(interactive=False), NOTHING_TO_SAMPLE
+    if not (question or "").strip():
+        return gr.update(interactive=False), NO_PROMPT
+    return gr.update(interactive=True), ""
 
 
 def run_compare(
@@ -206,7 +224,8 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     poll timer."""
     with gr.Row():
         # value=None: Gradio would otherwise select the first choice, and the page sets the ready run on load
-        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="compare-run", scale=2)
+        # wide enough for "12: a-run-name (completed)": on a phone it takes a line of its own, as the Monitor's
+        run = gr.Dropdown(choices=[], value=None, label="Run", elem_id="compare-run", scale=2, min_width=320)
         adapter = gr.Dropdown(choices=[], value=None, label="Checkpoint", elem_id="compare-adapter", scale=1)
         example = gr.Dropdown(
             choices=[], value=None, label="Held-out prompt from the run's data set", elem_id="compare-example", scale=3
@@ -221,7 +240,8 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")
     # the held-out (prompt, reference) pair last picked: its reference belongs to that prompt only
     picked = gr.State(None)
-    go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go")
+    go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go", interactive=False)
+    ready = gr.Markdown(NOTHING_TO_SAMPLE, elem_id="compare-ready")  # what is missing before Sample both can run
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
         with gr.Column():
@@ -259,6 +279,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     # of the reference answer that came with it (kept, it scored the new prompt against another problem's answer).
     # On .change, which every new value fires, where .input missed a paste; run_compare checks the pair again.
     question.change(let_go_of_example, [question, reference, picked], [example, reference, picked])
+    gr.on([run.change, question.change], readiness, [run, question], [go_button, ready], show_progress="hidden")
     greedy.change(lambda g: gr.update(interactive=not g), greedy, n)
     merge_button.click(export_merged, [run, adapter], [merged_file, export_message])
     push_button.click(push_to_hub, [run, adapter, repo, token, push_merged], export_message)

@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import actions
 from app.actions.reading import MAX_SAMPLES
 from app.chart_notes import add_notes
-from app.charts import CHARTS, build_all
+from app.charts import CHARTS, build_figure
 from app.completions import group_marks
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.markup import code, fenced, md
@@ -25,6 +25,13 @@ from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
 
 POLL_SECONDS = 2.0
+# The charts a user reads first, in one row above the fold: how much it earns, whether it carries over, how far it
+# drifted, and how much of the batch taught anything (the zero-std share). The rest wait under "More charts", drawn
+# only while that section is open.
+FIRST = ("reward", "heldout", "kl", "reward_std")
+MORE_TITLE = "More charts: " + ", ".join(
+    title[0].lower() + title[1:] for title in (c.title.split(" (")[0] for c in CHARTS if c.name not in FIRST)
+)
 # installed on page load (app.server): keeps a chart's zoom across the redraws of each poll
 KEEP_ZOOM = (Path(__file__).resolve().parent.parent / "keep_zoom.js").read_text(encoding="utf-8")
 
@@ -113,14 +120,18 @@ def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
 
-def refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=False, other=None) -> MonitorView:
+def refresh(
+    run_id, overlay, smoothing, x_axis, step, caches, pinned=False, raw=False, other=None, more=True
+) -> MonitorView:
     """One timer tick: poll, then rebuild the header, alerts, charts, completions and log for the selection.
+    ``more``: whether the "More charts" section is open; while it is closed only the :data:`FIRST` charts are built
+    and sent (a live run's poll otherwise rebuilt and redrew 16 figures every 2 s, most of them out of sight).
 
     The completions table follows the newest sampled step unless the user has pinned the slider on an earlier one.
     A database that fails (damaged, full, locked) is reported in one sentence in the header, and the charts stay.
     """
     try:
-        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other)
+        return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other, more)
     except SQLAlchemyError as exc:
         keep = gr.update()
         return MonitorView(
@@ -156,7 +167,7 @@ def waiting_text(running: list[int], ahead: list[int]) -> str:
     )
 
 
-def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other=None) -> MonitorView:
+def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other=None, more=True) -> MonitorView:
     if run_id is None:
         return MonitorView(NO_RUNS_MONITOR if not actions.has_runs() else PICK_A_RUN, _undrawn(caches))
     read = actions.monitor_view(int(run_id), overlay, caches, raw=raw)  # the whole poll in one session
@@ -192,13 +203,19 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         "time" if x_axis == "wall time" else "step",
         (fork[1], f"forked from run {fork[0]}") if fork else None,
     )
-    drawn = (drawn_from(caches, run_ids, tuple(labels), *view), tuple(picked))
+    drawn = (drawn_from(caches, run_ids, tuple(labels), *view), tuple(picked), bool(more))
     if caches[int(run_id)].drawn == drawn:  # nothing new to draw: the browser keeps its plots (and their zoom)
         figures, other_plot = [gr.update()] * len(CHARTS), gr.update()
     else:
-        drawn_figures = add_notes(build_all(labels, *view), main.config or {}, off=read.measures_off)
-        figures = [gr.update(value=figure, elem_classes=[CHART_SHOWN]) for figure in drawn_figures]
-        other_plot = other_figure(labels, picked, *view[:2])
+        in_sight = [chart for chart in CHARTS if more or chart.name in FIRST]
+        built = [build_figure(chart, labels, *view) for chart in in_sight]
+        notes = add_notes(built, main.config or {}, in_sight, off=read.measures_off)
+        noted = dict(zip((chart.name for chart in in_sight), notes))
+        figures = [
+            gr.update(value=noted[chart.name], elem_classes=[CHART_SHOWN]) if chart.name in noted else gr.update()
+            for chart in CHARTS
+        ]
+        other_plot = other_figure(labels, picked, *view[:2]) if more else gr.update()
         caches[int(run_id)].drawn = drawn
     cache = caches[int(run_id)]
     if cache.watch_step != cache.last_step:  # the watch judges every step of the run: once per new step
@@ -241,22 +258,34 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
     banner = gr.Markdown(elem_id="monitor-health")
-    plots = []
-    for i in range(0, len(CHARTS), 2):
-        with gr.Row():
-            for chart in CHARTS[i : i + 2]:
-                with gr.Column():
-                    plots.append(gr.Plot(elem_id=f"chart-{chart.name}", show_label=False, elem_classes=[CHART_SHOWN]))
-                    gr.Markdown(f"<small>{chart.meaning}</small>")
-    other_list = gr.Markdown(elem_id="monitor-other-list")
-    other_pick = gr.Dropdown(
-        choices=[], value=[], multiselect=True, label="Other metrics to chart", elem_id="monitor-other-pick"
-    )
-    other_plot = gr.Plot(elem_id="chart-other", show_label=False)
+    plot_of = {}
+
+    def chart_box(chart) -> None:
+        with gr.Column(min_width=250):  # four in a row at a laptop's width; a phone stacks them
+            plot_of[chart.name] = gr.Plot(elem_id=f"chart-{chart.name}", show_label=False, elem_classes=[CHART_SHOWN])
+            gr.Markdown(f"<small>{chart.meaning}</small>", elem_classes=["chart-meaning"])
+
+    with gr.Row(elem_id="monitor-first"):
+        for chart in CHARTS:
+            if chart.name in FIRST:
+                chart_box(chart)
+    with gr.Accordion(MORE_TITLE, open=False, elem_id="monitor-more") as more_box:
+        rest = [chart for chart in CHARTS if chart.name not in FIRST]
+        for i in range(0, len(rest), 2):
+            with gr.Row():
+                for chart in rest[i : i + 2]:
+                    chart_box(chart)
+        other_list = gr.Markdown(elem_id="monitor-other-list")
+        other_pick = gr.Dropdown(
+            choices=[], value=[], multiselect=True, label="Other metrics to chart", elem_id="monitor-other-pick"
+        )
+        other_plot = gr.Plot(elem_id="chart-other", show_label=False)
+    plots = [plot_of[chart.name] for chart in CHARTS]  # in CHARTS order, as MonitorView.figures are
+    more = gr.State(False)  # whether "More charts" is open: its charts are built and sent only then
     gr.Markdown("### Completions")
     step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="monitor-step")
     table = gr.Dataframe(
-        headers=["step", "group", "", "prompt", "completion", "reference", "rewards", "total", "advantage"],
+        headers=["step", "group", "mark", "prompt", "completion", "reference", "rewards", "total", "advantage"],
         interactive=False,
         wrap=True,
         # in pixels (about 1,100 in all): the short numeric columns keep their width and prompt and completion wrap;
@@ -271,10 +300,11 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     following = learning.build(
         run, table
     )  # the learning map, the reward-hacking watch and the token view (app/pages/learning.py)
-    log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
-    raw = gr.Checkbox(
-        label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"
-    )
+    with gr.Accordion("Log", open=False, elem_id="monitor-log-section"):
+        log = gr.Textbox(label="Log", lines=12, max_lines=30, elem_id="monitor-log")
+        raw = gr.Checkbox(
+            label="show the raw worker output (library warnings, TRL's per-step dicts)", elem_id="monitor-raw"
+        )
     timer = gr.Timer(POLL_SECONDS, active=False)
 
     def show(*values) -> dict:
@@ -284,7 +314,7 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         shown |= {other_pick: view.other_pick, other_list: view.other_list, other_plot: view.other_plot}
         return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
 
-    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick]
+    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]
     # what show() fills (Gradio matches by key)
     outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot]
     # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's
@@ -294,6 +324,11 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     # each poll sets its choices, which must not trigger another poll.
     triggers = [timer.tick] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
     gr.on(triggers + [other_pick.input], show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
+    # opening "More charts" draws them at once (the poll then keeps them current); closing it stops that
+    for event, is_open in ((more_box.expand, True), (more_box.collapse, False)):
+        event(lambda flag=is_open: flag, None, more, show_progress="hidden").then(
+            show, inputs, outputs, show_progress="hidden"
+        )
 
     def pick_step(run_id, value):
         steps = actions.sample_steps(run_id)

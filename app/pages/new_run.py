@@ -29,6 +29,18 @@ from app.pages.data_files import upload_dataset
 from app.verdict import problem as problem_text
 from app.verdict import verdict
 
+START_HERE = {
+    "demo": (
+        "**Start here:** the form holds the tiny offline demo (a built-in model learning arithmetic; no download, "
+        "about a minute on a laptop's CPU). Press **Launch** to train it and watch it under Monitor, or pick a preset, "
+        "or change any setting below first."
+    ),
+    "recipe": (
+        "**Start here:** the form holds the reference recipe (Llama-3.2-3B-Instruct learning GSM8K on this machine's "
+        "GPU). Press **Launch** to train it and watch it under Monitor, or pick a preset, or change any setting below "
+        "first."
+    ),
+}
 # brings the answer under the buttons into view (the form is taller than a screen; a phone scrolls far)
 SHOW_STATUS = show("new-run-status")
 
@@ -50,6 +62,16 @@ def form_values(config: actions.RunConfig) -> dict[str, Any]:
 def config_values(config: actions.RunConfig) -> list[Any]:
     """Widget values for every form field, in NAMES order, from a config: what fills the form with it."""
     return list(form_values(config).values())
+
+
+def matching_preset(values: FormValues) -> str | None:
+    """The preset the form's values are, field for field, or None once anything differs: the preset box says what
+    the form holds (it starts filled with the demo), never a preset the user has since edited away from. The run's
+    name is the user's, whatever the preset."""
+    for name, config in actions.presets().items():
+        if all(values.get(key) == value for key, value in form_values(config).items() if key != "name"):
+            return name
+    return None
 
 
 def apply_preset(name: str | None) -> list[Any]:
@@ -98,22 +120,24 @@ def launch_probed(access: Access, probed: dict | None, values: FormValues) -> st
     return launch_report(access, probed, values)[0]
 
 
-def launch_report(access: Access, probed: dict | None, values: FormValues) -> tuple[str, list[str]]:
-    """The launch message (or the problems that stopped it) and those problems. The probe's samples become the
-    run's step 0 when ``probed`` (what :func:`probe` returned) is of this very config, whatever its name."""
+def launch_report(access: Access, probed: dict | None, values: FormValues) -> tuple[str, list[str], int | None]:
+    """The launch message (or the problems that stopped it), those problems, and the id of the run launched (None
+    when nothing was). The probe's samples become the run's step 0 when ``probed`` (what :func:`probe` returned) is
+    of this very config, whatever its name."""
     try:
         launched = actions.launch(form_mapping(values), access, probed=probed)
     except actions.ActionError as exc:
-        return problems_markdown(exc.problems), exc.problems
+        return problems_markdown(exc.problems), exc.problems, None
     kept = " The probe's samples are its step 0." if launched.kept_probe else ""
     return (
         verdict(
             "go",
             "Launched:",
-            f"Run {launched.run_id} (**{md(launched.name)}**) queued: it starts as soon as a training slot is free. "
-            f"[Follow it under Monitor](?tab=monitor&run={launched.run_id}).{kept}",
+            f"Run {launched.run_id} (**{md(launched.name)}**) queued: it starts as soon as a training slot is free, "
+            f"and the Monitor shows it.{kept}",
         ),
         [],
+        launched.run_id,
     )
 
 
@@ -217,6 +241,7 @@ class Form:
     fields: list[gr.components.Component]
     status: gr.Markdown
     draft: gr.BrowserState
+    launched: gr.State  # the id of the run this browser launched last (app/server.py opens its Monitor)
 
 
 def _widget(spec: FieldSpec, allow_custom: bool):
@@ -255,8 +280,29 @@ def build(access: Access) -> Form:
     # unreadable; the draft holds only what the user typed into this form (no tokens), so the secret guards nothing.
     draft = gr.BrowserState({}, storage_key="grpo-studio-form-draft", secret="grpo-studio-form-draft")
     preset = gr.Dropdown(
-        choices=list(actions.presets()), value=None, label="Preset (choosing one fills the form)", elem_id="preset"
+        choices=list(actions.presets()),
+        value=matching_preset(form_values(default_config())),  # what the form starts with
+        label="Preset (choosing one fills the form)",
+        elem_id="preset",
     )
+    starts_as = matching_preset(form_values(default_config()))
+    gr.Markdown(START_HERE["demo" if starts_as and "Tiny" in starts_as else "recipe"], elem_id="start-here")
+    # the actions first, above the settings (a laptop's first screen; the form below is taller than three of them)
+    with gr.Row():
+        check_button = gr.Button("Validate", elem_id="validate")
+        probe_button = gr.Button("Probe", elem_id="probe")
+        launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
+        export_button = gr.Button("Export YAML")
+        imported = gr.UploadButton("Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
+    # the answer right under the buttons (every problem, and a mark beside each field it names), scrolled into view
+    status = gr.Markdown(elem_id="new-run-status")
+    gr.Markdown(
+        "<small>**Probe** samples a few groups from the base model with these settings and scores them with these "
+        "rewards, before any training: it says whether the run can learn (groups whose answers all score alike teach "
+        "GRPO nothing), how many answers hit the length limit, and how long a step will take. Launch right after, "
+        "and its samples are the run's step 0.</small>"
+    )
+    exported = gr.File(label="Exported config", interactive=False, visible=False)
     widgets = []
     sections = grouped_fields(default_config())
     for group, fields in sections:
@@ -275,25 +321,11 @@ def build(access: Access) -> Form:
             if group == "data":
                 preview_button = gr.Button("Preview the first three prompts", size="sm")
                 preview_box = gr.Markdown()
-    with gr.Row():
-        check_button = gr.Button("Validate", elem_id="validate")
-        probe_button = gr.Button("Probe", elem_id="probe")
-        launch_button = gr.Button("Launch", variant="primary", elem_id="launch")
-        export_button = gr.Button("Export YAML")
-        imported = gr.UploadButton("Import a YAML/JSON config", file_types=[".yaml", ".yml", ".json"])
-    # the answer right under the buttons (every problem, and a mark beside each field it names), scrolled into view
-    status = gr.Markdown(elem_id="new-run-status")
-    gr.Markdown(
-        "**Probe** samples a few groups from the base model with these settings and scores them with these rewards, "
-        "before any training: it says whether the run can learn (groups whose answers all score alike teach GRPO "
-        "nothing), how many answers hit the length limit, and how long a step will take. Launch right after, and "
-        "its samples are the run's step 0."
-    )
-    exported = gr.File(label="Exported config", interactive=False, visible=False)
-    form = Form(widgets, status, draft)
+    launched = gr.State(None)
+    form = Form(widgets, status, draft, launched)
 
     def marked(report):
-        text, problems = report
+        text, problems = report[:2]
         return [*field_marks(problems, allow_custom), text]
 
     def exported_file(access_rules, values):
@@ -321,19 +353,25 @@ def build(access: Access) -> Form:
     )
     probed = gr.State(None)
     probe_button.click(lambda v: probe(v[allow], settings(v)), form_inputs, [status, probed]).then(None, js=SHOW_STATUS)
-    launch_button.click(
-        lambda v: marked(launch_report(v[allow], v[probed], settings(v))), {probed, *form_inputs}, [*widgets, status]
-    ).then(None, js=SHOW_STATUS)
+
+    def launched_marked(values):
+        report = launch_report(values[allow], values[probed], settings(values))
+        return [*marked(report), report[2]]
+
+    launch_button.click(launched_marked, {probed, *form_inputs}, [*widgets, status, launched]).then(
+        None, js=SHOW_STATUS
+    )
     export_button.click(lambda v: exported_file(v[allow], settings(v)), form_inputs, [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
     preview_button.click(lambda v: preview(v[allow], settings(v)), form_inputs, preview_box)
     # every change, typed or filled in (a preset, an import, a clone), updates the draft; a burst saves once
+    # and the preset box says whether the form still is a preset (setting it to the same name refills nothing)
     gr.on(
         [widget.change for widget in widgets],
-        lambda v: save_draft(settings(v)),
+        lambda v: (save_draft(settings(v)), matching_preset(settings(v))),
         set(widgets),
-        draft,
+        [draft, preset],
         trigger_mode="always_last",
         show_progress="hidden",
     )

@@ -31,7 +31,8 @@ COLUMNS = [
 # In pixels, not shares of the box: shares squeezed every column on a phone until "status" wrapped one letter per line
 # (and "completed" broke mid-word at 1440 px). About 1,150 px in all: the whole table fits a laptop's page, and a
 # phone scrolls it sideways inside its box, the id and name pinned.
-WIDTHS = ["50px", "150px", "110px", "70px", "80px", "70px", "120px", "95px", "150px", "140px", "130px"]
+# "100/100" steps and "builtin:arithmetic" each on one line at 1440 px.
+WIDTHS = ["50px", "150px", "110px", "85px", "80px", "70px", "120px", "95px", "150px", "175px", "130px"]
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------

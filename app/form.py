@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer import config_review as review
-from trainer.config import GROUPS, ConfigError, RunConfig
+from trainer.config import GROUPS, ConfigError, RunConfig, review
 from trainer.presets import tiny_demo
 
 GROUP_TITLES = {

@@ -21,9 +21,9 @@ from typing import Any
 import gradio as gr
 
 from app import actions
-from app.access import Access
 from app.actions import arguments
 from app.errors import acted
+from trainer.config.access import Access
 
 MAX_CONFIG_CHARS = 1_000_000  # a config text: the config file's own limit is 1 MB
 

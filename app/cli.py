@@ -250,9 +250,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Start the dashboard (blocks)."""
     import os
 
-    from app.access import Access
     from app.serve_checks import ServeRefused, claim, port_problem, release
     from app.server import parse_auth, parse_size, serve
+    from trainer.config.access import Access
 
     auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
     try:

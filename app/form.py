@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer import config_review as review
-from trainer.config import GROUPS, ConfigError, RunConfig
+from trainer.config import GROUPS, ConfigError, RunConfig, review
 from trainer.presets import tiny_demo
 
 GROUP_TITLES = {
@@ -140,8 +139,8 @@ def config_from_form(
     values: Mapping[str, Any], check_rewards: bool = True, check_files: bool = True
 ) -> tuple[RunConfig | None, list[str]]:
     """Build a config from the form's widget values by setting name. Returns (config, problems); config is None if
-    a value could not even be read, and problems lists everything wrong at once (see RunConfig.validate for the two
-    checks)."""
+    a value could not even be read, and problems lists everything wrong at once (RunConfig.from_dict reads the
+    values, trainer.config.review.problems runs every rule)."""
     try:
         config, _ = RunConfig.from_dict(form_mapping(values))
     except ConfigError as exc:

@@ -23,7 +23,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
 from app import api, styles
-from app.access import Access
 from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
 from app.pages import compare, monitor, new_run, runs
@@ -31,6 +30,7 @@ from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from app.verdict import verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
+from trainer.config.access import Access
 from trainer.job.launch import poll_slurm, schedule
 
 log = logging.getLogger(__name__)

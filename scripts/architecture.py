@@ -5,7 +5,7 @@ Every ``import`` and ``from ... import`` of every module is read with :mod:`ast`
 ``if TYPE_CHECKING:`` or inside a function. An import inside a function still ties two folders (it only runs later),
 so it is counted like the others and shown as *deferred*: a cycle between folders is listed even when one side of it
 waits inside a function. A folder's row counts the modules directly in it, not those of its sub-folders
-(``trainer/`` is trainer/config.py and its siblings; trainer/job/ has a row of its own).
+(``trainer/`` is trainer/safe_text.py and its siblings; trainer/config/ has a row of its own).
 
     python scripts/architecture.py            print the generated section
     python scripts/architecture.py --write    rewrite it in docs/architecture.md

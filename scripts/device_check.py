@@ -155,10 +155,10 @@ def stage_config(args: argparse.Namespace, stage: str):
 
 
 def config_problems(config) -> list[str]:
-    """What the worker would refuse in ``config`` (trainer.config_review.problems, as the worker checks it)."""
-    from trainer import config_review
+    """What the worker would refuse in ``config`` (trainer.config.review.problems, as the worker checks it)."""
+    from trainer.config import review
 
-    return config_review.problems(config)
+    return review.problems(config)
 
 
 def measure_figures(session, run_id: int) -> dict:

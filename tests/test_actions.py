@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from app import actions
-from app.access import Access
 from app.cli import main
+from trainer.config.access import Access
 
 from .conftest import ROOT
 from .helpers import tiny_config
@@ -30,10 +30,12 @@ def test_importing_the_config_loads_only_its_own_ground():
     assert loaded == [
         "trainer",
         "trainer.config",
-        "trainer.config_checks",
-        "trainer.config_fields",
-        "trainer.config_file",
-        "trainer.config_keys",
+        "trainer.config.fields",
+        "trainer.config.file",
+        "trainer.config.keys",
+        "trainer.config.rules",
+        "trainer.config.run_config",
+        "trainer.config.values",
         "trainer.safe_text",
         "trainer.trl_features",  # reads the installed TRL's GRPOConfig as text, importing nothing of it (issue 38)
     ]

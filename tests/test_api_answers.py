@@ -8,11 +8,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.access import Access
 from app.api import endpoints
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus
+from trainer.config.access import Access
 
 from .helpers import create_run, tiny_config
 

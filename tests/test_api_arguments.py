@@ -14,8 +14,8 @@ import gradio as gr
 import orjson
 import pytest
 
-from app.access import Access
 from app.api import NAMES, endpoints
+from trainer.config.access import Access
 
 from .helpers import create_run, tiny_config
 

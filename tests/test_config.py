@@ -9,9 +9,8 @@ import sys
 import pytest
 import yaml
 
-from trainer import config_review as review
-from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig
-from trainer.config_review import load_and_validate
+from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig, review
+from trainer.config.review import load_and_validate
 
 from .conftest import ROOT
 

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from app import api
-from app.access import Access
 from app.cli import main
 from app.pages import new_run
 from trainer.config import ConfigError, RunConfig
-from trainer.config_keys import ALIASES, RECIPE_KEYS, meant_setting
+from trainer.config.access import Access
+from trainer.config.keys import ALIASES, RECIPE_KEYS, meant_setting
 from trainer.job.fork import ForkError, forked_config
 
 from .conftest import ROOT
@@ -113,7 +113,7 @@ def test_a_forks_setting_typo_names_the_setting():
 def test_a_file_of_junk_keys_is_noted_and_only_its_first_keys_are_looked_at(monkeypatch):
     """50,000 unknown keys (a hostile upload): at most MAX_CHECKED are compared with the settings (each comparison
     costs edit distances in the dashboard's process), all are noted, 20 of them named."""
-    from trainer import config_keys
+    from trainer.config import keys as config_keys
 
     looked_at = []
     real = config_keys.meant_setting

@@ -66,7 +66,7 @@ def test_a_null_list_beside_an_unknown_reward_lists_both_problems():
     """Item 9: a value of the wrong type (``reward_weights: null``) no longer hides the other checks' problems: the
     unknown reward beside it is listed too, as the config text arrives from the API, the CLI or an upload."""
     from app import actions
-    from app.access import Access
+    from trainer.config.access import Access
 
     checked = actions.validate("reward_funcs: [correctness, no_such_reward]\nreward_weights: null\n", Access())
     assert checked.config is None

@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from app.access import Access
 from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
 from app.form import config_from_form, form_fields, grouped_fields, named
 from app.monitor_state import RunCache, progress_text
@@ -16,8 +15,8 @@ from app.server import parse_auth
 from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import RunConfig, review
+from trainer.config.access import Access
 from trainer.insight.health import health_alerts
 from trainer.presets import presets
 

@@ -112,22 +112,31 @@ def test_missing_column_names_the_columns_there_are(tmp_path):
         build_dataset(RunConfig(dataset_name=str(path)))
 
 
-def test_the_loaders_never_import_the_config():
-    """trainer.config imports the loaders' checks (data set, model, GPU path); an import back would be a cycle.
-    trainer.loading.data does not name the config module at all (it reads the config through its DataSettings protocol)."""
+def test_the_loaders_never_import_the_config_review():
+    """trainer.config's review imports the loaders (the data set, model and held-out rules look at them); an import
+    back would be a cycle. trainer.loading.data takes one rule from trainer.config.data (a local file has no splits,
+    refused at load as at validation), which loads only the config's ground beside it; it reads the config itself
+    through its DataSettings protocol."""
     import ast
     import subprocess
     import sys
 
     from .conftest import ROOT
 
-    code = "import sys, trainer.loading.data, trainer.loading.backend, trainer.job.trl_args; print('trainer.config' in sys.modules)"
+    code = (
+        "import sys, trainer.loading.data, trainer.loading.backend, trainer.job.trl_args; "
+        "print(sorted(m for m in sys.modules if m.startswith('trainer.config')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = ast.literal_eval(out.stdout.strip())
+    assert "trainer.config.review" not in loaded
+    ground = ("fields", "file", "keys", "rules", "run_config", "values")
+    assert set(loaded) <= {"trainer.config", "trainer.config.data", *(f"trainer.config.{name}" for name in ground)}
     tree = ast.parse((ROOT / "trainer" / "loading" / "data.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert "trainer.config" not in imported
+    assert {m for m in imported if m.startswith("trainer.config")} == {"trainer.config.data"}
 
 
 def test_prompt_truncation_cuts_only_long_questions_from_the_left():
@@ -164,7 +173,7 @@ def test_a_local_files_test_split_is_refused_not_ignored(tmp_path):
     were trained on. A file has no splits: asking for one is refused in one sentence, before and at load."""
     import dataclasses
 
-    from trainer import config_review
+    from trainer.config import review
 
     from .helpers import tiny_config
 
@@ -175,5 +184,5 @@ def test_a_local_files_test_split_is_refused_not_ignored(tmp_path):
     expected = f"dataset_split 'test': {path} is a local file, which has no splits"
     with pytest.raises(DataError, match=re.escape(expected)):
         load_problems(config)
-    assert [p for p in config_review.problems(config, check_rewards=False) if p.startswith(expected)]
+    assert [p for p in review.problems(config, check_rewards=False) if p.startswith(expected)]
     assert len(load_problems(dataclasses.replace(config, dataset_split="train"))) == 6  # every row, as documented

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.access import Access
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer.config.access import Access
 from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.run_files import RunFiles
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import load_script
-from trainer import config_review as review
+from trainer.config import review
 from trainer.job.launch import worker_command
 from trainer.loading.backend import BackendError, Capabilities, select_backend
 

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import RunConfig, review
 from trainer.evaluation.evaluate import EvaluationError, heldout_for, heldout_problems
 from trainer.loading import heldout as heldout_module
 from trainer.loading.data import DataError, Problem, build_dataset
@@ -189,7 +188,7 @@ def test_a_run_on_a_test_or_validation_split_is_warned_whatever_the_model():
     model only."""
     import dataclasses
 
-    from trainer.loading.heldout import heldout_warnings
+    from trainer.config.heldout import heldout_warnings
 
     from .helpers import tiny_config
 

@@ -84,8 +84,8 @@ def test_nan_and_truncation_are_risks_with_their_fix(tiny_model_path):
 
 @pytest.mark.slow
 def test_dashboard_probe_runs_in_a_child_and_its_samples_become_step_0(tiny_model_path):
-    from app.access import Access
     from app.pages import new_run
+    from trainer.config.access import Access
 
     config = tiny_config(name="probed")
     text, probed = new_run.probe(Access(), new_run.form_values(config))

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_attacks import TWO_SUM, TWO_SUM_TESTS, attacks
-from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import RunConfig, review
 from trainer.scoring import sandbox
 from trainer.scoring.code_tasks import CODE_PROBLEMS
 from trainer.scoring.judge import plan

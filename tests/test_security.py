@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from app.access import Access
 from app.pages import new_run
 from app.verdict import problem
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
-from trainer import config_review as review
-from trainer.config import ConfigError, RunConfig
+from trainer.config import ConfigError, RunConfig, review
+from trainer.config.access import Access
 from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,10 +16,9 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import RunConfig, review
+from trainer.config.cluster import cluster_problems
 from trainer.job import commands, slurm, vllm_server
-from trainer.job.cluster_checks import cluster_problems
 from trainer.job.run_files import RunFiles
 
 from .helpers import create_run, tiny_config
@@ -232,7 +231,7 @@ def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_aft
 
 
 def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_path):
-    from trainer.job.cluster_checks import cluster_warnings, filesystem_type
+    from trainer.config.cluster import cluster_warnings, filesystem_type
 
     mounts = "overlay / overlay rw 0 0\nsrv:/home /shared nfs4 rw 0 0\ntmpfs /shared/tmp tmpfs rw 0 0\n"
     assert filesystem_type(Path("/shared/studio"), mounts) == "nfs4"
@@ -246,7 +245,7 @@ def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_
 
 
 def test_the_stop_margin_scales_with_the_time_limit_and_too_short_a_limit_is_refused(monkeypatch):
-    from trainer.job.cluster_checks import slurm_seconds, stop_margin
+    from trainer.config.cluster import slurm_seconds, stop_margin
 
     assert [slurm_seconds(t) for t in ("90", "05:00", "04:00:00", "2-00", "1-02:03", "")] == [
         5400,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.access import Access
 from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
 from tests.conftest import use_database
+from trainer.config.access import Access
 from trainer.job import launch, slurm
 from trainer.job.run_files import RunFiles
 

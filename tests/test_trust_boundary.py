@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from app.access import Access
 from app.pages import new_run
 from storage import queries
 from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
-from trainer import config_review as review
+from trainer.config import review
+from trainer.config.access import Access
+from trainer.config.data import check_dataset
 from trainer.job import slurm
 from trainer.job.run_files import RunFiles
-from trainer.loading.data import DataError, check_dataset, load_problems
+from trainer.loading.data import DataError, load_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "OPERATOR-SECRET=hunter2"

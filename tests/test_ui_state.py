@@ -3,11 +3,11 @@ shown, what the address lands on, and the export box's wording (issue 14)."""
 
 from __future__ import annotations
 
-from app.access import Access
 from app.charts import CHARTS
 from app.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer.config.access import Access
 
 from .helpers import create_run, tiny_config
 

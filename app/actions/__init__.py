@@ -2,11 +2,11 @@
 ``grpo-studio`` commands (app/cli.py) and the named API (app/api.py), which are thin adapters over it.
 
 Each action takes plain values (a RunConfig, a mapping, YAML/JSON text or a file path; ids; options) and returns a
-typed result or raises :class:`ActionError`. The rules the dashboard's operator chose (app/access.py) are an
+typed result or raises :class:`ActionError`. The rules the dashboard's operator chose (trainer/config/access.py) are an
 argument, so the dashboard and its API apply them in one place; the command line passes :data:`OPERATOR`.
 """
 
-from app.actions.base import OPERATOR, ActionError, config_of
+from app.actions.base import ActionError, config_of
 from app.actions.comparing import (
     adapter_names,
     compare,
@@ -69,10 +69,12 @@ from storage.db import data_dir, describe_error, new_export_dir, slug
 from storage.models import Evaluation, RunStatus
 from storage.summaries import RunSummary
 from trainer.config import RunConfig
+from trainer.config.access import OPERATOR, Access
 from trainer.presets import presets
 from trainer.scoring.rewards import REWARDS
 
 __all__ = [
+    "Access",
     "ActionError",
     "Checked",
     "Evaluation",

@@ -15,16 +15,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.access import Access
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run
 from trainer.config import ConfigError, RunConfig
-from trainer.config_file import MAX_CONFIG_BYTES, ConfigFileError, read_mapping_isolated
-
-# The command line's user owns the machine: any path, custom reward code imported and dry-run (SECURITY.md). The
-# dashboard and its API pass the rules its operator chose (app/access.py).
-OPERATOR = Access(allow_custom_rewards=True, any_path=True)
+from trainer.config.file import ConfigFileError, read_mapping_isolated, text_size_problem
 
 ConfigSource = RunConfig | Mapping[str, Any] | str | Path
 
@@ -42,7 +37,7 @@ class ActionError(Exception):
 
 def read_mapping_of(source: ConfigSource) -> tuple[dict[str, Any], str]:
     """The flat mapping a config source holds and a name for it in messages. Text and files are parsed in a child
-    process with limits (trainer.config_file): a hostile document costs that process, not the dashboard."""
+    process with limits (trainer.config.file): a hostile document costs that process, not the dashboard."""
     if isinstance(source, RunConfig):
         return source.to_dict(), "config"
     if isinstance(source, Mapping):
@@ -52,8 +47,8 @@ def read_mapping_of(source: ConfigSource) -> tuple[dict[str, Any], str]:
             return read_mapping_isolated(source), str(source)
         except ConfigFileError as exc:
             raise ActionError(str(exc)) from None
-    if len(source.encode()) > MAX_CONFIG_BYTES:
-        raise ActionError(f"the config text is {len(source.encode()) / 1e6:.1f} MB: at most 1 MB")
+    if problem := text_size_problem(source):
+        raise ActionError(problem)
     folder = data_dir() / "tmp"
     folder.mkdir(parents=True, exist_ok=True)
     # JSON is YAML too; the file lives only while it is parsed, under the data dir (never the working directory)

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import app.actions.arguments as arguments  # the module, not the package: no import circle through app.actions
-from app.access import Access
 from app.actions.base import ActionError, ConfigSource, problems_message
 from app.actions.reading import metrics
 from app.actions.runs import validate
 from storage import queries
 from storage.db import get_sessionmaker, new_export_dir
 from storage.models import RunStatus
+from trainer.config.access import Access
 
 METRIC_FORMATS = (".csv", ".parquet")
 

@@ -11,15 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from app.access import PATH_FIELDS, Access, custom_reward_problems
 from app.actions.base import ActionError, ConfigSource, config_of, find_run, problems_message, read_mapping_of
 from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
-from trainer import config_review as review
-from trainer.config import ConfigError, RunConfig
-from trainer.config_checks import coerce
+from trainer.config import RunConfig, review
+from trainer.config.access import Access
 from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
 from trainer.job.run_files import RunFiles
@@ -72,33 +70,25 @@ class Launched:
 
 
 def validate(source: ConfigSource, access: Access, name: str | None = None, warn: bool = True) -> Checked:
-    """Every problem with a config under the operator's ``access`` rules: a path outside the allowed directories is
-    refused before anything reads it, and custom reward code is neither imported nor accepted unless allowed. A
-    valid config's warnings are read too (``warn``: they read a few rows of the data set)."""
+    """Every problem with a config under the operator's ``access`` rules (trainer.config.review.check: a path outside
+    the allowed directories is refused before anything reads it, and custom reward code is neither imported nor
+    accepted unless allowed). A valid config's warnings are read too (``warn``: they read a few rows of the data
+    set)."""
     try:
         mapping, _ = read_mapping_of(source)
     except ActionError as exc:
         return Checked(None, exc.problems)
     if name:
         mapping["name"] = name
-    refused = access.path_problems(mapping)
-
-    def checked(config: RunConfig) -> list[str]:
-        found = review.problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
-        return found + custom_reward_problems(access, config.reward_funcs)
-
+    found = review.check(mapping, access)
+    if found.config is None:
+        return Checked(None, found.problems)
     try:
-        config, notes = RunConfig.from_dict(mapping)
-    except ConfigError as exc:
-        # every problem at once: the values of the right type are checked as well (an unknown reward was dropped
-        # from the list when the weights beside it were null, issue 36)
-        more = checked(exc.partial) if exc.partial is not None else []
-        return Checked(None, refused + exc.problems + [p for p in more if p not in exc.problems])
-    try:
-        config, notes = capped_steps(config, notes)
+        config, notes = capped_steps(found.config, found.notes)
     except ActionError as exc:
         return Checked(None, exc.problems)
-    problems = refused + checked(config)
+    # a capped config is checked as it will run (a max_steps past its range may be capped into it)
+    problems = found.problems if config is found.config else review.check(config, access).problems
     warnings = review.warnings(config) if warn and not problems else []
     return Checked(config, problems, warnings, notes)
 
@@ -217,14 +207,7 @@ def fork(
         if isinstance(settings, str):
             settings = [line for line in settings.splitlines() if line.strip()]
         changes = parse_settings(settings) if isinstance(settings, list) else dict(settings)
-        refused = access.path_problems({k: v for k, v in changes.items() if k in PATH_FIELDS})
-        if "reward_funcs" in changes:
-            try:
-                rewards = coerce(changes["reward_funcs"], list[str])
-            except (TypeError, ValueError):
-                rewards = []  # the fork's own validation names the wrong type
-            refused += custom_reward_problems(access, rewards)
-        if refused:
+        if refused := access.change_problems(changes):
             raise ForkError("; ".join(refused))
         return fork_run(int(run_id), int(step), changes, name, check_rewards=access.allow_custom_rewards)
     except ForkError as exc:

@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 
 from app import actions
-from app.access import Access
+from app.actions import Access
 from app.errors import show, user_error
 from app.form import (
     GROUP_TITLES,

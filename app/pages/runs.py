@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from app import actions
-from app.access import Access
+from app.actions import Access
 from app.errors import acted, said, show, user_error
 from app.liveness import liveness_problem
 from app.markup import md

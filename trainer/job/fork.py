@@ -9,7 +9,7 @@ from its arguments every step (beta, temperature, reward weights, max_steps...) 
 rate, which the checkpoint's scheduler would otherwise restore, is set back to the fork's by
 :func:`trainer.job.checkpoints.follow_config_after_resume`.
 
-Settings that change what the saved adapter *is* are refused, each with its reason (:data:`SHAPE_SETTINGS`).
+Settings that change what the saved adapter *is* are refused, each with its reason (trainer.config.fork).
 Torch-free: the dashboard and the CLI call this directly.
 """
 
@@ -22,20 +22,9 @@ from typing import Any
 
 from storage import queries
 from storage.db import data_dir, get_sessionmaker
-from trainer import config_review as review
-from trainer.config import ConfigError, RunConfig
-from trainer.config_keys import unknown_setting
+from trainer.config import ConfigError, RunConfig, review
+from trainer.config import fork as fork_rules
 from trainer.job.run_files import RunFiles, checkpoint_step
-
-# Settings a fork may not change, and why: the checkpoint's adapter would not fit, or would not compute what it did.
-SHAPE_SETTINGS = {
-    "model_name_or_path": "the checkpoint's adapter was trained on the parent's base model",
-    "lora_r": "the adapter's matrices have the parent's rank",
-    "lora_alpha": "the adapter's output is scaled by alpha / rank, so the fork would not start where the parent was",
-    "lora_target_modules": "the adapter exists only on the parent's modules",
-    "load_in_4bit": "the adapter was trained against the parent's base weights (4-bit and 16-bit differ)",
-    "deepspeed_stage": "the checkpoint's optimizer state is saved in the parent's DeepSpeed layout",
-}
 
 
 class ForkError(ValueError):
@@ -66,21 +55,13 @@ def forked_config(parent: dict[str, Any], changes: dict[str, Any], step: int, ch
     """The parent's config with ``changes`` applied, validated (custom rewards imported only with
     ``check_rewards``: the dashboard passes its operator's choice); raises :class:`ForkError` naming every refused,
     unknown or invalid setting."""
-    refused = [f"{key} can't change in a fork: {SHAPE_SETTINGS[key]}" for key in changes if key in SHAPE_SETTINGS]
-    fields = RunConfig.__dataclass_fields__
-    unknown = [unknown_setting(key, fields) for key in changes if key not in fields]
-    if refused or unknown:
-        raise ForkError("; ".join(refused + unknown))
+    if refused := fork_rules.change_problems(changes):
+        raise ForkError("; ".join(refused))
     try:
         config, _ = RunConfig.from_dict({**parent, **changes})
     except ConfigError as exc:
         raise ForkError("; ".join(exc.problems)) from None
-    problems = review.problems(config, check_rewards=check_rewards)
-    if config.max_steps <= step:
-        problems.append(
-            f"max_steps {config.max_steps} is not past the fork's step {step}: there would be nothing to train "
-            f"(set max_steps higher, e.g. max_steps={step + config.max_steps})"
-        )
+    problems = review.problems(config, check_rewards=check_rewards) + fork_rules.steps_problems(config, step)
     if problems:
         raise ForkError("; ".join(problems))
     return config

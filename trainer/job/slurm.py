@@ -14,7 +14,7 @@ SIGKILL it KillWait seconds later, however long the step. The job also asks for 
 limit (``--signal=B:TERM@300``), so a run that would time out stops and saves instead; resume continues it.
 
 Every node must reach the same database and the same data directory: the dashboard refuses this executor on SQLite
-(trainer.job.cluster_checks), and the job checks the data directory is shared: the dashboard writes a random token
+(trainer.config.cluster), and the job checks the data directory is shared: the dashboard writes a random token
 into the run directory, the job's environment carries it, and the worker fails the run with a clear message when it
 does not find it on its node (:func:`shared_dir_problem`), or confirms it with a marker the dashboard can see.
 """
@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
-from trainer.job.cluster_checks import extra_option, slurm_seconds, stop_margin, vllm_node_layout
+from trainer.config.cluster import extra_option, slurm_seconds, stop_margin, vllm_node_layout
 from trainer.job.commands import (
     MAIN_NODE,
     PACKAGE_ROOT,
@@ -157,7 +157,7 @@ def sbatch_options(config: RunConfig, run_id: int, files: RunFiles) -> list[str]
     options += [
         flag for flag, on in (("--exclusive", config.slurm_exclusive), ("--requeue", config.slurm_requeue)) if on
     ]
-    for option in config.slurm_extra:  # validated: each is one option (cluster_checks.extra_option)
+    for option in config.slurm_extra:  # validated: each is one option (trainer.config.cluster.extra_option)
         key, value = extra_option(option) or (option.strip(), None)
         if value is None:
             options.append(key)

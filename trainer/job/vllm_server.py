@@ -25,7 +25,7 @@ import time
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.cluster_checks import vllm_gpu_positions
+from trainer.config.cluster import vllm_gpu_positions
 from trainer.job.commands import vllm_serve_command
 from trainer.job.gpu_lease import GpuBusy, acquire, default_wait
 from trainer.job.run_files import RunFiles

@@ -41,8 +41,7 @@ from typing import Any
 from storage import queries
 from storage.db import get_sessionmaker, retry_transient
 from storage.models import RunStatus
-from trainer import config_review as review
-from trainer.config import RunConfig
+from trainer.config import RunConfig, review
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume

@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING
 
 from trainer.job.trl_args import lora_kwargs
 from trainer.loading.hub import hub_access
-from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
 
-if TYPE_CHECKING:  # for annotations only: trainer.config imports this module's checks for RunConfig.validate
+if TYPE_CHECKING:  # for annotations only
     from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -198,42 +197,6 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
         note = "; 16-bit, as TRL's weight sync to vLLM needs" if config.load_in_4bit else ""
         return Backend("trl_vllm", "cuda", caps.bf16, True, f"{why}; TRL + vLLM colocate generates the groups{note}")
     return plain(why + ("; vllm not installed, generating with transformers" if config.use_vllm else ""))
-
-
-def check_model(model: str) -> list[str]:
-    """What is wrong with ``model_name_or_path`` before anything loads it (RunConfig.validate calls this): an unknown
-    built-in model, a local directory that isn't there, or a name that is no hub id."""
-    if model == BUILTIN_MODEL:
-        return []
-    if model.startswith("builtin:"):
-        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
-    if looks_like_path(model) or Path(model).expanduser().is_dir():
-        if problem := protected_file_problem(model, "model"):
-            return [problem]
-        return [] if Path(model).expanduser().is_dir() else [f"model {model!r}: no such directory"]
-    if problem := hub_id_problem(model, "model", owner_required=False):
-        return [f"{problem}; expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
-    return []
-
-
-def gpu_path_problems(config: RunConfig) -> list[str]:
-    """What the GPU path cannot start with (RunConfig.validate calls this): a LoRA rank vLLM refuses, DeepSpeed asked
-    for with one process or without DeepSpeed installed."""
-    problems = []
-    if config.deepspeed_stage and config.num_processes < 2:
-        problems.append(f"deepspeed_stage {config.deepspeed_stage} needs num_processes of 2 or more")
-    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
-    if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
-        problems.append(
-            f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
-            "use_vllm: false"
-        )
-    if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
-        problems.append(
-            f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
-            "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
-        )
-    return problems
 
 
 def model_path(config: RunConfig) -> str:

@@ -4,9 +4,9 @@ Every source comes out in one shape: ``question``, ``answer`` (the reference ans
 ``prompt`` (chat messages: the system prompt, then the question). ``datasets`` is imported inside the functions, so
 importing this module stays light.
 
-What a ``dataset_name`` means (a built-in set, GSM8K, a local file, a hub id) is decided here, once, for loading and
-for :func:`check_dataset`, which RunConfig.validate calls. This module reads the config through
-:class:`DataSettings`, the few fields it needs, so it never imports ``trainer.config`` (which imports it).
+What a ``dataset_name`` names (a built-in set, GSM8K, a local file, a hub id) is decided by trainer.loading.names, for
+loading here and for the data set's rules (trainer.config.data), which this module's loader applies too. It reads the
+config through :class:`DataSettings`, the few fields it needs.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainer.loading.datafiles import SUFFIXES, DataFileError, check_value, read_rows, summarize
+from trainer.config.data import file_split_problem
+from trainer.loading.datafiles import DataFileError, check_value, read_rows, summarize
 from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 
 if TYPE_CHECKING:
     from datasets import Dataset
-
-BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
 
 # The arithmetic task: a + b and a - b (a >= b) with operands up to this value. Small enough for a tiny model to learn
 # in minutes on a CPU, large enough (two-digit carries) that it doesn't learn it perfectly in a short warm-up.
@@ -160,19 +159,6 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
     return _map_columns(rows, config.question_column, config.answer_column, name)
 
 
-def file_split_problem(name: str, split: str | None) -> str | None:
-    """A local file has no splits: every row of it is read, whatever a ``split`` column of it says. A run asking for
-    another split than "train" of a file would train on every row, the ones it meant to keep out among them (issue
-    34: ``dataset_split: test`` was silently ignored), so it is refused; None when fine."""
-    if split in (None, "", "train") or not looks_like_path(name):
-        return None
-    return (
-        f"dataset_split {split!r}: {name} is a local file, which has no splits (every row of it is trained on, "
-        "whatever a 'split' column says); expected 'train', with heldout_fraction to hold rows out, or one file per "
-        "split"
-    )
-
-
 def split_heldout(problems: list[Problem], fraction: float) -> tuple[list[Problem], list[Problem]]:
     """``problems`` as (kept for training, held out): a question is held out when the hash of its text falls in the
     first ``fraction`` of the hash range, so the same rows are held out whatever the order, seed or row count."""
@@ -203,35 +189,6 @@ def build_dataset(config: DataSettings, split: str | None = None) -> Dataset:
             row["tests"] = list(p.tests or [])
         rows.append(row)
     return Dataset.from_list(rows)
-
-
-def check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
-    """What is wrong with ``dataset_name`` before anything loads it: an unknown built-in set, a missing or unreadable
-    local file (only its head is read: the columns, the first rows, the encoding), the database's own files, or a
-    name that is none of a built-in set, a hub id ``owner/name`` and a data file (trainer.loading.names says why)."""
-    if name in BUILTIN_DATASETS or name in GSM8K_NAMES:
-        return []
-    if name.startswith("builtin:"):
-        return [f"dataset {name!r}: built-in data sets are {', '.join(BUILTIN_DATASETS)}"]
-    if looks_like_path(name):
-        path = Path(name).expanduser()
-        if problem := protected_file_problem(name, "dataset"):
-            return [problem]
-        if not path.is_file():
-            return [f"dataset {name!r}: no such file"]
-        if path.suffix.lower() not in SUFFIXES:
-            return [f"dataset {name!r}: expected a {', '.join(SUFFIXES)} file"]
-        try:
-            summarize(path, question_column, answer_column)
-        except DataFileError as exc:
-            return [str(exc)]
-        return []
-    if problem := hub_id_problem(name, "dataset", owner_required=True):
-        return [
-            f"{problem}; expected {', '.join(BUILTIN_DATASETS)}, a hub data set owner/name or the path of a "
-            f"{', '.join(SUFFIXES)} file"
-        ]
-    return []
 
 
 def _file_problems(path: Path, question_column: str, answer_column: str, limit: int | None) -> list[Problem]:

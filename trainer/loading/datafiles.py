@@ -109,7 +109,7 @@ def _check_text(path: Path) -> None:
 
 def decode_utf8(raw: bytes, path: Path) -> str:
     """A whole file's bytes as UTF-8 text, naming the line of a byte that isn't (the config files' rule)."""
-    from trainer.config_file import ConfigFileError, decode_text
+    from trainer.config.file import ConfigFileError, decode_text
 
     try:
         return decode_text(raw, str(path))

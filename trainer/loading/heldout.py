@@ -12,7 +12,8 @@ Where the problems come from, in this order:
    "test" for a run on "train", "train" for a run on "test" (builtin:arithmetic, GSM8K), "validation" where a hub
    data set has one;
 3. else none: a single local file or builtin:code (every row may be trained on). Validation refuses a config that
-   asks for held-out evaluation (``eval_steps``) on such data, saying how to get some (:func:`check_heldout`).
+   asks for held-out evaluation (``eval_steps``) on such data, saying how to get some
+   (:func:`trainer.config.heldout.check_heldout`, which reads :func:`no_heldout_reason`).
 
 Whatever the source, a problem whose question, whitespace- and case-normalised (:func:`question_key`), is also a
 training question is dropped. Split names are not trusted: builtin:arithmetic's "validation" and "heldout" are its
@@ -26,15 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.loading.data import (
-    BUILTIN_DATASETS,
-    GSM8K_NAMES,
-    SUFFIXES,
     DataError,
     DataSettings,
     Problem,
     load_problems,
     split_heldout,
 )
+from trainer.loading.datafiles import SUFFIXES
+from trainer.loading.names import BUILTIN_DATASETS, GSM8K_NAMES
 
 # Splits tried for held-out problems, in order, skipping the one the run trains on.
 OTHER_SPLITS = ("test", "validation", "train")
@@ -142,55 +142,6 @@ def heldout_set(config: DataSettings) -> HeldOut:
         f"{config.dataset_name} has no split a run on {config.dataset_split!r} does not train on "
         f"({'; '.join(tried)}); {HINT}"
     )
-
-
-def check_heldout(config: DataSettings) -> list[str]:
-    """Validation: a problem when the config asks for held-out evaluation (``eval_steps``) on data that can have
-    none. A built-in data set is checked by building the set (cheap, no I/O); others by what is known unloaded."""
-    steps = getattr(config, "eval_steps", 0)
-    if not steps:
-        return []
-    if config.dataset_name.startswith("builtin:"):
-        try:
-            heldout_set(config)
-            return []
-        except NoHeldOut as exc:
-            reason = str(exc)
-        except DataError:
-            return []  # an unknown built-in set or split is reported by the data set's own check
-    else:
-        reason = no_heldout_reason(config)
-        if reason is None:
-            return []
-        reason += f"; {HINT}"
-    return [f"eval_steps {steps}: no held-out problems to evaluate on: {reason}, or set eval_steps to 0"]
-
-
-def heldout_warnings(config: DataSettings) -> list[str]:
-    """A run trained on a "test" or "validation" split trains on the problems held-out scores are read on; and held
-    out of the run but not of the model: builtin:tiny was warmed up on builtin:arithmetic's train split, so
-    a run whose held-out problems come from that split (a run on "test", or ``heldout_fraction``) scores problems
-    the base model's warm-up saw, and its base score is not a held-out one."""
-    from trainer.loading.backend import BUILTIN_MODEL
-
-    found = []
-    split = config.dataset_split
-    if split in ("test", "validation") and config.dataset_name != "builtin:code":
-        # any model, any data set (issue 34: this was said for builtin:tiny only)
-        found.append(
-            f"dataset_split {split!r}: this run trains on the data set's {split} split, the problems its held-out "
-            f"scores (and anyone's benchmark figures) are usually read on; train on 'train' to keep them unseen"
-        )
-    model = getattr(config, "model_name_or_path", None)
-    if model != BUILTIN_MODEL or config.dataset_name != "builtin:arithmetic":
-        return found
-    if not config.heldout_fraction and split == "train":
-        return found
-    return found + [
-        "the held-out problems of this run come from builtin:arithmetic's train split, which builtin:tiny was "
-        "warmed up on: held out of this run, not of the model (train on 'train' with heldout_fraction 0 to "
-        "evaluate on problems neither has seen)"
-    ]
 
 
 def _disjoint(candidates: list[Problem], trained: list[Problem], source: str, split: str) -> HeldOut | None:

@@ -1,5 +1,5 @@
 """What a model or data-set setting names: a built-in, a hub repository or a local path, decided here once for the
-loaders, validation and the dashboard's access rules (app/access.py).
+loaders, validation and the dashboard's access rules (trainer/config/access.py).
 
 Why it matters: the loaders resolve names in their own order, and some orders read the machine. ``datasets`` takes a
 name without a slash that matches one of its packaged builders (``text``, ``csv``, ``json``, ``parquet``,
@@ -21,6 +21,7 @@ from pathlib import Path
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
+BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
 
 
 def looks_like_path(text: str) -> bool:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.scoring.custom_rewards import RewardFunc, load_custom_reward
 
-if TYPE_CHECKING:  # trainer.config imports this module (to validate reward names)
+if TYPE_CHECKING:  # for annotations only
     from trainer.config import RunConfig
 
 # The innermost complete block: "<answer><answer>4</answer>" answers "4", not "<answer>4".
@@ -40,7 +40,7 @@ _ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
 _BODY = r"(?:(?!</?(?:reasoning|answer)>).)*?"
 _STRICT = re.compile(rf"<reasoning>\n{_BODY}\n</reasoning>\n<answer>\n{_BODY}\n</answer>\n?", re.DOTALL)
 _SOFT = re.compile(r"\s*<reasoning>.*?</reasoning>\s*<answer>.*?</answer>", re.DOTALL)
-_WHOLE = re.compile(r"[+-]?[0-9]+")
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
 # Commas in a number are thousands separators or nothing: "1,000" and "-12,345.5" are numbers, while "2,5" (a decimal
 # comma), "10,00" and "1,0,0,0" (a list) are not. Stripping every comma made all of those "equal" 1000 or 25.
@@ -122,7 +122,7 @@ def int_reward(prompts, completions, **kwargs) -> list[float | None]:
     for completion in completions:
         got = extract_answer(completion_text(completion))
         normal = normalize_answer(got) if got is not None else ""
-        out.append(0.5 if _WHOLE.fullmatch(normal) else 0.0)
+        out.append(0.5 if WHOLE_NUMBER.fullmatch(normal) else 0.0)
     return out
 
 
@@ -320,36 +320,3 @@ def _named(func: RewardFunc, name: str) -> RewardFunc:
     reward.__name__ = reward.__qualname__ = name
     reward.__doc__ = func.__doc__
     return reward
-
-
-# --- health of the reward mix ---------------------------------------------------------------------------------------
-FORMAT_ONLY = {"int", "strict_format", "soft_format", "xmlcount", "length_penalty"}
-
-
-def reward_mix_warnings(
-    reward_funcs: list[str], weights: list[float], sample_answers: list, has_tests: bool
-) -> list[str]:
-    """Warnings (not errors) about a reward selection that can't vary within a group on this data, which gives GRPO
-    no signal: every answer of a group scores the same, std 0, advantage 0.
-
-    ``sample_answers`` are a few reference answers of the data set; ``has_tests`` says whether it has a tests column.
-    """
-    active = [name for name, w in zip(reward_funcs, weights) if w != 0]
-    warnings = []
-    if not active:
-        return ["every reward weight is 0: the total reward is constant and nothing is learned"]
-    if set(active) <= FORMAT_ONLY:
-        warnings.append(
-            f"only format rewards ({', '.join(active)}): once the model follows the format, every answer in a group "
-            "scores the same (reward std 0) and learning stops; add correctness or math_correctness"
-        )
-    if active == ["int"] and sample_answers and all(_WHOLE.fullmatch(normalize_answer(str(a))) for a in sample_answers):
-        warnings.append(
-            "only int on a data set whose answers are all whole numbers: a model that always answers with "
-            "one gets the same reward on every completion"
-        )
-    if "code_tests" in active and not has_tests:
-        warnings.append("code_tests is selected but the data set has no tests column: it applies to no sample")
-    if {"correctness", "math_correctness"} & set(active) and sample_answers and not any(sample_answers):
-        warnings.append("correctness is selected but the data set's answers are empty: it applies to no sample")
-    return warnings

@@ -1,4 +1,5 @@
-"""What a dashboard user may point a run at, decided by the operator who started ``grpo-studio serve``.
+"""The rules of access: what a dashboard user may point a run at, decided by the operator who started
+``grpo-studio serve`` (the dashboard and its API pass an :class:`Access`; the command line passes :data:`OPERATOR`).
 
 The dashboard's users are not the machine's owner (see SECURITY.md): a form field holding a path must not become a
 way to read the server's files (a data set's Preview shows its rows; a model directory's chat template is rendered).
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.db import data_dir
+from trainer.config.values import coerce
 from trainer.loading.backend import BUILTIN_MODEL
 from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_files
 from trainer.safe_text import text_problem
@@ -34,7 +36,7 @@ ACCEPTED = {
 @dataclass(frozen=True)
 class Access:
     """The operator's choices for this dashboard: custom reward code allowed or not, and extra readable dirs.
-    ``any_path``: no path rule at all (the command line's, app.actions.OPERATOR: its user owns the machine)."""
+    ``any_path``: no path rule at all (the command line's, :data:`OPERATOR`: its user owns the machine)."""
 
     allow_custom_rewards: bool = False
     allowed_dirs: tuple[str, ...] = ()
@@ -49,6 +51,18 @@ class Access:
         if self.any_path:
             return []
         return [p for name in PATH_FIELDS if (p := self.value_problem(name, str(settings.get(name) or "")))]
+
+    def change_problems(self, changes: dict) -> list[str]:
+        """The changed settings of a fork (setting name → value, text or typed) that the dashboard won't accept: a
+        model or data-set path it won't read, custom reward code it doesn't allow."""
+        refused = self.path_problems(changes)
+        if "reward_funcs" in changes:
+            try:
+                rewards = coerce(changes["reward_funcs"], list[str])
+            except (TypeError, ValueError):
+                rewards = []  # the fork's own validation names the wrong type
+            refused += custom_reward_problems(self, rewards)
+        return refused
 
     def value_problem(self, field: str, value: str) -> str | None:
         """Why the dashboard won't read ``value`` for ``field``, or None. A value is exactly one of: a built-in name,
@@ -91,3 +105,8 @@ def custom_reward_problems(access: Access, reward_funcs: list[str]) -> list[str]
         f"reward_funcs: custom reward {', '.join(custom)}: custom reward code runs arbitrary Python, so the dashboard "
         "only accepts it when started with --allow-custom-rewards"
     ]
+
+
+# The command line's user owns the machine: any path, custom reward code imported and dry-run (SECURITY.md). The
+# dashboard and its API pass the rules its operator chose.
+OPERATOR = Access(allow_custom_rewards=True, any_path=True)

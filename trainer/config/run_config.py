@@ -5,11 +5,12 @@ metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid
 ``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
 (trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list.
 
-This module is ground: it imports nothing from trainer.loading, trainer.job or trainer.scoring (tests/test_config.py
-checks what ``import trainer.config`` loads). :meth:`RunConfig.field_problems` are the rules the config itself can
-check (each field's range, settings that go together); the checks that look at a model, a data set, the reward
-registry, the GPU path or a cluster are composed above it, in trainer.config_review (``problems``, ``warnings``,
-``load_and_validate``).
+This module is ground: it imports nothing from trainer.loading, trainer.job or trainer.scoring (tests/test_actions.py
+checks what ``import trainer.config`` loads). :meth:`RunConfig.field_problems` applies the rules the config itself
+can check (trainer.config.rules: each field's range, settings that go together); the rules that look at a model, a
+data set, the reward registry, the GPU path, a cluster or the operator's access sit in the modules of trainer.config
+named for those concepts and are composed by trainer.config.review (``check``, ``problems``, ``warnings``), which
+only the entries import.
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
 mostly loads as is; keys we don't know are reported and ignored rather than failing the whole file.
@@ -30,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import config_checks as checks
 from trainer import trl_features
-from trainer.config_fields import (  # noqa: F401 - re-exported
+from trainer.config import rules
+from trainer.config.fields import (
     EXECUTORS,
-    GROUPS,
     SYSTEM_PROMPT,
     advanced,
     cluster,
@@ -45,7 +45,8 @@ from trainer.config_fields import (  # noqa: F401 - re-exported
     model,
     rewards,
 )
-from trainer.config_file import ConfigFileError, read_mapping, write_mapping
+from trainer.config.file import ConfigFileError, read_mapping, write_mapping
+from trainer.config.values import read_values
 
 
 @dataclass
@@ -331,9 +332,9 @@ class RunConfig:
 
         Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
         :class:`ConfigError` listing every problem (with the range problems of the values that did parse, so a second
-        try isn't needed); everything else is left to trainer.config_review.problems.
+        try isn't needed); everything else is left to trainer.config.review.problems.
         """
-        kwargs, problems, notes = checks.read_values(data, typing.get_type_hints(cls))
+        kwargs, problems, notes = read_values(data, typing.get_type_hints(cls))
         if problems:
             partial = cls(**kwargs)
             problems.extend(partial.field_problems())
@@ -355,7 +356,7 @@ class RunConfig:
     # ---------------------------------------------------------------------------------------------------------------
     def field_problems(self) -> list[str]:
         """The problems this config shows on its own: a value out of its field's range, an empty name, a batch that
-        doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.config_review.problems adds
+        doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.config.review.problems adds
         the checks that look outside the config)."""
         found: list[str] = []
         trl = trl_features.installed()
@@ -366,18 +367,18 @@ class RunConfig:
             if lacking:
                 found.append(lacking)
             elif f.name != "num_generations":  # check_batch words its range in GRPO terms
-                found.extend(checks.check_range(f, value))
+                found.extend(rules.check_range(f, value))
         if not self.name.strip():
             found.append("name is empty: give the run a name")
         batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
-        found.extend(checks.check_batch(*batch, group=self.num_generations))
+        found.extend(rules.check_batch(*batch, group=self.num_generations))
         found.extend(
-            checks.check_generation_batch(
+            rules.check_generation_batch(
                 self.per_device_train_batch_size, self.num_processes, self.steps_per_generation, self.num_generations
             )
         )
-        found.extend(checks.check_trackers(list(self.report_to)))
-        found.extend(checks.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
+        found.extend(rules.check_trackers(list(self.report_to)))
+        found.extend(rules.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
         if not self.lora_target_modules:
             found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         return found

@@ -49,6 +49,12 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def text_size_problem(text: str) -> str | None:
+    """Why config text (pasted, or sent to the API) is too large to read, or None: the same bound as a file's."""
+    size = len(text.encode())
+    return None if size <= MAX_CONFIG_BYTES else f"the config text is {size / 1e6:.1f} MB: at most 1 MB"
+
+
 def write_mapping(path: str | Path, mapping: dict[str, Any]) -> None:
     """Write a config mapping as YAML, keys in the mapping's order (or as JSON when the name ends in .json)."""
     if str(path).endswith(".json"):

@@ -1,4 +1,6 @@
-"""The checks of the cluster settings (executor, Slurm resources, vLLM server mode), part of RunConfig.validate.
+"""The rules of the cluster settings (executor, Slurm resources, vLLM server mode), composed by trainer.config.review,
+and the readings of those settings the Slurm launcher shares with them (trainer.job.slurm, trainer.job.vllm_server):
+a time limit in seconds, one slurm_extra option, the vLLM server's GPUs and node layout.
 
 The Slurm executor needs one database every node can reach: compute nodes can't share a SQLite file safely (its
 locking relies on one machine's file locks, which network filesystems don't reliably give), so the dashboard refuses
@@ -10,13 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage.db import data_dir, database_url
-from trainer.config_checks import shorten
-
-if TYPE_CHECKING:
-    from trainer.config import RunConfig
+from trainer.config.run_config import RunConfig
+from trainer.config.values import shorten
 
 # Slurm's --time formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
 SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")

@@ -10,7 +10,7 @@ and stay notes, even where one is close to a setting (``top_k`` is one letter fr
 from those tools still loads. docs/configs.md lists them; tests/test_config_keys.py keeps the two in step.
 
 Every entry that reads a config (the command line, the dashboard's form and Import, the API, a fork's ``--set``)
-goes through :func:`trainer.config_checks.read_values`, which calls :func:`sort_unknown` here.
+goes through :func:`trainer.config.values.read_values`, which calls :func:`sort_unknown` here.
 """
 
 from __future__ import annotations

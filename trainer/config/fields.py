@@ -1,5 +1,8 @@
-"""The field helper of RunConfig (trainer.config) and the constants its defaults use, kept apart so that config.py
-holds the settings themselves and stays within the module size limit."""
+"""How a setting is declared: the dataclass field with the metadata the form, the rules and TRL's arguments read (help
+text, form section, range or choices, TRL's name), one helper per form section, and the constants defaults use.
+
+RunConfig (trainer.config.run_config) is the list of settings written with these helpers; the rules
+(trainer.config.rules) and the form (app/form.py) read the metadata back with ``dataclasses.fields``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,47 @@
+"""The rules of the model settings: what ``model_name_or_path`` names (a built-in model, a local directory, a hub id:
+trainer.loading.names decides which), and what the GPU path (trainer.loading.backend) cannot start with."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from trainer.config.run_config import RunConfig
+from trainer.loading.backend import BUILTIN_MODEL, VLLM_MAX_LORA_RANK
+from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
+
+
+def check_model(model: str) -> list[str]:
+    """What is wrong with ``model_name_or_path`` before anything loads it: an unknown
+    built-in model, a local directory that isn't there, or a name that is no hub id."""
+    if model == BUILTIN_MODEL:
+        return []
+    if model.startswith("builtin:"):
+        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
+    if looks_like_path(model) or Path(model).expanduser().is_dir():
+        if problem := protected_file_problem(model, "model"):
+            return [problem]
+        return [] if Path(model).expanduser().is_dir() else [f"model {model!r}: no such directory"]
+    if problem := hub_id_problem(model, "model", owner_required=False):
+        return [f"{problem}; expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
+    return []
+
+
+def gpu_path_problems(config: RunConfig) -> list[str]:
+    """What the GPU path cannot start with: a LoRA rank vLLM refuses, DeepSpeed asked
+    for with one process or without DeepSpeed installed."""
+    problems = []
+    if config.deepspeed_stage and config.num_processes < 2:
+        problems.append(f"deepspeed_stage {config.deepspeed_stage} needs num_processes of 2 or more")
+    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
+        problems.append(
+            f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
+            "use_vllm: false"
+        )
+    if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
+        problems.append(
+            f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
+            "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
+        )
+    return problems

@@ -37,6 +37,7 @@ OFF_THE_STAIRCASE = (
     ("app/actions", ("app/pages",), "an action imports a page"),
     ("trainer", ("app",), "the model side imports the dashboard"),
     ("storage", ("app", "trainer"), "storage imports a floor above it"),
+    ("trainer/supervise", ("trainer/job",), "the supervisor imports the training process"),
 )
 
 

@@ -17,7 +17,7 @@ from app.cli import main
 from app.pages import new_run
 from trainer.config import ConfigError, RunConfig
 from trainer.config_keys import ALIASES, RECIPE_KEYS, meant_setting
-from trainer.job.fork import ForkError, forked_config
+from trainer.supervise.fork import ForkError, forked_config
 
 from .conftest import ROOT
 from .helpers import tiny_config

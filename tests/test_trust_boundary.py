@@ -20,9 +20,9 @@ from storage import queries
 from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
 from trainer import config_review as review
-from trainer.job import slurm
-from trainer.job.run_files import RunFiles
 from trainer.loading.data import DataError, check_dataset, load_problems
+from trainer.supervise import slurm
+from trainer.supervise.run_files import RunFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "OPERATOR-SECRET=hunter2"

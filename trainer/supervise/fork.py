@@ -25,7 +25,7 @@ from storage.db import data_dir, get_sessionmaker
 from trainer import config_review as review
 from trainer.config import ConfigError, RunConfig
 from trainer.config_keys import unknown_setting
-from trainer.job.run_files import RunFiles, checkpoint_step
+from trainer.supervise.run_files import RunFiles, checkpoint_step
 
 # Settings a fork may not change, and why: the checkpoint's adapter would not fit, or would not compute what it did.
 SHAPE_SETTINGS = {

@@ -1,4 +1,4 @@
-"""The dashboard server: the Gradio app, and ``grpo-studio serve``, which starts the supervisor's queue scheduler beside it.
+"""The dashboard server: the Gradio app, and ``grpo-studio serve``, which runs it beside the supervisor's scheduler.
 
 The server process stays light: it imports Gradio, Plotly and SQLAlchemy, never torch (a later panel that needs a
 model imports it on first use). Training happens in worker processes the scheduler starts; the UI reads what they
@@ -240,7 +240,7 @@ def serve(
             host,
             banner,
         )
-    # the queue is the supervisor's (trainer.supervise.schedule); before a worker starts, the Compare panel frees its model
+    # the queue is the supervisor's (trainer.supervise.schedule); the Compare panel frees its model before a start
     scheduler = Scheduler(max_concurrent, before_start=compare.release_for_run)
     scheduler.start()
     # uvicorn takes X-Forwarded-For from loopback peers by default: a client through an SSH tunnel or a local proxy

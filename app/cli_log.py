@@ -15,7 +15,7 @@ from pathlib import Path
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
 
 FORMAT = "%(asctime)s %(levelname)s %(message)s"
 

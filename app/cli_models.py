@@ -51,7 +51,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     if args.detach:
         from storage import queries
         from storage.db import get_sessionmaker
-        from trainer.job.launch import start_worker
+        from trainer.supervise.start import start_worker
 
         with get_sessionmaker().begin() as session:
             started = start_worker(session, queries.get_run(session, run_id))

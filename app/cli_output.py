@@ -18,7 +18,7 @@ import numpy as np
 from app.monitor_state import duration, eta
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
 from trainer.version import version  # noqa: F401 - the CLI's --version and banner
 
 POLL_SECONDS = 1.0
@@ -256,7 +256,7 @@ def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
     import time
 
     from storage.models import RunStatus
-    from trainer.job.launch import stop_worker
+    from trainer.supervise.stop import stop_worker
 
     printer = ProgressPrinter(run_id)
     printer.start()

@@ -102,7 +102,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """Print the runs table (after reconciling runs whose worker died)."""
     from app import actions
     from storage.db import get_sessionmaker
-    from trainer.job.launch import poll_slurm, reconcile
+    from trainer.supervise.schedule import poll_slurm, reconcile
 
     states = poll_slurm()  # one squeue for every live job, before the transaction
     with get_sessionmaker().begin() as session:

@@ -187,6 +187,6 @@ def _range_note(lo: float | None, hi: float | None) -> str:
 # --- presets --------------------------------------------------------------------------------------------------------
 def default_config() -> RunConfig:
     """What the form starts with: the reference recipe on a GPU machine, the offline tiny demo without one."""
-    from trainer.job.launch import gpu_visible
+    from trainer.supervise.gpu_lease import gpu_visible
 
     return tiny_demo() if not gpu_visible() else RunConfig()

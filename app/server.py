@@ -1,4 +1,4 @@
-"""The dashboard server: the Gradio app, the queue scheduler, and ``grpo-studio serve``.
+"""The dashboard server: the Gradio app, and ``grpo-studio serve``, which runs it beside the supervisor's scheduler.
 
 The server process stays light: it imports Gradio, Plotly and SQLAlchemy, never torch (a later panel that needs a
 model imports it on first use). Training happens in worker processes the scheduler starts; the UI reads what they
@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,11 +30,10 @@ from app.verdict import verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.config.access import Access
-from trainer.job.launch import poll_slurm, schedule
+from trainer.supervise.schedule import Scheduler
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_SECONDS = 2.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -246,28 +244,6 @@ def refresh_lists(query: str | None, previous: tuple | None, shown: int | None =
     return table, gr.update(choices=choices), overlay, gr.update(choices=finished), (lists, rows)
 
 
-class Scheduler(threading.Thread):
-    """Starts queued runs in order while fewer than ``max_concurrent`` train (one per GPU by default)."""
-
-    def __init__(self, max_concurrent: int = 1, interval: float = SCHEDULE_SECONDS) -> None:
-        super().__init__(name="grpo-studio-scheduler", daemon=True)
-        self.max_concurrent = max_concurrent
-        self.interval = interval
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                states = poll_slurm()  # one squeue for every live job, outside the transaction below
-                with get_sessionmaker().begin() as session:
-                    started = schedule(session, self.max_concurrent, compare.release_for_run, slurm_states=states)
-                    for run_id in started:
-                        log.info("started run %d", run_id)
-            except Exception:  # a locked database or a failed start must not kill the scheduler
-                log.exception("scheduling failed")
-            self.stopped.wait(self.interval)
-
-
 def parse_auth(value: str | None) -> tuple[str, str] | None:
     """ "user:password" → (user, password); None for no auth. Raises ValueError for a malformed value."""
     if not value:
@@ -307,7 +283,8 @@ def serve(
             host,
             banner,
         )
-    scheduler = Scheduler(max_concurrent)
+    # the queue is the supervisor's (trainer.supervise.schedule); the Compare panel frees its model before a start
+    scheduler = Scheduler(max_concurrent, before_start=compare.release_for_run)
     scheduler.start()
     # uvicorn takes X-Forwarded-For from loopback peers by default: a client through an SSH tunnel or a local proxy
     # could then name any address and escape the login limit (app/guard.py); an operator behind a trusted proxy sets it

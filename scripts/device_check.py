@@ -206,8 +206,8 @@ def train(config, expect: str, four_bit: bool = False) -> dict:
 
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.job.run_files import RunFiles
     from trainer.job.worker import run_worker
+    from trainer.supervise.run_files import RunFiles
 
     with get_sessionmaker().begin() as s:
         run_id = queries.create_run(s, config.name, config.to_dict(), config.max_steps).id
@@ -261,7 +261,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, sys.argv[1])
-    from trainer.job.gpu_lease import acquire, physical_gpu
+    from trainer.supervise.gpu_lease import acquire, physical_gpu
     lease = acquire("the device check's stand-in holder", physical_gpu(0))
     print("held", flush=True)
     time.sleep(120)
@@ -273,7 +273,7 @@ def stage_gpu_busy(args: argparse.Namespace) -> dict:
     """Another process holds the GPU's lease: a second user is refused with its name, the dashboard's busy check
     says so where a GPU is visible, and the GPU is free again once the holder is gone."""
     from storage.db import get_sessionmaker
-    from trainer.job import gpu_lease, launch
+    from trainer.supervise import gpu_lease
 
     gpu = gpu_lease.physical_gpu(0)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ROOT)], stdout=subprocess.PIPE, text=True)
@@ -288,10 +288,10 @@ def stage_gpu_busy(args: argparse.Namespace) -> dict:
         if f"pid {holder.pid}" not in refused:
             raise RuntimeError(f"the refusal does not name the holder (pid {holder.pid}): {refused}")
         with get_sessionmaker().begin() as session:
-            dashboard = launch.gpu_busy(session)
-        if launch.gpu_visible() and (dashboard is None or f"pid {holder.pid}" not in dashboard):
+            dashboard = gpu_lease.gpu_busy(session)
+        if gpu_lease.gpu_visible() and (dashboard is None or f"pid {holder.pid}" not in dashboard):
             raise RuntimeError(f"the dashboard's busy check did not name the holder: {dashboard}")
-        if not launch.gpu_visible() and dashboard is not None:
+        if not gpu_lease.gpu_visible() and dashboard is not None:
             raise RuntimeError(f"without a GPU the dashboard must never say busy, said: {dashboard}")
     finally:
         holder.kill()

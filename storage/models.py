@@ -115,10 +115,10 @@ class Run(Base):
     # Which model path the worker took and why ("plain transformers + PEFT: no GPU"), shown by the dashboard.
     backend: Mapped[str | None] = mapped_column(Text)
     # Where the worker runs, for the dashboard: the host name, or a Slurm job's node list (set by the worker), and the
-    # Slurm job of a run on the slurm executor (trainer.job.slurm): its liveness is the job's state, not a pid.
+    # Slurm job of a run on the slurm executor (trainer.supervise.slurm): its liveness is the job's state, not a pid.
     host: Mapped[str | None] = mapped_column(Text)
     slurm_job_id: Mapped[str | None] = mapped_column(String(32))
-    # A fork (trainer/job/fork.py) starts from a checkpoint of another run: which run, and that checkpoint's step.
+    # A fork (trainer/supervise/fork.py) starts from a checkpoint of another run: which run, and that checkpoint's step.
     # Not a foreign key: a fork outlives its parent's deletion and still says where its first steps came from.
     parent_run_id: Mapped[int | None] = mapped_column(Integer)
     parent_step: Mapped[int | None] = mapped_column(Integer)

@@ -396,8 +396,8 @@ def add_log(session: Session, run_id: int, message: str, level: str = "INFO") ->
     session.add(RunLog(run_id=run_id, message=message, level=level))
 
 
-# The log lines that mark a worker's start and a stop asked of it (trainer.job.launch writes both): which came last
-# says whether the run's current worker was asked to stop, without a column of its own.
+# The log lines that mark a worker's start and a stop asked of it (trainer.supervise's start and stop write them): which
+# came last says whether the run's current worker was asked to stop, without a column of its own.
 WORKER_STARTED, STOP_REQUESTED = "worker started", "stop requested"
 
 

@@ -102,7 +102,7 @@ def trained_run(session_database, tiny_model_path):
     from storage import queries
     from storage.db import get_sessionmaker
     from tests.helpers import create_run, run_row, tiny_config, wait_for
-    from trainer.job.launch import start_worker
+    from trainer.supervise.start import start_worker
 
     before = hashlib.sha256((tiny_model_path / "model.safetensors").read_bytes()).hexdigest()
     config = tiny_config(name="shared", max_steps=6, learning_rate=5e-3, save_steps=3)

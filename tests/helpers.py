@@ -79,7 +79,7 @@ def start_run(config) -> int:
     """Insert a run for ``config`` and start its worker as the dashboard does; returns the run's id."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.job.launch import start_worker
+    from trainer.supervise.start import start_worker
 
     run_id = create_run(config)
     with get_sessionmaker().begin() as s:

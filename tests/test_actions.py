@@ -87,7 +87,7 @@ def test_the_cli_and_the_pages_act_through_the_action_layer():
         *(ROOT / "app" / "pages").glob("*.py"),
     ]:
         tree = ast.parse(path.read_text())
-        used = {  # what it takes from storage and trainer: imported names, and queries.<name> / launch.<name>
+        used = {  # what it takes from storage and trainer: imported names, and queries.<name> / stop.<name> ...
             alias.name
             for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("storage", "trainer"))
@@ -97,7 +97,7 @@ def test_the_cli_and_the_pages_act_through_the_action_layer():
             for node in ast.walk(tree)
             if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
-            and node.value.id in ("queries", "launch")
+            and node.value.id in ("queries", "start", "stop", "fork")  # the modules of storage and trainer.supervise
         }
         assert not used & set(writers), (path.name, used & set(writers))
 
@@ -158,7 +158,7 @@ def test_the_page_import_check_sees_lazy_relative_and_dynamic_imports():
         "from ..actions import runs\n"
         "def poll():\n"
         "    from storage import queries\n"
-        "    import trainer.job.launch\n"
+        "    import trainer.supervise.start\n"
         "    from ...storage import db\n"
         "    importlib.import_module('storage.db')\n"
     )
@@ -170,7 +170,7 @@ def test_the_page_import_check_sees_lazy_relative_and_dynamic_imports():
     ]
     assert _page_offenders(page, source) == [
         "app/pages/a_page.py:5 imports storage",
-        "app/pages/a_page.py:6 imports trainer.job.launch",
+        "app/pages/a_page.py:6 imports trainer.supervise.start",
         "app/pages/a_page.py:7 imports <outside>.storage",  # a level above app: out of the repository
         "app/pages/a_page.py:8 imports storage.db",
     ]
@@ -256,7 +256,7 @@ def test_a_resume_while_the_stopped_worker_still_exits_waits_for_it_then_queues(
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus
-    from trainer.job.launch import process_start_time
+    from trainer.supervise.processes import process_start_time
 
     from .helpers import create_run, run_row
 

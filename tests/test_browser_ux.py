@@ -235,7 +235,7 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         page.locator("#completion-detail").filter(has_text="Completion").wait_for()
     finally:
         from storage.db import get_sessionmaker
-        from trainer.job.launch import stop_worker
+        from trainer.supervise.stop import stop_worker
 
         with get_sessionmaker().begin() as session:
             from storage import queries

@@ -38,7 +38,7 @@ def beta0_run(trained_run, session_database):
     """A second real run beside the shared one: beta 0 (no KL term), a held-out score every 2 steps, 4 steps."""
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.job.launch import start_worker
+    from trainer.supervise.start import start_worker
 
     use_database(session_database)
     config = tiny_config(name="round2-beta0", beta=0.0, eval_steps=2, max_steps=4, save_steps=2)

@@ -13,7 +13,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from trainer.job.checkpoint_check import checkpoint_problem, file_problem
 from trainer.job.checkpoints import ResumeError, prepare_resume
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
 
 
 def _checkpoint(root, step: int):

@@ -10,9 +10,9 @@ import torch
 from trainer.config import RunConfig
 from trainer.evaluation.compare import ModelCache, base_weight_bytes, compare, sample
 from trainer.evaluation.sampling import SamplingSettings
-from trainer.job.run_files import RunFiles
 from trainer.loading.data import make_prompt
 from trainer.scoring.rewards import correctness_reward, strict_format_reward
+from trainer.supervise.run_files import RunFiles
 
 from .helpers import run_row
 
@@ -121,8 +121,8 @@ def test_only_one_copy_of_the_base_weights_is_held(trained, tiny_model_path):
 def test_merged_export_reproduces_the_adapter_models_greedy_output(trained, tmp_path, tiny_model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.evaluation.export import merge
     from trainer.evaluation.run_lookup import run_adapter
+    from trainer.export.adapter import merge
 
     run_id, config, output_dir = trained
     config, adapter_dir = run_adapter(run_id)
@@ -148,8 +148,8 @@ def sample_plain(model, tok) -> str:
 
 
 def test_push_without_a_token_says_so(trained, monkeypatch):
-    from trainer.evaluation.export import ExportError, push
     from trainer.evaluation.run_lookup import run_adapter
+    from trainer.export.adapter import ExportError, push
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)

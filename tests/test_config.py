@@ -201,7 +201,8 @@ def test_settings_named_as_in_grpo_config_are_marked_for_trl():
 
 
 def test_peft_gets_the_lora_settings(tmp_path):
-    from trainer.job.trl_args import lora_kwargs, to_trl
+    from trainer.job.trl_args import to_trl
+    from trainer.loading.backend import lora_kwargs
 
     config = RunConfig(lora_r=16, lora_alpha=8, lora_dropout=0.1, lora_target_modules=["q_proj", "v_proj"])
     lora = to_trl(config, str(tmp_path)).lora

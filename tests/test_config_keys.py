@@ -17,7 +17,7 @@ from app.pages import new_run
 from trainer.config import ConfigError, RunConfig
 from trainer.config.access import Access
 from trainer.config.keys import ALIASES, RECIPE_KEYS, meant_setting
-from trainer.job.fork import ForkError, forked_config
+from trainer.supervise.fork import ForkError, forked_config
 
 from .conftest import ROOT
 from .helpers import tiny_config

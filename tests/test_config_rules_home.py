@@ -179,7 +179,7 @@ def test_a_config_files_and_a_forks_problems_come_from_trainer_config(tmp_path):
     """The two entries that hold no mapping yet: a config file that is no mapping (the file reader) and a fork that
     changes what its checkpoint's adapter is (trainer.config.fork)."""
     from trainer.config import ConfigError, RunConfig
-    from trainer.job.fork import ForkError, forked_config
+    from trainer.supervise.fork import ForkError, forked_config
 
     path = tmp_path / "list.yaml"
     path.write_text("- just\n- a list\n")

@@ -176,7 +176,7 @@ def test_progress_text_gives_an_eta():
 
 # --- queue ----------------------------------------------------------------------------------------------------------
 def test_schedule_starts_queued_runs_in_order_within_the_limit(fresh_db, monkeypatch):
-    from trainer.job import launch
+    from trainer.supervise import schedule, workers
 
     alive: set[int] = set()
 
@@ -184,17 +184,17 @@ def test_schedule_starts_queued_runs_in_order_within_the_limit(fresh_db, monkeyp
         run.pid = 1000 + run.id
         alive.add(run.id)
 
-    monkeypatch.setattr(launch, "start_worker", fake_start)
-    monkeypatch.setattr(launch, "is_alive", lambda run: run.id in alive)
+    monkeypatch.setattr(schedule, "start_worker", fake_start)
+    monkeypatch.setattr(workers, "is_alive", lambda run: run.id in alive)
     ids = [create_run(tiny_config(name=f"q{i}")) for i in range(3)]
     with get_sessionmaker().begin() as s:
-        assert launch.schedule(s, max_concurrent=1) == [ids[0]]
+        assert schedule.schedule(s, max_concurrent=1) == [ids[0]]
     with get_sessionmaker().begin() as s:
-        assert launch.schedule(s, max_concurrent=1) == []  # the slot is taken: the others wait
+        assert schedule.schedule(s, max_concurrent=1) == []  # the slot is taken: the others wait
         queries.finish_run(s, queries.get_run(s, ids[0]), queries.RunStatus.COMPLETED)
     alive.discard(ids[0])
     with get_sessionmaker().begin() as s:
-        assert launch.schedule(s, max_concurrent=2) == [ids[1], ids[2]]  # in order, as slots allow
+        assert schedule.schedule(s, max_concurrent=2) == [ids[1], ids[2]]  # in order, as slots allow
 
 
 def test_parse_auth():

@@ -40,8 +40,8 @@ def test_a_worker_notices_its_database_file_moved_away(database, tmp_path):
 
 def test_the_run_error_is_that_sentence(tmp_path):
     from trainer.job.db_writer import DatabaseMoved
-    from trainer.job.run_files import RunFiles
     from trainer.job.worker import failure_sentence
+    from trainer.supervise.run_files import RunFiles
 
     files = RunFiles(tmp_path / "runs" / "1-abcd")
     files.root.mkdir(parents=True)

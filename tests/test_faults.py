@@ -142,7 +142,7 @@ def test_resume_skips_a_truncated_checkpoint_and_with_none_intact_fails_in_one_s
 
     from app.cli import main
     from storage.models import RunStatus
-    from trainer.job.run_files import RunFiles
+    from trainer.supervise.run_files import RunFiles
 
     def fail_it() -> None:  # as if the worker had died after its last checkpoint
         with get_sessionmaker().begin() as s:

@@ -79,7 +79,7 @@ def test_a_plain_worker_leaves_the_sampler_setting_alone(monkeypatch, no_sampler
 
 
 def test_vllm_server_gets_the_sampler_off_and_its_gpus(monkeypatch, no_sampler_choice):
-    from trainer.job.vllm_server import server_env
+    from trainer.supervise.vllm_server import server_env
 
     monkeypatch.setattr("trainer.loading.vllm_env.nvcc_path", lambda env=None: None)
     env = server_env(["2", "3"])

@@ -1,4 +1,4 @@
-"""Forking a run (trainer/job/fork.py): a new run from a checkpoint of the shared demo run, with other settings."""
+"""Forking a run (trainer/supervise/fork.py): a new run from a checkpoint of the shared demo run, with other settings."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
-from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
-from trainer.job.run_files import RunFiles
+from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
+from trainer.supervise.run_files import RunFiles
 
 from .helpers import run_row
 

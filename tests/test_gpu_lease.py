@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.job import gpu_lease
 from trainer.loading.backend import Backend, Capabilities
+from trainer.supervise import gpu_lease
 
 from .conftest import ROOT
 from .helpers import create_run, run_row, tiny_config
@@ -25,7 +25,7 @@ HOLDER = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from trainer.job.gpu_lease import acquire
+    from trainer.supervise.gpu_lease import acquire
     lease = acquire("a test holder", "0", root=Path({home!r}))
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -144,15 +144,14 @@ def test_a_gpu_worker_fails_naming_the_holder_when_the_gpu_stays_busy(fresh_db, 
 
 def test_dashboard_says_who_holds_the_gpu(fresh_db, monkeypatch):
     from storage.db import data_dir, get_sessionmaker
-    from trainer.job import launch
 
     holder = _hold(data_dir(), 60)
     try:
         with get_sessionmaker().begin() as session:
-            monkeypatch.setattr(launch, "gpu_visible", lambda: False)
-            assert launch.gpu_busy(session) is None  # no GPU here: never told to wait
-            monkeypatch.setattr(launch, "gpu_visible", lambda: True)
-            assert launch.gpu_busy(session).startswith(f"GPU 0 is in use by pid {holder.pid} (a test holder)")
+            monkeypatch.setattr(gpu_lease, "gpu_visible", lambda: False)
+            assert gpu_lease.gpu_busy(session) is None  # no GPU here: never told to wait
+            monkeypatch.setattr(gpu_lease, "gpu_visible", lambda: True)
+            assert gpu_lease.gpu_busy(session).startswith(f"GPU 0 is in use by pid {holder.pid} (a test holder)")
     finally:
         holder.kill()
         holder.wait()

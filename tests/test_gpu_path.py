@@ -17,8 +17,9 @@ import pytest
 
 from tests.helpers import load_script
 from trainer.config import review
-from trainer.job.launch import worker_command
+from trainer.supervise.commands import worker_command
 from trainer.loading.backend import BackendError, Capabilities, select_backend
+from trainer.supervise.commands import worker_command
 
 from .conftest import ROOT
 from .helpers import tiny_config
@@ -382,8 +383,7 @@ def _fake_unsloth(calls: list) -> types.ModuleType:
 
 
 def test_unsloth_path_hands_unsloth_the_rank_device_and_vllm_settings(fake_gpu, monkeypatch):
-    from trainer.job.trl_args import lora_kwargs
-    from trainer.loading.backend import Backend, load_model
+    from trainer.loading.backend import Backend, load_model, lora_kwargs
 
     calls = []
     monkeypatch.setitem(sys.modules, "unsloth", _fake_unsloth(calls))
@@ -489,7 +489,7 @@ def test_launched_worker_keeps_hf_token_and_runs_in_its_run_directory(fresh_db, 
     from storage import queries
     from storage.db import data_dir, get_sessionmaker
     from storage.models import RunStatus
-    from trainer.job import launch
+    from trainer.supervise.start import start_worker
 
     seen = {}
 
@@ -507,7 +507,7 @@ def test_launched_worker_keeps_hf_token_and_runs_in_its_run_directory(fresh_db, 
     config = tiny_config(dataset_name="train.jsonl")
     with get_sessionmaker().begin() as s:
         run = queries.create_run(s, config.name, config.to_dict(), config.max_steps)
-        launch.start_worker(s, run)
+        start_worker(s, run)
         output_dir, stored = run.output_dir, dict(run.config)
         run.pid = None  # the fake process is this test's own
     with get_sessionmaker().begin() as s:  # leave no queued run behind for the scheduler tests
@@ -696,25 +696,25 @@ def test_scheduler_releases_the_panel_model_before_it_starts_a_worker(fresh_db, 
     from storage.db import get_sessionmaker
     from storage.models import RunStatus
     from trainer.evaluation import compare
-    from trainer.job import launch
+    from trainer.supervise import gpu_lease, schedule
 
     events = []
     cache = compare.ModelCache()
     cache.model = object()
     monkeypatch.setattr(compare, "CACHE", cache)
-    monkeypatch.setattr(launch, "gpu_visible", lambda: True)
+    monkeypatch.setattr(gpu_lease, "gpu_visible", lambda: True)
     monkeypatch.setattr(cache, "release", lambda: events.append("released") or setattr(cache, "model", None))
 
     def fake_start(session, run):
         events.append(f"started {run.id}")
         run.pid = os.getpid()
 
-    monkeypatch.setattr(launch, "start_worker", fake_start)
+    monkeypatch.setattr(schedule, "start_worker", fake_start)
     config = tiny_config()
     with get_sessionmaker().begin() as s:
         run_id = queries.create_run(s, config.name, config.to_dict(), config.max_steps).id
     with get_sessionmaker().begin() as s:
-        assert launch.schedule(s, max_concurrent=1, before_start=page.release_for_run) == [run_id]
+        assert schedule.schedule(s, max_concurrent=1, before_start=page.release_for_run) == [run_id]
         queries.finish_run(s, queries.get_run(s, run_id), RunStatus.STOPPED)
     assert events == ["released", f"started {run_id}"]
     assert f"run {run_id} ({config.name}) could start training" in page.panel_notice()

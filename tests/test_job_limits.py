@@ -69,7 +69,7 @@ def test_probe_refuses_a_prompt_count_out_of_range_before_reading_the_config():
 
 def _running_evaluation(run_id: int) -> int:
     """An evaluation marked running whose process is alive (this one)."""
-    from trainer.job.launch import process_start_time
+    from trainer.supervise.processes import process_start_time
 
     with get_sessionmaker().begin() as s:
         row = queries.add_evaluation(s, run_id, "final", 2, 0, status=RunStatus.RUNNING)
@@ -79,7 +79,7 @@ def _running_evaluation(run_id: int) -> int:
 
 def _queued_evaluation(run_id: int, pid: int | None = None) -> int:
     """An evaluation waiting for its turn: its process is ``pid`` (None: still being started)."""
-    from trainer.job.launch import process_start_time
+    from trainer.supervise.processes import process_start_time
 
     with get_sessionmaker().begin() as s:
         row = queries.add_evaluation(s, run_id, "final", 2, 0, status=RunStatus.QUEUED)
@@ -403,7 +403,7 @@ def _job_without_a_model(evaluation_id: int, env: dict) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_queued_jobs_run_one_at_a_time_and_each_ends_at_its_timeout_in_the_runs_log():
-    from trainer.job.launch import process_start_time
+    from trainer.supervise.processes import process_start_time
 
     run_id = _run()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPO_STUDIO_EVAL_TIMEOUT_S": "3", "GRPO_STUDIO_EVAL_SLOTS": "1"}

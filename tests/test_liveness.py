@@ -74,7 +74,7 @@ def test_grpo_studio_runs_and_the_runs_table_show_a_stalled_run(capsys):
         queries.set_progress(s, run.id, 25, stepped_at=datetime.now(UTC) - timedelta(seconds=91), step_seconds=0.6)
     from unittest import mock
 
-    with mock.patch("trainer.job.launch.is_alive", return_value=True):  # pid 1 is alive, but not our worker
+    with mock.patch("trainer.supervise.workers.is_alive", return_value=True):  # pid 1 is alive, but not our worker
         assert main(["runs"]) == 0
     out = capsys.readouterr().out
     # 90 s when the CLI read the run; a second or two more on a busy machine

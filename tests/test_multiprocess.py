@@ -8,7 +8,9 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.launch import is_alive, start_worker, stop_worker
+from trainer.supervise.start import start_worker
+from trainer.supervise.stop import stop_worker
+from trainer.supervise.workers import is_alive
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 

@@ -101,7 +101,7 @@ def test_concurrent_writers_lose_nothing(Session):
 
 @pytest.mark.slow
 def test_the_queue_trains_a_run_on_postgres(postgres_url, tiny_model_path, monkeypatch):
-    from trainer.job.launch import schedule
+    from trainer.supervise.schedule import schedule
 
     monkeypatch.setenv("DATABASE_URL", postgres_url)  # the worker process inherits it
     reset_engine()
@@ -147,7 +147,7 @@ def test_an_evaluation_committed_late_does_not_take_the_slot_a_later_one_is_taki
     once); B is taking the one slot when A's process decides. Without the queue's lock A reads B as queued behind it
     and takes the slot too; with it, A waits until B's turn is written, then queues behind B."""
     from trainer.evaluation.eval_job import queue_state, wait_turn
-    from trainer.job.launch import process_start_time
+    from trainer.supervise.processes import process_start_time
 
     monkeypatch.setenv("GRPO_STUDIO_EVAL_SLOTS", "1")
     here = os.getpid(), process_start_time(os.getpid())

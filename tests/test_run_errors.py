@@ -11,8 +11,8 @@ from storage.db import get_sessionmaker
 from storage.models import RunStatus
 from trainer.job.checkpoints import ResumeError
 from trainer.job.diskspace import DiskFullError
-from trainer.job.run_files import RunFiles
 from trainer.job.worker import failure_sentence
+from trainer.supervise.run_files import RunFiles
 
 
 def test_known_failures_are_their_sentence_and_others_point_at_the_log(tmp_path):

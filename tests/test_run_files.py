@@ -1,4 +1,4 @@
-"""A run's directory (trainer.job.run_files) and the life-cycle verbs the launcher, the Runs page and the worker use
+"""A run's directory (trainer.supervise.run_files) and the life-cycle verbs the launcher, the Runs page and the worker use
 (storage.queries): requeue, drop what an interrupted attempt logged, the stored status."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from sqlalchemy.exc import StatementError
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus
-from trainer.evaluation.export import zip_adapter
-from trainer.job.run_files import RunFiles
+from trainer.export.adapter import zip_adapter
+from trainer.supervise.run_files import RunFiles
 
 
 def _checkpoint(files: RunFiles, step: int, *, adapter: bool = True, complete: bool = True) -> None:
@@ -107,7 +107,7 @@ def test_an_exported_adapter_names_its_base_portably_and_says_what_it_is(tmp_pat
     import json
 
     from tests.helpers import create_run, tiny_config
-    from trainer.evaluation.export import shareable_adapter
+    from trainer.export.adapter import shareable_adapter
 
     config = tiny_config(reward_funcs=["correctness", "int"], reward_weights=[2.0, 0.5])
     run_id = create_run(config)

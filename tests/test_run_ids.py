@@ -113,12 +113,12 @@ def test_a_fork_whose_parent_is_deleted_meanwhile_fails_in_one_sentence_and_leav
     parent's id and said "forked from run 6" of itself."""
     import shutil
 
-    import trainer.job.fork as fork_module
+    import trainer.supervise.fork as fork_module
     from app import actions
     from storage.db import data_dir, get_sessionmaker
     from storage.models import RunStatus
-    from trainer.job.fork import ForkError, fork_run
-    from trainer.job.run_files import RunFiles
+    from trainer.supervise.fork import ForkError, fork_run
+    from trainer.supervise.run_files import RunFiles
 
     from .helpers import tiny_config
 

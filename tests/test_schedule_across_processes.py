@@ -13,7 +13,8 @@ from sqlalchemy.orm import sessionmaker
 
 from storage import queries
 from storage.db import make_engine
-from trainer.job import launch
+from trainer.supervise import schedule
+from trainer.supervise.processes import process_start_time
 
 from .helpers import create_run, tiny_config
 
@@ -29,19 +30,19 @@ def schedule_at_once(url: str, monkeypatch) -> list[int]:
     started: list[int] = []
 
     def start_worker(session, run):
-        queries.worker_launched(session, run, os.getpid(), launch.process_start_time(os.getpid()), "/tmp/none")
+        queries.worker_launched(session, run, os.getpid(), process_start_time(os.getpid()), "/tmp/none")
         started.append(run.id)
         time.sleep(0.5)  # a real start spawns a process; the other dashboard schedules meanwhile
         return os.getpid()
 
-    monkeypatch.setattr(launch, "start_worker", start_worker)
+    monkeypatch.setattr(schedule, "start_worker", start_worker)
     engines = [make_engine(url), make_engine(url)]
     gate = threading.Barrier(2)
 
     def dashboard(engine) -> None:
         gate.wait()
         with sessionmaker(engine, expire_on_commit=False).begin() as session:
-            launch.schedule(session, max_concurrent=1)
+            schedule.schedule(session, max_concurrent=1)
 
     threads = [threading.Thread(target=dashboard, args=(engine,)) for engine in engines]
     for thread in threads:

@@ -11,8 +11,10 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.launch import is_alive, reconcile, start_worker
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.schedule import reconcile
+from trainer.supervise.start import start_worker
+from trainer.supervise.workers import is_alive
 
 from .helpers import create_run, run_row, start_run, tiny_config, wait_for
 

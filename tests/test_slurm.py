@@ -18,8 +18,8 @@ from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config import RunConfig, review
 from trainer.config.cluster import cluster_problems
-from trainer.job import commands, slurm, vllm_server
-from trainer.job.run_files import RunFiles
+from trainer.supervise import commands, slurm, vllm_server
+from trainer.supervise.run_files import RunFiles
 
 from .helpers import create_run, tiny_config
 
@@ -100,7 +100,8 @@ def test_the_vllm_server_command_is_trls_vllm_serve():
 def test_server_mode_points_grpo_config_at_the_runs_server(monkeypatch):
     from trl import GRPOConfig
 
-    from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV, grpo_kwargs
+    from trainer.job.trl_args import grpo_kwargs
+    from trainer.supervise.commands import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
 
     monkeypatch.setenv(VLLM_SERVER_ENV, "127.0.0.1:8123")
     monkeypatch.setenv(VLLM_GROUP_PORT_ENV, "8124")
@@ -302,7 +303,7 @@ def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_pa
     scheduler's reconcile leaves the runs as they were."""
     import logging
 
-    from trainer.job import launch
+    from trainer.supervise import schedule
 
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -312,11 +313,11 @@ def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_pa
     monkeypatch.setattr(slurm, "POLL_TIMEOUT_S", 1)
     slurm._not_answering.clear()
     run_id = _running_on_slurm(tmp_path, "12345")
-    caplog.set_level(logging.WARNING, logger="trainer.job.slurm")
+    caplog.set_level(logging.WARNING, logger="trainer.supervise.slurm")
     for _ in range(3):
-        assert launch.poll_slurm() is None
+        assert schedule.poll_slurm() is None
     with get_sessionmaker().begin() as s:
-        launch.reconcile(s, None)
+        schedule.reconcile(s, None)
         assert queries.get_run(s, run_id).status == "running"  # kept as it was
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
     assert "Slurm is not answering" in caplog.records[0].message

@@ -15,8 +15,10 @@ from storage import queries
 from storage.db import get_sessionmaker
 from tests.conftest import use_database
 from trainer.config.access import Access
-from trainer.job import launch, slurm
-from trainer.job.run_files import RunFiles
+from trainer.supervise import schedule as scheduling
+from trainer.supervise import slurm
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.stop import stop_worker
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
@@ -54,7 +56,7 @@ def on_slurm(slurm_cluster, postgres_url, tiny_model_path):
 def schedule() -> list[int]:
     """One tick of the dashboard's scheduler."""
     with get_sessionmaker().begin() as session:
-        return launch.schedule(session)
+        return scheduling.schedule(session)
 
 
 def submit_long_run(name: str) -> int:
@@ -204,7 +206,7 @@ def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
 
     wait_for(resumed, 120, "the restarted worker to resume from its checkpoint")
     with get_sessionmaker().begin() as s:
-        launch.stop_worker(s, queries.get_run(s, run_id))
+        stop_worker(s, queries.get_run(s, run_id))
     wait_for(lambda: run_row(run_id).status in ENDED, 300, "the run to stop")
     assert run_row(run_id).status == "stopped"
     with get_sessionmaker().begin() as s:  # no step written twice across the requeue

@@ -15,8 +15,10 @@ from app import actions
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.job import worker
-from trainer.job.launch import is_alive, reconcile, start_worker
 from trainer.job.stop import StopRequest
+from trainer.supervise.schedule import reconcile
+from trainer.supervise.start import start_worker
+from trainer.supervise.workers import is_alive
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
@@ -113,7 +115,7 @@ def test_a_stop_while_the_final_adapter_is_saved_ends_it_stopped_with_the_adapte
 
     from trl import GRPOTrainer
 
-    from trainer.job.run_files import RunFiles
+    from trainer.supervise.run_files import RunFiles
 
     original = GRPOTrainer.save_model
 

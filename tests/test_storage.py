@@ -139,7 +139,7 @@ def test_delete_run_removes_its_rows(Session):
 
 
 def test_run_directories_are_unique_even_for_the_same_id(monkeypatch, tmp_path):
-    from trainer.job.run_files import RunFiles
+    from trainer.supervise.run_files import RunFiles
 
     monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
     first, second = RunFiles.new(1).root, RunFiles.new(1).root

@@ -21,9 +21,9 @@ from tests.helpers import tiny_config
 from trainer.config import review
 from trainer.config.access import Access
 from trainer.config.data import check_dataset
-from trainer.job import slurm
-from trainer.job.run_files import RunFiles
 from trainer.loading.data import DataError, load_problems
+from trainer.supervise import slurm
+from trainer.supervise.run_files import RunFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "OPERATOR-SECRET=hunter2"

@@ -84,7 +84,7 @@ def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
 
 def test_log_tail_shows_our_lines_and_the_raw_output_only_on_request(tmp_path):
     from app.pages.monitor import refresh
-    from trainer.job.run_files import RunFiles
+    from trainer.supervise.run_files import RunFiles
 
     run_id = create_run(tiny_config(name="logged"))
     with get_sessionmaker().begin() as s:

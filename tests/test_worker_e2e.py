@@ -10,8 +10,8 @@ import torch
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.job.launch import is_alive
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.workers import is_alive
 
 from .helpers import run_row, wait_for
 

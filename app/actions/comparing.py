@@ -15,8 +15,8 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary
 from trainer.config import RunConfig
-from trainer.job.launch import LIVE
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.workers import LIVE
 
 
 def adapter_names(run: RunSummary) -> frozenset[str]:
@@ -78,8 +78,8 @@ def compare(
     ``reference`` (trainer.evaluation.compare.compare's result). ActionError when there is no such run, or when
     another process took the GPU."""
     from trainer.evaluation.compare import compare
-    from trainer.job.gpu_lease import GpuBusy
     from trainer.loading.data import make_prompt
+    from trainer.supervise.gpu_lease import GpuBusy
 
     config, adapters = compared_run(run_id)
     try:
@@ -102,7 +102,7 @@ def release_compare_model(run) -> None:
     """Called by the scheduler before it starts ``run``'s worker: on a GPU machine, free the Compare panel's model so
     the worker (vLLM in particular) finds the GPU memory it needs; :func:`compare_notice` says so."""
     from trainer.evaluation.compare import CACHE
-    from trainer.job.launch import gpu_visible
+    from trainer.supervise.gpu_lease import gpu_visible
 
     if gpu_visible():
         CACHE.release_for_training(f"run {run.id} ({run.name})")

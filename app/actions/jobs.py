@@ -85,13 +85,13 @@ PROBES = ProbeQueue(int(_SLOTS) if _SLOTS.strip().isdigit() else 1)
 
 def gpu_busy() -> str | None:
     """A message when a training run or another process holds the GPU a probe, an evaluation or Compare would load
-    onto, else None (trainer.job.launch.gpu_busy)."""
-    from trainer.job import launch
+    onto, else None (trainer.supervise.gpu_lease.gpu_busy)."""
+    from trainer.supervise import gpu_lease
 
-    if not launch.gpu_visible():
+    if not gpu_lease.gpu_visible():
         return None
     with get_sessionmaker().begin() as session:
-        return launch.gpu_busy(session)
+        return gpu_lease.gpu_busy(session)
 
 
 @dataclass(frozen=True)
@@ -271,8 +271,8 @@ def export(
             raise ActionError(
                 "paste a Hugging Face token with write access into the token box (or start the dashboard with HF_TOKEN set)"
             )
-    from trainer.evaluation.export import merge, push, shareable_adapter, zip_adapter
     from trainer.evaluation.run_lookup import RunLookupError, run_adapter
+    from trainer.export.adapter import merge, push, shareable_adapter, zip_adapter
 
     try:
         config, adapter_dir = run_adapter(int(run_id), adapter or "final")
@@ -388,7 +388,7 @@ def _keep_mode(path: Path, partial: Path) -> None:
 
 def _remove_stale_partials(path: Path) -> None:
     """Partial files beside ``path`` left by an export that was killed (its process is gone)."""
-    from trainer.job.launch import pid_alive
+    from trainer.supervise.processes import pid_alive
 
     pattern = re.compile(re.escape(_partial_prefix(path)) + r"(\d{1,9})-[0-9a-f]{8}\.partial")
     for candidate in path.parent.iterdir():

@@ -71,7 +71,7 @@ def monitor_view(
         queue = _queue(session, main) if main is not None and main.status == RunStatus.QUEUED else None
     worker_log = ""
     if raw and main is not None:
-        from trainer.job.launch import log_tail
+        from trainer.supervise.workers import log_tail
 
         worker_log = log_tail(main, WORKER_LOG_LINES)
     return MonitorRead(run_ids, caches, runs, fork, steps, log_lines, off, queue, worker_log)

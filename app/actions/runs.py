@@ -16,12 +16,15 @@ from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
-from trainer.config import RunConfig, review
+from trainer.config import ConfigError, RunConfig, review
 from trainer.config.access import Access
-from trainer.job.fork import ForkError, checkpoint_steps, fork_run, parse_settings
-from trainer.job.launch import LIVE, is_alive, start_worker, stop_worker
-from trainer.job.run_files import RunFiles
-from trainer.job.slurm import SlurmError, queue_positions, where
+from trainer.config.values import coerce
+from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.slurm import SlurmError, queue_positions, where
+from trainer.supervise.start import start_worker
+from trainer.supervise.stop import stop_worker
+from trainer.supervise.workers import LIVE, is_alive
 
 # Caps every config this process validates (capped_steps).
 MAX_STEPS_ENV = "GRPO_STUDIO_MAX_STEPS"

@@ -1,5 +1,5 @@
 """The rules of the cluster settings (executor, Slurm resources, vLLM server mode), composed by trainer.config.review,
-and the readings of those settings the Slurm launcher shares with them (trainer.job.slurm, trainer.job.vllm_server):
+and the readings of those settings the Slurm launcher shares with them (trainer.supervise.slurm, trainer.supervise.vllm_server):
 a time limit in seconds, one slurm_extra option, the vLLM server's GPUs and node layout.
 
 The Slurm executor needs one database every node can reach: compute nodes can't share a SQLite file safely (its
@@ -177,7 +177,7 @@ def extra_option_problem(option: str) -> str | None:
 
 def vllm_node_layout(config: RunConfig) -> bool:
     """Whether the run uses the multi-node layout of TRL's and open-r1's docs: ``trl vllm-serve`` on a node of its
-    own (the job's last), training on the other ``slurm_nodes - 1`` (trainer.job.slurm.launch_lines)."""
+    own (the job's last), training on the other ``slurm_nodes - 1`` (trainer.supervise.slurm.launch_lines)."""
     return config.vllm_mode == "server" and config.executor == "slurm" and config.slurm_nodes > 1
 
 

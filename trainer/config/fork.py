@@ -1,4 +1,4 @@
-"""The rules of a fork's settings: a fork (trainer.job.fork) continues a parent's checkpoint, so the settings that
+"""The rules of a fork's settings: a fork (trainer.supervise.fork) continues a parent's checkpoint, so the settings that
 change what the saved adapter *is* may not change (:data:`SHAPE_SETTINGS`, each with its reason), a changed key must
 be a setting, and the fork must have steps left to train past its checkpoint."""
 

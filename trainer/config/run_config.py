@@ -296,7 +296,7 @@ class RunConfig:
     )
     gradient_checkpointing: bool = advanced(True, "Trade compute for memory by recomputing activations.", trl=True)
 
-    # --- cluster: where the worker runs (trainer.job.slurm) and where vLLM generates (trainer.job.vllm_server) ---
+    # --- cluster: where the worker runs (trainer.supervise.slurm) and where vLLM generates (trainer.supervise.vllm_server) ---
     executor: str = cluster(
         "local", "Where the worker runs: local, or slurm (an sbatch job; needs PostgreSQL).", choices=EXECUTORS
     )

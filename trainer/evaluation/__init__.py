@@ -1,1 +1,1 @@
-"""After (and beside) training: held-out evaluation, base-vs-tuned comparison, and export of the adapter."""
+"""After (and beside) training: held-out evaluation and base-vs-tuned comparison."""

@@ -77,7 +77,7 @@ class ModelCache:
         self.adapters: dict[str, str] = {}  # adapter name -> its directory
         self.engine: VllmSampler | None = None  # on the vLLM path, instead of model/tokenizer
         self.notice: str | None = None  # why the model was released, for the panel
-        # The GPU's lease (trainer.job.gpu_lease) while a model is on the GPU. The dashboard is refused at once when
+        # The GPU's lease (trainer.supervise.gpu_lease) while a model is on the GPU. The dashboard is refused at once when
         # another process holds it (a request must not hang); an evaluation job waits as a worker does.
         self.lease = None
         self.lease_what = "the dashboard's Compare panel"
@@ -153,8 +153,8 @@ class ModelCache:
             return True
 
     def _take_gpu(self) -> None:
-        """Hold GPU 0's lease (raises trainer.job.gpu_lease.GpuBusy, naming the holder, when another process has it)."""
-        from trainer.job.gpu_lease import acquire, physical_gpu
+        """Hold GPU 0's lease (raises trainer.supervise.gpu_lease.GpuBusy, naming the holder, when another process has it)."""
+        from trainer.supervise.gpu_lease import acquire, physical_gpu
 
         if self.lease is None:
             self.lease = acquire(self.lease_what, physical_gpu(0), wait_s=self.lease_wait_s)

@@ -5,7 +5,7 @@ bare spinner, held a Gradio worker, and was lost when the dashboard restarted. A
 
 - :func:`start_evaluation` (dashboard process, torch-free) checks what it can up front — the run, the adapter, a
   held-out split — so bad input is refused before anything starts; then it writes a row (status ``queued``) and
-  starts ``python -m trainer.evaluation.eval_job ID`` in its own session (trainer.job.launch.spawn_detached), output
+  starts ``python -m trainer.evaluation.eval_job ID`` in its own session (trainer.supervise.start.spawn_detached), output
   to ``eval-ID.log`` in the run directory.
 - the job process first waits its turn (:func:`wait_turn`): at most ``GRPO_STUDIO_EVAL_SLOTS`` jobs (default 1)
   run at once over every dashboard of the database, first come first served (six requests at once used to load six
@@ -33,7 +33,8 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Evaluation, RunStatus
 from trainer.evaluation.run_lookup import run_adapter
-from trainer.job.launch import pid_alive, process_start_time, spawn_detached
+from trainer.supervise.processes import pid_alive, process_start_time
+from trainer.supervise.start import spawn_detached
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress writes
 QUEUE_POLL_S = 1.0  # seconds between two looks of a queued job at the queue: one small read each
@@ -161,9 +162,9 @@ def run_evaluation(evaluation_id: int) -> RunStatus:
     # torch is imported only now: a queued job is a sleeping Python process and nothing more
     from trainer.evaluation.compare import CACHE
     from trainer.evaluation.evaluate import evaluate_run
-    from trainer.job.gpu_lease import default_wait
+    from trainer.supervise.gpu_lease import default_wait
 
-    # A job in its own process: on a GPU it waits for the GPU's lease as a worker does (trainer.job.gpu_lease).
+    # A job in its own process: on a GPU it waits for the GPU's lease as a worker does (trainer.supervise.gpu_lease).
     CACHE.lease_what, CACHE.lease_wait_s = f"evaluation {evaluation_id} of run {run_id}", default_wait()
     last = 0.0
 

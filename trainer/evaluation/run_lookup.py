@@ -8,7 +8,7 @@ from pathlib import Path
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config import RunConfig
-from trainer.job.run_files import RunFiles
+from trainer.supervise.run_files import RunFiles
 
 
 class RunLookupError(ValueError):

@@ -35,7 +35,7 @@ class NoSuchRun(LookupError):
 
 def learning_report(run_id: int, upto: int | None = None) -> LearningReport:
     """Read run ``run_id``'s rows and build its report; raises :class:`NoSuchRun` for an unknown id."""
-    from trainer.job.fork import checkpoint_steps
+    from trainer.supervise.fork import checkpoint_steps
 
     with get_sessionmaker().begin() as session:
         run = queries.get_run(session, run_id)

@@ -20,7 +20,7 @@ from storage import queries
 from storage.db import get_sessionmaker, retry_transient
 from trainer.job.checkpoint_check import checkpoint_problem
 from trainer.job.held_rows import read_items
-from trainer.job.run_files import RunFiles, checkpoint_step
+from trainer.supervise.run_files import RunFiles, checkpoint_step
 
 if TYPE_CHECKING:
     from trainer.job.db_writer import DbWriter
@@ -113,7 +113,7 @@ def follow_config_after_resume(args, state, optimizer, lr_scheduler) -> float | 
 
     The checkpoint's scheduler state carries the peak learning rate it was created with (``base_lrs``) and its
     trainer state the intervals, and transformers restores both over the run's arguments. For a resumed run they are
-    the same; a fork (trainer/job/fork.py) may have changed them. Called at train begin, when both are loaded.
+    the same; a fork (trainer/supervise/fork.py) may have changed them. Called at train begin, when both are loaded.
     """
     state.logging_steps, state.save_steps = args.logging_steps, args.save_steps
     scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate may wrap it

@@ -16,7 +16,7 @@ applied is reported in ``notes`` (shown in the run's log):
 - ``use_vllm`` with ``vllm_mode="colocate"`` is TRL's own vLLM engine in the training process (both versions:
   trl 1.15.0 grpo_config.py:582-598, 1.16.0 :587-603); ``vllm_max_model_length`` keeps its KV cache to the run's
   ``max_seq_length`` instead of the model's whole context window. ``vllm_mode="server"`` sends generation to the
-  run's ``trl vllm-serve`` on GPUs of its own instead (trainer.job.vllm_server starts it).
+  run's ``trl vllm-serve`` on GPUs of its own instead (trainer.supervise.vllm_server starts it).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-VLLM_SERVER_ENV = "GRPO_STUDIO_VLLM_SERVER"  # host:port of the run's vLLM server (server mode)
-VLLM_GROUP_PORT_ENV = "GRPO_STUDIO_VLLM_GROUP_PORT"
+from trainer.loading.backend import lora_kwargs
+from trainer.supervise.commands import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
 
-if TYPE_CHECKING:  # annotations only, so that trainer.loading.backend can use lora_kwargs without importing the config
+if TYPE_CHECKING:  # annotations only: the config is imported where it is built
     from trainer.config import RunConfig
 
 
@@ -103,7 +103,7 @@ def missing_trackers(report_to: list[str]) -> list[str]:
 
 
 def vllm_server_kwargs() -> dict[str, Any]:
-    """Where the run's vLLM server listens, as trainer.job.vllm_server told the training processes through their
+    """Where the run's vLLM server listens, as trainer.supervise.vllm_server told the training processes through their
     environment (it picks free ports when it starts the server): GRPOConfig's ``vllm_server_host``,
     ``vllm_server_port`` and ``vllm_group_port`` (the weight-sync group; trl 1.15.0 grpo_config.py:627, 631, 642;
     1.16.0 :632, 636, 647)."""
@@ -112,17 +112,6 @@ def vllm_server_kwargs() -> dict[str, Any]:
         "vllm_server_host": host,
         "vllm_server_port": int(port),
         "vllm_group_port": int(os.environ.get(VLLM_GROUP_PORT_ENV, "51216")),
-    }
-
-
-def lora_kwargs(config: RunConfig) -> dict[str, Any]:
-    """The LoRA adapter's settings, in the argument names PEFT's LoraConfig and Unsloth's get_peft_model share."""
-    return {
-        "r": config.lora_r,
-        "lora_alpha": config.lora_alpha,
-        "lora_dropout": config.lora_dropout,
-        "target_modules": list(config.lora_target_modules),
-        "bias": "none",
     }
 
 

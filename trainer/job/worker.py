@@ -7,7 +7,7 @@ terminal status: completed, stopped, or failed with the traceback as its error.
 
 The other jobs of a training process live in their own modules: :mod:`trainer.job.db_writer` (batched writes, so a slow
 disk or a dashboard read never stalls a step), :mod:`trainer.job.callback` (TRL's logs and completions table into the
-database; stop requests), :mod:`trainer.job.checkpoints` (resuming) and :mod:`trainer.job.run_files` (where things are).
+database; stop requests), :mod:`trainer.job.checkpoints` (resuming) and :mod:`trainer.supervise.run_files` (where things are).
 
 SIGTERM (and Ctrl-C in the foreground CLI) asks for a stop: training ends at the next step boundary, a checkpoint
 and the adapter are saved, and the run ends as ``stopped``. Resuming a stopped or failed run continues from its latest
@@ -45,7 +45,6 @@ from trainer.config import RunConfig, review
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume
-from trainer.job.commands import with_package_path
 from trainer.job.db_writer import DatabaseMoved, DbWriter
 from trainer.job.diskspace import (
     DiskFullError,
@@ -56,13 +55,15 @@ from trainer.job.diskspace import (
     is_disk_full,
     make_disk_guard,
 )
-from trainer.job.gpu_lease import lease_for
 from trainer.job.held_rows import set_aside
-from trainer.job.launch import is_alive, process_start_time
-from trainer.job.run_files import RunFiles
-from trainer.job.slurm import shared_dir_problem, stop_reason
 from trainer.job.trackers import place_trackers
 from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
+from trainer.supervise.commands import with_package_path
+from trainer.supervise.gpu_lease import lease_for
+from trainer.supervise.processes import process_start_time
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.slurm import shared_dir_problem, stop_reason
+from trainer.supervise.workers import is_alive
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
 UNSLOTH_REFUSED = "GRPO_STUDIO_UNSLOTH_REFUSED"
@@ -324,7 +325,7 @@ def _train(
     if placed:
         log_line("trackers write under the run's directory: " + ", ".join(placed))
     backend = start_backend(config)  # before make_callback, which imports transformers
-    # This GPU's lease (trainer.job.gpu_lease) for the whole training: a busy GPU makes the run wait, bounded, then
+    # This GPU's lease (trainer.supervise.gpu_lease) for the whole training: a busy GPU makes the run wait, bounded, then
     # fail naming the holder. None is taken on a CPU.
     with lease_for(backend.device, f"run {run_id}'s worker", log_line, local_rank()):
         return _train_on(run_id, config, files, writer, stop, show_progress, backend, log_line)

@@ -26,9 +26,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from trainer.job.trl_args import lora_kwargs
 from trainer.loading.hub import hub_access
 
 if TYPE_CHECKING:  # for annotations only
@@ -313,3 +312,14 @@ def _load_unsloth(config: RunConfig, path: str, backend: Backend, placement: dic
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model, tokenizer
+
+
+def lora_kwargs(config: RunConfig) -> dict[str, Any]:
+    """The LoRA adapter's settings, in the argument names PEFT's LoraConfig and Unsloth's get_peft_model share."""
+    return {
+        "r": config.lora_r,
+        "lora_alpha": config.lora_alpha,
+        "lora_dropout": config.lora_dropout,
+        "target_modules": list(config.lora_target_modules),
+        "bias": "none",
+    }

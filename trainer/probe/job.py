@@ -44,7 +44,7 @@ def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -
         config_file, out = Path(tmp) / "config.json", Path(tmp) / "report.json"
         config.with_absolute_paths(Path.cwd()).save(config_file)  # the child runs in its temp dir
         env = dict(os.environ)
-        # the child must find the packages when grpo-studio runs from a source checkout (as trainer.job.launch does)
+        # the child must find the packages when grpo-studio runs from a source checkout (as trainer.supervise.start does)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         command = [sys.executable, "-m", "trainer.probe", str(config_file), "--prompts", str(prompts)]
         try:

@@ -27,16 +27,16 @@ def run_probe(config: RunConfig, prompts: int = DEFAULT_PROMPTS, log=None) -> Pr
 
     from trainer.evaluation.compare import generate_group
     from trainer.evaluation.sampling import SamplingSettings
-    from trainer.job.gpu_lease import lease_for
     from trainer.loading.backend import load_model, select_backend
     from trainer.loading.data import build_dataset
+    from trainer.supervise.gpu_lease import lease_for
 
     log = log or (lambda message: None)
     plain = dataclasses.replace(config, backend="plain")
     backend = select_backend(plain)
     dataset = build_dataset(config)
     picks = random.Random(config.seed).sample(range(len(dataset)), min(prompts, len(dataset)))
-    # the GPU's lease (trainer.job.gpu_lease) while the model is loaded; none on a CPU
+    # the GPU's lease (trainer.supervise.gpu_lease) while the model is loaded; none on a CPU
     with lease_for(backend.device, f"the probe of {config.name}", log):
         log(f"loading {config.model_name_or_path} ({backend.describe()})")
         model, tokenizer = load_model(plain, backend)

@@ -1,5 +1,5 @@
 """Where a run's worker runs: ``host`` (the machine, or a Slurm job's node list) and ``slurm_job_id`` (the job the
-Slurm executor submitted, trainer.job.slurm), both empty for runs from before.
+Slurm executor submitted, trainer.supervise.slurm), both empty for runs from before.
 
 Revision ID: 0003
 Revises: 0002

@@ -12,7 +12,7 @@ accelerate's and TRL's own argument parsers).
   ``--tensor_parallel_size`` :92, ``--host`` :103, ``--port`` :107, ``--gpu_memory_utilization`` :111,
   ``--max_model_len`` :127), as TRL's docs run it on GPUs of its own (https://huggingface.co/docs/trl/vllm_integration:
   "CUDA_VISIBLE_DEVICES=0,1,2,3 trl vllm-serve --model ...", the trainer on the other GPUs).
-- :func:`supervised`: a command wrapped in trainer.job.vllm_server, which runs the server beside it (server mode).
+- :func:`supervised`: a command wrapped in trainer.supervise.vllm_server, which runs the server beside it (server mode).
 
 The environment variables named ``$...`` in :func:`node_command` are left for the node's shell to expand.
 """
@@ -28,6 +28,10 @@ WORKER = ("trainer.job.worker",)
 NODE_RANK = "$SLURM_NODEID"
 MAIN_NODE = "$GRPO_STUDIO_MAIN_NODE"
 MAIN_PORT = 29500  # torch.distributed's usual rendezvous port; the job has its nodes to itself
+# Where the run's vLLM server listens (server mode), in the training command's environment: set by the vLLM server's
+# supervisor (trainer.supervise.vllm_server) or the Slurm job script, read by trainer.job.trl_args.vllm_server_kwargs.
+VLLM_SERVER_ENV = "GRPO_STUDIO_VLLM_SERVER"  # host:port of the run's vLLM server
+VLLM_GROUP_PORT_ENV = "GRPO_STUDIO_VLLM_GROUP_PORT"
 
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding trainer/, app/ and storage/
@@ -120,5 +124,5 @@ def vllm_serve_command(
 
 
 def supervised(run_id: int, command: list[str]) -> list[str]:
-    """``command`` run under trainer.job.vllm_server, which starts the run's vLLM server first and stops it last."""
-    return [sys.executable, "-m", "trainer.job.vllm_server", str(run_id), "--", *command]
+    """``command`` run under trainer.supervise.vllm_server, which starts the run's vLLM server first and stops it last."""
+    return [sys.executable, "-m", "trainer.supervise.vllm_server", str(run_id), "--", *command]

@@ -33,8 +33,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainer.job.processes import process_exists
+from trainer.supervise.processes import process_exists
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -223,3 +227,31 @@ def lease_for(device: str, what: str, on_wait: Callable[[str], None] | None = No
     if device != "cuda":
         return Lease(None)
     return acquire(what, physical_gpu(index), wait_s=default_wait(), on_wait=on_wait)
+
+
+def gpu_visible() -> bool:
+    """Whether an NVIDIA GPU is visible, judged without importing torch (the dashboard must start light)."""
+    import glob
+    import shutil
+
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
+
+
+def gpu_busy(session: Session) -> str | None:
+    """Why this machine's GPU can't take another model now, in one sentence, or None: a training run this data dir
+    knows of holds it, or another process holds its lease (a CLI worker, an evaluation job, a probe, another
+    dashboard). Always None without a visible GPU, so CPU machines are never told to wait."""
+    # here, not at the top: the worker, the probe and the evaluation child import this module, and need no database
+    from trainer.supervise.workers import active_runs
+
+    if not gpu_visible():
+        return None
+    busy = active_runs(session)
+    if busy:
+        return (
+            f"Run {busy[0].id} ({busy[0].name}) is training on the GPU right now; sampling here could run it "
+            "out of memory. Try again when it has finished, or stop it."
+        )
+    gpu = physical_gpu(0)
+    other = holder(gpu)
+    return busy_message(other, gpu) if other else None

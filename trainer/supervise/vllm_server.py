@@ -1,4 +1,4 @@
-"""vLLM server mode: ``python -m trainer.job.vllm_server RUN_ID -- TRAINING COMMAND...``.
+"""vLLM server mode: ``python -m trainer.supervise.vllm_server RUN_ID -- TRAINING COMMAND...``.
 
 On a node with several GPUs, generation (most of a GRPO step's time) gets GPUs of its own: TRL's ``trl vllm-serve``
 runs on the GPUs of ``vllm_gpus`` and the training command on the rest, as TRL documents
@@ -26,11 +26,10 @@ import time
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.cluster import vllm_gpu_positions
-from trainer.job.commands import vllm_serve_command
-from trainer.job.gpu_lease import GpuBusy, acquire, default_wait
-from trainer.job.run_files import RunFiles
-from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
 from trainer.loading.vllm_env import vllm_env
+from trainer.supervise.commands import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV, vllm_serve_command
+from trainer.supervise.gpu_lease import GpuBusy, acquire, default_wait
+from trainer.supervise.run_files import RunFiles
 
 SERVER_STOP_WAIT_S = 30
 
@@ -96,7 +95,7 @@ def supervise(run_id: int, training: list[str]) -> int:
     if not train_gpus:
         _log(run_id, f"vllm_gpus {config.vllm_gpus!r} leaves no GPU of this node for training", "ERROR")
         return 1
-    try:  # the server's GPUs' leases (trainer.job.gpu_lease), held by this supervisor while the server lives
+    try:  # the server's GPUs' leases (trainer.supervise.gpu_lease), held by this supervisor while the server lives
         leases = [
             acquire(f"run {run_id}'s vLLM server", gpu, wait_s=default_wait(), on_wait=lambda m: _log(run_id, m))
             for gpu in serve_gpus
@@ -167,10 +166,10 @@ def _stop_server(server: subprocess.Popen) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m trainer.job.vllm_server RUN_ID -- COMMAND...``."""
+    """``python -m trainer.supervise.vllm_server RUN_ID -- COMMAND...``."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 3 or not argv[0].isdigit() or argv[1] != "--":
-        print("usage: python -m trainer.job.vllm_server RUN_ID -- TRAINING COMMAND...", file=sys.stderr)
+        print("usage: python -m trainer.supervise.vllm_server RUN_ID -- TRAINING COMMAND...", file=sys.stderr)
         return 2
     return supervise(int(argv[0]), argv[2:])
 

@@ -38,17 +38,18 @@ from storage import queries
 from storage.db import data_dir, slug
 from storage.models import Run, RunStatus
 from trainer.config.cluster import extra_option, slurm_seconds, stop_margin, vllm_node_layout
-from trainer.job.commands import (
+from trainer.safe_text import printable
+from trainer.supervise.commands import (
     MAIN_NODE,
     PACKAGE_ROOT,
+    VLLM_GROUP_PORT_ENV,
+    VLLM_SERVER_ENV,
     node_command,
     supervised,
     vllm_serve_command,
     worker_command,
 )
-from trainer.job.run_files import RunFiles
-from trainer.job.trl_args import VLLM_GROUP_PORT_ENV, VLLM_SERVER_ENV
-from trainer.safe_text import printable
+from trainer.supervise.run_files import RunFiles
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from storage import queries
 from storage.db import data_dir, get_sessionmaker
 from trainer.config import ConfigError, RunConfig, review
 from trainer.config import fork as fork_rules
-from trainer.job.run_files import RunFiles, checkpoint_step
+from trainer.supervise.run_files import RunFiles, checkpoint_step
 
 
 class ForkError(ValueError):

@@ -5,10 +5,10 @@
         checkpoints/checkpoint-N/  TRL's checkpoints; trainer_state.json is written last, so a checkpoint without
                                    it was cut short by a kill and can't be resumed from
         adapter/                   the LoRA adapter saved when the run completes or stops
-        slurm-job.sh               the batch script of a run on the Slurm executor (trainer.job.slurm)
+        slurm-job.sh               the batch script of a run on the Slurm executor (trainer.supervise.slurm)
         .shared-marker             a token the dashboard writes for the job to find (is the data dir shared?)
         .shared-seen               written by the job's worker when it found it
-        vllm-server.log            the output of the run's vLLM server (vllm_mode server, trainer.job.vllm_server)
+        vllm-server.log            the output of the run's vLLM server (vllm_mode server, trainer.supervise.vllm_server)
         pending-writes.jsonl       rows the worker holds while the database does not answer (trainer.job.held_rows)
         pending-writes.previous.jsonl   what an earlier worker of the run could not write; replayed on resume
 

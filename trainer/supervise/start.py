@@ -1,0 +1,87 @@
+"""Starting a run's worker, or any job of grpo-studio's, as a detached process.
+
+A worker runs in its own session (``start_new_session``), with its output going to the run's log file, so it
+survives the dashboard or shell that launched it. It is started by module name (trainer.supervise.commands), so the
+supervisor never imports the training process's code. A run on the slurm executor is submitted as a Slurm job
+instead (trainer.supervise.slurm), so the dashboard and the CLI start both kinds alike.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from storage import queries
+from storage.db import data_dir
+from storage.models import Run
+from trainer.loading.backend import cache_env
+from trainer.supervise import slurm
+from trainer.supervise.commands import supervised, with_package_path, worker_command
+from trainer.supervise.gpu_lease import gpu_visible
+from trainer.supervise.processes import process_start_time
+from trainer.supervise.run_files import RunFiles
+from trainer.supervise.workers import is_alive
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+
+
+def start_worker(session: Session, run: Run) -> int | str | None:
+    """Start a detached worker process for ``run``; records its pid and output dir on the row, returns the pid. A run
+    on the slurm executor is submitted as a Slurm job instead (trainer.supervise.slurm): returns the job id, or None
+    when Slurm refused it (the run is then failed with Slurm's message)."""
+    if run.pid and is_alive(run):
+        raise RuntimeError(f"run {run.id} already has a live worker (pid {run.pid})")
+    config = _absolute_paths(session, run)
+    if config is not None and config.executor == "slurm":
+        return slurm.submit(session, run, config)
+    files = RunFiles.of(run.output_dir, run.id).create()
+    settings = run.config or {}
+    command = worker_command(
+        run.id, int(settings.get("num_processes", 1)), int(settings.get("deepspeed_stage", 0)), cpu=not gpu_visible()
+    )
+    if config is not None and config.vllm_mode == "server":
+        command = supervised(run.id, command)
+    process = spawn_detached(command, files.log, files.root)
+    queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
+    queries.add_log(session, run.id, f"{queries.WORKER_STARTED} (pid {process.pid})")
+    return process.pid
+
+
+def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen:
+    """Start ``command`` as a detached process of its own session (it outlives the dashboard), its output appended to
+    ``log``, in ``cwd``: a run's worker, or an evaluation job."""
+    # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES
+    # says why).
+    env = with_package_path(cache_env(data_dir()) | dict(os.environ))
+    with open(log, "ab") as log_file:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            # A writable directory of its own: what a library writes to its working directory stays there (in the
+            # container the package root is root-owned site-packages).
+            cwd=str(cwd),
+        )
+
+
+def _absolute_paths(session: Session, run: Run) -> RunConfig | None:
+    """Make the run's relative local paths absolute against this (the launching) process's working directory, where
+    they were validated: the worker runs in the run directory. Returns the config (None if it can't be read)."""
+    from trainer.config import ConfigError, RunConfig
+
+    try:
+        config, _ = RunConfig.from_dict(run.config or {})
+    except ConfigError:
+        return None  # the worker reports a config it cannot read
+    absolute = config.with_absolute_paths(Path.cwd())
+    if absolute != config:
+        queries.set_config(session, run, {**(run.config or {}), **absolute.to_dict()})
+    return absolute

@@ -375,7 +375,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("datasets", "dataset_names", "the data sets uploaded to the data dir", frozenset({PAGE})),
     Verb(
         "presets",
-        "presets",
+        None,
         "list the ready-made configs (run one with: grpo-studio launch NAME)",
         CLI_ONLY,
         examples=("grpo-studio presets",),

@@ -89,10 +89,12 @@ class Verb:
 
     @property
     def api_params(self) -> tuple[Param, ...]:
+        """The parameters the API takes, in the endpoint's order."""
         return tuple(p for p in self.params if p.check is not None)
 
     @property
     def cli_params(self) -> tuple[Param, ...]:
+        """The parameters the command takes."""
         return tuple(p for p in self.params if p.flags is not None)
 
     def examples_as(self, name: str) -> list[str]:

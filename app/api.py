@@ -8,185 +8,184 @@ Every endpoint is a thin adapter over app.actions, under the same operator rules
 ``--allow-custom-rewards``) as the dashboard's form, and behind the same ``--auth``. A config is one YAML or JSON
 text; ids are whole numbers; every answer is JSON. A refusal (no such run, a run that can't be stopped) comes back as
 the client's error with one sentence; an invalid config is not an error for ``/launch``: its answer lists the problems
-(``run_id`` None). Every argument's type and range is checked first (:class:`Valid`, app.actions.arguments), so a
-huge, negative, fractional, textual or missing id and a text holding a lone surrogate get one sentence too, never a
-traceback or a reply that can't be encoded. The widgets' own events are kept off the API page
-(:func:`hide_widget_events`): they change with the layout.
+(``run_id`` None). Every argument's type and range is checked first (each parameter's check in app/verbs.py, from
+app.actions.arguments), so a huge, negative, fractional, textual or missing id and a text holding a lone surrogate
+get one sentence too, never a traceback or a reply that can't be encoded. The widgets' own events are kept off the
+API page (:func:`hide_widget_events`): they change with the layout.
+
+The endpoints and their signatures are the verbs of app/verbs.py that the API offers, under the verbs' names; what
+each answers is the function of that name here, called with the checked values.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, get_type_hints
 
 import gradio as gr
 
-from app import actions
-from app.actions import arguments
+from app import actions, verbs
 from app.errors import acted
 from trainer.config.access import Access
 
-MAX_CONFIG_CHARS = 1_000_000  # a config text: the config file's own limit is 1 MB
+
+def validate(access: Access, config: str) -> dict:
+    """Check a run config (YAML or JSON text): every problem at once, the warnings of a valid one, and the config
+    as it would run (defaults filled in)."""
+    return _sendable(actions.validate(config, access).to_json())
 
 
-class Valid:
-    """The API's argument checks, each answering a wrong value with the client's error in one sentence."""
-
-    @staticmethod
-    def id(value: Any, name: str = "run_id") -> int:
-        return acted(arguments.run_id, value, name)
-
-    @staticmethod
-    def step(value: Any, name: str = "step", low: int = 0) -> int:
-        return acted(arguments.step, value, name, low)
-
-    @staticmethod
-    def optional_step(value: Any, name: str) -> int | None:
-        return acted(arguments.optional_step, value, name)
-
-    @staticmethod
-    def whole(value: Any, name: str, low: int, high: int) -> int:
-        return acted(arguments.whole, name, value, low, high)
-
-    @staticmethod
-    def text(value: Any, name: str, limit: int = arguments.MAX_TEXT, empty: str | None = "") -> str:
-        return acted(arguments.text, name, value, limit, empty)
-
-    @staticmethod
-    def config(value: Any) -> str:
-        return acted(arguments.text, "config", value, MAX_CONFIG_CHARS, None)
+def probe(access: Access, config: str, prompts: int) -> dict:
+    """Sample and score a few groups of a valid config with the base model before training: the verdict
+    ("learns", "risky" or "wasted"), the report as text, its figures, and "queued_behind": what the probe waited
+    for in the dashboard's line of probes (None when it started at once)."""
+    waited: list[str] = []
+    probed = acted(actions.probe, config, access, prompts, on_queued=waited.append)
+    return probed.to_json() | {"queued_behind": waited[0] if waited else None}
 
 
-NAMES = (
-    "validate",
-    "probe",
-    "launch",
-    "stop",
-    "resume",
-    "fork",
-    "delete",
-    "runs",
-    "run",
-    "metrics",
-    "samples",
-    "alerts",
-    "log",
-    "prompts",
-    "evaluate",
-)
+def launch(access: Access, config: str) -> dict:
+    """Queue a run from a config (YAML or JSON text): its run_id and name, or run_id None and every problem (then
+    nothing was created)."""
+    try:
+        return actions.launch(config, access).to_json()
+    except actions.ActionError as exc:
+        return {"run_id": None, "name": None, "problems": exc.problems, "error": None}
+
+
+def stop(access: Access, run_id: int) -> dict:
+    """Ask a live run to stop at its next step boundary (its adapter is saved)."""
+    sent = acted(actions.stop, run_id)
+    return {"run_id": run_id, "stop_sent": sent, "status": _status(run_id)}
+
+
+def resume(access: Access, run_id: int) -> dict:
+    """Queue a stopped or failed run to continue from its latest checkpoint (waits for a worker still saving)."""
+    acted(actions.resume, run_id)
+    return {"run_id": run_id, "status": _status(run_id)}
+
+
+def fork(access: Access, run_id: int, step: int, settings: str, name: str) -> dict:
+    """A new run from a checkpoint of another, with changed settings (one key=value a line, e.g. beta=0.01);
+    returns the new run's id (it is queued)."""
+    new_id = acted(actions.fork, run_id, step, settings, access, name or None)
+    return {"run_id": new_id, "parent_run_id": run_id, "step": step}
+
+
+def delete(access: Access, run_id: int) -> dict:
+    """Delete a run that is not live, with its metrics, samples, log and files."""
+    name = acted(actions.delete, run_id)
+    return {"run_id": run_id, "name": name, "deleted": True}
+
+
+def runs(access: Access, search: str) -> list:
+    """Every run, newest first (or those whose name contains ``search``, or whose id it is): id, name, status,
+    step, last reward and KL, model, data set, where it runs, health, held-out results."""
+    summaries = actions.runs(search or None)
+    places = actions.places(summaries)
+    return [actions.run_json(s, places[s.id]) for s in summaries]
+
+
+def run(access: Access, run_id: int) -> dict:
+    """One run: what /runs says of it, with its whole config, its error, and its newest evaluation job's state
+    ("evaluation": status, queued_behind, done, total, error; None when it has none)."""
+    return acted(actions.run_detail, run_id) | {"evaluation": acted(actions.latest_evaluation_json, run_id)}
+
+
+def metrics(access: Access, run_id: int, keys: str, since_step: int) -> dict:
+    """A run's metric series as columns: "step", "wall_time", then one per key (comma-separated ``keys``, default
+    all), None where a key was not logged at a step; only steps after ``since_step``."""
+    wanted = [k.strip() for k in keys.split(",") if k.strip()]
+    return acted(actions.metrics, run_id, wanted or None, since_step)
+
+
+def samples(access: Access, run_id: int, step: int | None, limit: int) -> dict:
+    """The completions sampled at a step (default the newest): prompt, completion, rewards, total, advantage."""
+    return acted(actions.samples, run_id, step, limit)
+
+
+def alerts(access: Access, run_id: int) -> list:
+    """A run's one list of alerts (the Monitor's banner): failure signs now and the reward-hacking watch's history,
+    each with what to try, its level, its source and, for the watch's, the steps it held at."""
+    return acted(actions.alerts, run_id)
+
+
+def log(access: Access, run_id: int, after_id: int) -> dict:
+    """A run's log lines after line ``after_id``, whether it has ended, and the id to ask after next."""
+    return acted(actions.log, run_id, after_id)
+
+
+def prompts(access: Access, run_id: int, upto_step: int | None) -> dict:
+    """A run's learning map: each prompt's class (learning, forgetting, learnt, seen once, never solved, mostly
+    solved, always solved) and pass rate at each visit, the signal share per step, the frontier, and the
+    reward-hacking watch's alerts."""
+    return actions.learning_json(acted(actions.learning, run_id, upto_step))
+
+
+def evaluate(access: Access, run_id: int, adapter: str, k: int, samples: int) -> dict:
+    """Queue a held-out evaluation of base vs tuned (greedy, then ``samples`` each): it runs when one of the
+    dashboard's evaluation slots is free ("queued_behind" says whom it waits for; /run's "evaluation" follows
+    it) and its results appear under /run's "heldout" when it has finished."""
+    evaluation_id = acted(actions.evaluate, run_id, adapter, k, samples)
+    return acted(actions.evaluation_json, evaluation_id)
+
+
+# Each verb's answer on the API, by the verb's name (app/verbs.py): what the endpoint does with its checked values.
+ANSWERS: dict[str, Callable[..., Any]] = {
+    "validate": validate,
+    "probe": probe,
+    "launch": launch,
+    "stop": stop,
+    "resume": resume,
+    "fork": fork,
+    "delete": delete,
+    "runs": runs,
+    "run": run,
+    "metrics": metrics,
+    "samples": samples,
+    "alerts": alerts,
+    "log": log,
+    "prompts": prompts,
+    "evaluate": evaluate,
+}
+NAMES = tuple(verb.name for verb in verbs.on(verbs.API))
 
 
 def endpoints(access: Access) -> dict[str, Any]:
-    """The API's functions by name, under the operator's ``access`` rules. Their type hints and docstrings are what
-    the API page shows (gr.api reads them)."""
+    """The API's functions by name, under the operator's ``access`` rules: a verb's parameters (app/verbs.py) as
+    the signature, each value checked first, then its answer. Their type hints and docstrings are what the API page
+    shows (gr.api reads them)."""
+    return {verb.name: _endpoint(verb, ANSWERS[verb.name], access) for verb in verbs.on(verbs.API)}
 
-    def validate(config: str) -> dict:
-        """Check a run config (YAML or JSON text): every problem at once, the warnings of a valid one, and the config
-        as it would run (defaults filled in)."""
-        config = Valid.config(config)
-        return _sendable(actions.validate(config, access).to_json())
 
-    def probe(config: str, prompts: int = 8) -> dict:
-        """Sample and score a few groups of a valid config with the base model before training: the verdict
-        ("learns", "risky" or "wasted"), the report as text, its figures, and "queued_behind": what the probe waited
-        for in the dashboard's line of probes (None when it started at once)."""
-        config, prompts = Valid.config(config), Valid.whole(prompts, "prompts", *arguments.PROBE_PROMPTS)
-        waited: list[str] = []
-        probed = acted(actions.probe, config, access, prompts, on_queued=waited.append)
-        return probed.to_json() | {"queued_behind": waited[0] if waited else None}
+def _endpoint(verb: verbs.Verb, answer: Callable[..., Any], access: Access) -> Callable[..., Any]:
+    """``answer`` as the endpoint of ``verb``: called with the client's values, it checks each as its parameter
+    says (a wrong one is the client's error in one sentence) and answers with the checked values."""
+    params = verb.api_params
+    signature = inspect.Signature(
+        [
+            inspect.Parameter(
+                p.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if p.default is verbs.REQUIRED else p.default,
+                annotation=p.type,
+            )
+            for p in params
+        ],
+        return_annotation=get_type_hints(answer)["return"],
+    )
 
-    def launch(config: str) -> dict:
-        """Queue a run from a config (YAML or JSON text): its run_id and name, or run_id None and every problem (then
-        nothing was created)."""
-        config = Valid.config(config)
-        try:
-            return actions.launch(config, access).to_json()
-        except actions.ActionError as exc:
-            return {"run_id": None, "name": None, "problems": exc.problems, "error": None}
+    def endpoint(*args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(*args, **kwargs)
+        given.apply_defaults()
+        return answer(access, **{p.name: acted(p.check, given.arguments[p.name], p.name) for p in params})
 
-    def stop(run_id: int) -> dict:
-        """Ask a live run to stop at its next step boundary (its adapter is saved)."""
-        run_id = Valid.id(run_id)
-        sent = acted(actions.stop, run_id)
-        return {"run_id": int(run_id), "stop_sent": sent, "status": _status(run_id)}
-
-    def resume(run_id: int) -> dict:
-        """Queue a stopped or failed run to continue from its latest checkpoint (waits for a worker still saving)."""
-        run_id = Valid.id(run_id)
-        acted(actions.resume, run_id)
-        return {"run_id": int(run_id), "status": _status(run_id)}
-
-    def fork(run_id: int, step: int, settings: str = "", name: str = "") -> dict:
-        """A new run from a checkpoint of another, with changed settings (one key=value a line, e.g. beta=0.01);
-        returns the new run's id (it is queued)."""
-        run_id, step = Valid.id(run_id), Valid.step(step)
-        settings, name = Valid.text(settings, "settings"), Valid.text(name, "name", 200)
-        new_id = acted(actions.fork, run_id, step, settings or "", access, name or None)
-        return {"run_id": new_id, "parent_run_id": int(run_id), "step": int(step)}
-
-    def delete(run_id: int) -> dict:
-        """Delete a run that is not live, with its metrics, samples, log and files."""
-        run_id = Valid.id(run_id)
-        name = acted(actions.delete, run_id)
-        return {"run_id": int(run_id), "name": name, "deleted": True}
-
-    def runs(search: str = "") -> list:
-        """Every run, newest first (or those whose name contains ``search``, or whose id it is): id, name, status,
-        step, last reward and KL, model, data set, where it runs, health, held-out results."""
-        search = Valid.text(search, "search", 200)
-        summaries = actions.runs(search or None)
-        places = actions.places(summaries)
-        return [actions.run_json(s, places[s.id]) for s in summaries]
-
-    def run(run_id: int) -> dict:
-        """One run: what /runs says of it, with its whole config, its error, and its newest evaluation job's state
-        ("evaluation": status, queued_behind, done, total, error; None when it has none)."""
-        run_id = Valid.id(run_id)
-        return acted(actions.run_detail, run_id) | {"evaluation": acted(actions.latest_evaluation_json, run_id)}
-
-    def metrics(run_id: int, keys: str = "", since_step: int = -1) -> dict:
-        """A run's metric series as columns: "step", "wall_time", then one per key (comma-separated ``keys``, default
-        all), None where a key was not logged at a step; only steps after ``since_step``."""
-        run_id, keys = Valid.id(run_id), Valid.text(keys, "keys")
-        since_step = Valid.step(since_step, "since_step", low=-1)
-        wanted = [k.strip() for k in (keys or "").split(",") if k.strip()]
-        return acted(actions.metrics, run_id, wanted or None, int(since_step))
-
-    def samples(run_id: int, step: int | None = None, limit: int = 200) -> dict:
-        """The completions sampled at a step (default the newest): prompt, completion, rewards, total, advantage."""
-        run_id, step = Valid.id(run_id), Valid.optional_step(step, "step")
-        limit = Valid.whole(limit, "limit", 1, arguments.MAX_SAMPLES_LIMIT)
-        return acted(actions.samples, run_id, step, int(limit))
-
-    def alerts(run_id: int) -> list:
-        """A run's one list of alerts (the Monitor's banner): failure signs now and the reward-hacking watch's history,
-        each with what to try, its level, its source and, for the watch's, the steps it held at."""
-        run_id = Valid.id(run_id)
-        return acted(actions.alerts, run_id)
-
-    def log(run_id: int, after_id: int = 0) -> dict:
-        """A run's log lines after line ``after_id``, whether it has ended, and the id to ask after next."""
-        run_id, after_id = Valid.id(run_id), Valid.whole(after_id, "after_id", 0, arguments.MAX_ID)
-        return acted(actions.log, run_id, int(after_id))
-
-    def prompts(run_id: int, upto_step: int | None = None) -> dict:
-        """A run's learning map: each prompt's class (learning, forgetting, learnt, seen once, never solved, mostly
-        solved, always solved) and pass rate at each visit, the signal share per step, the frontier, and the reward-hacking watch's
-        alerts."""
-        run_id, upto_step = Valid.id(run_id), Valid.optional_step(upto_step, "upto_step")
-        return actions.learning_json(acted(actions.learning, run_id, upto_step))
-
-    def evaluate(run_id: int, adapter: str = "final", k: int = 200, samples: int = 4) -> dict:
-        """Queue a held-out evaluation of base vs tuned (greedy, then ``samples`` each): it runs when one of the
-        dashboard's evaluation slots is free ("queued_behind" says whom it waits for; /run's "evaluation" follows
-        it) and its results appear under /run's "heldout" when it has finished."""
-        run_id, adapter = Valid.id(run_id), Valid.text(adapter, "adapter", 40)
-        k = Valid.whole(k, "k", *arguments.EVAL_K)
-        samples = Valid.whole(samples, "samples", *arguments.EVAL_SAMPLES)
-        evaluation_id = acted(actions.evaluate, run_id, adapter, int(k), int(samples))
-        return acted(actions.evaluation_json, evaluation_id)
-
-    found = dict(locals())
-    return {name: found[name] for name in NAMES}
+    endpoint.__name__ = endpoint.__qualname__ = verb.name
+    endpoint.__doc__ = answer.__doc__
+    endpoint.__signature__ = signature  # what inspect.signature and gr.api read
+    endpoint.__annotations__ = {p.name: p.type for p in params} | {"return": signature.return_annotation}
+    return endpoint
 
 
 def _sendable(value: Any) -> Any:

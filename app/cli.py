@@ -1,6 +1,6 @@
 """The ``grpo-studio`` command line.
 
-    grpo-studio run CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
+    grpo-studio launch CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
     grpo-studio probe CONFIG.yaml            sample and score a few groups first: would the run learn? (exit 3: no)
     grpo-studio fork RUN_ID --step N [--set key=value ...]   a new run from a checkpoint of another, settings changed
     grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.job.worker)
@@ -9,11 +9,14 @@
     grpo-studio runs                         list runs with status, step and last reward
     grpo-studio prompts RUN_ID [--step N]    which prompts the model learns, has learnt, never solves; reward hacking
     grpo-studio alerts RUN_ID                a run's alerts: failure signs now and the watch's history
-    grpo-studio logs RUN_ID [--follow]       a run's log (the traceback of a failure too); --follow until it ends
-    grpo-studio eval RUN_ID [--k 200]         held-out correctness of base vs tuned
+    grpo-studio log RUN_ID [--follow]        a run's log (the traceback of a failure too); --follow until it ends
+    grpo-studio evaluate RUN_ID [--k 200]    held-out correctness of base vs tuned
     grpo-studio export RUN_ID --zip/--merge/--push/--metrics   the adapter zipped, merged or pushed; metrics as CSV
     grpo-studio serve [--host H] [--port P]   start the dashboard (queue, monitor, runs, compare)
     grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
+
+The commands, their arguments and examples are the verbs of app/verbs.py (the API's endpoints have the same names);
+``run``, ``logs`` and ``eval`` are the old names of ``launch``, ``log`` and ``evaluate``, and still work.
 
 Heavy packages are imported inside the commands that need them, so ``grpo-studio runs`` answers instantly.
 """
@@ -24,16 +27,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_probe, fork_options, probe_options
+from app import verbs
+from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_probe
 from app.cli_output import quiet_libraries, quiet_logging, version
-from app.cli_prompts import cmd_alerts, cmd_prompts, prompts_options
+from app.cli_prompts import cmd_alerts, cmd_prompts
 from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
 from app.terminal import guarded_terminal
-
-if TYPE_CHECKING:
-    pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,50 +73,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
 
 
-def _unisolated_code_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--allow-unisolated-code",
-        action="store_true",
-        help="let code_tests run model-written code where it can't be sandboxed (see SECURITY.md; you accept the risk)",
-    )
-
-
-def _add_run_id(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", type=int, help="the run's id, as `grpo-studio runs` lists it")
-
-
-def _add_detach(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--detach", action="store_true", help="start a background worker and return at once")
-
-
-def _add_verbose(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--verbose", "-v", action="store_true", help="print the worker's INFO lines too (else they go to the run's log)"
-    )
-
-
-def _add_adapter(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--adapter", default="final", help='"final" or "step N" (a checkpoint; default final)')
-
-
 # Each subcommand's help ends with real examples (tests/test_cli_help.py parses every one of them).
-EXAMPLES = {
-    "run": ["grpo-studio run tiny-offline", "grpo-studio run my-run.yaml --name lr-1e-4 --detach"],
-    "probe": ["grpo-studio probe tiny-offline", "grpo-studio probe my-run.yaml --prompts 16"],
-    "fork": ["grpo-studio fork 1 --step 20 --set beta=0.01 --set max_steps=200"],
-    "worker": ["grpo-studio worker 1"],
-    "resume": ["grpo-studio resume 1", "grpo-studio resume 1 --detach"],
-    "stop": ["grpo-studio stop 1"],
-    "prompts": ["grpo-studio prompts 1", "grpo-studio prompts 1 --step 50 --all"],
-    "alerts": ["grpo-studio alerts 1"],
-    "runs": ["grpo-studio runs"],
-    "presets": ["grpo-studio presets"],
-    "logs": ["grpo-studio logs 1", "grpo-studio logs 1 --follow"],
-    "eval": ["grpo-studio eval 1", "grpo-studio eval 1 --k 50 --samples 0 --adapter 'step 20'"],
-    "export": ["grpo-studio export 1 --zip adapter.zip", "grpo-studio export 1 --metrics run.csv"],
-    "serve": ["grpo-studio serve", "grpo-studio serve --host 0.0.0.0 --auth me:secret"],
-    "build-tiny": ["grpo-studio build-tiny"],
-}
+EXAMPLES = {name: verb.examples_as(name) for verb in verbs.on(verbs.CLI) for name in (verb.name, *verb.aliases)}
 
 TOP_HELP = """where data lives:
   $GRPO_STUDIO_HOME (default ~/.grpo-studio): the database, each run's files, built models
@@ -128,18 +86,9 @@ start here:
   grpo-studio COMMAND --help     a command's arguments and examples"""
 
 
-def _command(sub, name: str, func, help: str, *options) -> argparse.ArgumentParser:
-    """A subcommand running ``func``, with the shared ``options`` (``_add_run_id`` and the like) added in order, and
-    its examples after the arguments."""
-    epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
-    p = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for add in options:
-        add(p)
-    p.set_defaults(func=func)
-    return p
-
-
 def _parser() -> argparse.ArgumentParser:
+    """The command line: a subcommand per verb the CLI offers (and per old name), its arguments from the verb's
+    parameters, its examples after them."""
     parser = argparse.ArgumentParser(
         prog="grpo-studio",
         description="Launch and watch GRPO fine-tuning runs.",
@@ -148,101 +97,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"grpo-studio {version()}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-
-    p = _command(sub, "run", cmd_run, "create a run from a YAML/JSON config and train it")
-    p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
-    p.add_argument("--name", help="override the run name")
-    _add_detach(p)
-    _add_verbose(p)
-    _unisolated_code_flag(p)
-
-    probe_help = "sample and score a few groups with the base model before training"
-    _command(sub, "probe", cmd_probe, probe_help, probe_options, _unisolated_code_flag)
-    fork_help = "start a new run from a saved checkpoint of another run"
-    fork_flags = (_add_run_id, fork_options, _add_detach, _add_verbose, _unisolated_code_flag)
-    _command(sub, "fork", cmd_fork, fork_help, *fork_flags)
-
-    _command(
-        sub,
-        "worker",
-        cmd_worker,
-        "train an existing run in this process (as python -m trainer.job.worker does)",
-        _add_run_id,
-    )
-    _command(
-        sub,
-        "resume",
-        cmd_resume,
-        "continue a stopped or failed run from its latest checkpoint",
-        _add_run_id,
-        _add_detach,
-        _add_verbose,
-        _unisolated_code_flag,
-    )
-    _command(sub, "stop", cmd_stop, "stop a run at its next step boundary", _add_run_id)
-    prompts_help = "a run's learning map (each prompt's pass rate and class) and its reward-hacking watch"
-    _command(sub, "prompts", cmd_prompts, prompts_help, _add_run_id, prompts_options)
-    alerts_help = "a run's alerts: failure signs now and the reward-hacking watch's history (as the Monitor's banner)"
-    _command(sub, "alerts", cmd_alerts, alerts_help, _add_run_id)
-    _command(sub, "runs", cmd_runs, "list runs")
-    _command(sub, "presets", cmd_presets, "list the ready-made configs (run one with: grpo-studio run NAME)")
-    p = _command(sub, "logs", cmd_logs, "print a run's log, with the traceback of a failure", _add_run_id)
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the run ends")
-    p = _command(sub, "eval", cmd_eval, "score base and tuned on held-out problems", _add_run_id)
-    p.add_argument("--k", type=int, default=200, help="held-out problems (default 200)")
-    p.add_argument(
-        "--samples", type=int, default=4, help="sampled answers per problem for pass@1 (default 4; 0: greedy only)"
-    )
-    _add_adapter(p)
-
-    p = _command(sub, "export", cmd_export, "zip, merge or push a run's adapter", _add_run_id, _add_adapter)
-    p.add_argument("--zip", metavar="PATH", help="write the adapter as a zip")
-    p.add_argument("--merge", metavar="DIR", help="merge into the base and save a full model directory")
-    p.add_argument("--push", metavar="REPO", help="push to this Hub repo (the merged model with --merge)")
-    p.add_argument("--token", help="Hugging Face token (default: $HF_TOKEN)")
-    p.add_argument("--metrics", metavar="FILE", help="write the run's metrics, a column per key, as .csv or .parquet")
-
-    p = _command(sub, "serve", cmd_serve, "start the dashboard")
-    p.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in the container)"
-    )
-    p.add_argument(
-        "--port",
-        type=int,
-        default=os.environ.get("GRPO_STUDIO_PORT", 7860),  # argparse reads a text default with type=int
-        help="port to listen on (default 7860, or $GRPO_STUDIO_PORT)",
-    )
-    p.add_argument("--auth", help="user:password protecting the UI and its API (or set GRPO_STUDIO_AUTH)")
-    p.add_argument(
-        "--allow-custom-rewards",
-        action="store_true",
-        help="let the form accept path/to/file.py:function rewards (runs arbitrary code)",
-    )
-    p.add_argument(
-        "--allow-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="let dashboard users use local models and data files under DIR (repeatable; the data dir is always allowed)",
-    )
-    p.add_argument(
-        "--max-upload-size",
-        default="1GB",
-        metavar="SIZE",
-        help="largest data set upload, refused while it arrives (default 1GB; e.g. 500MB, 5GB)",
-    )
-    p.add_argument(
-        "--max-concurrent-runs",
-        type=int,
-        default=1,
-        help="training runs at once (default 1; on a machine with several GPUs, up to one per GPU)",
-    )
-    _unisolated_code_flag(p)
-
-    p = _command(
-        sub, "build-tiny", cmd_build_tiny, "rebuild the built-in model; its held-out correctness vs the shipped one"
-    )
-    p.add_argument("--into", metavar="DIR", help="build into DIR (default: a new directory under the data dir)")
+    for verb in verbs.on(verbs.CLI):
+        for name in (verb.name, *verb.aliases):
+            shown = verb.help if name == verb.name else f"the old name of `{verb.name}`"
+            epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+            p = sub.add_parser(name, help=shown, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+            for param in verb.cli_params:
+                flags, keywords = param.argparse()
+                p.add_argument(*flags, **keywords)
+            p.set_defaults(func=COMMANDS[verb.name])
     return parser
 
 
@@ -290,6 +153,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         release(lock)
     return 0
+
+
+# Each verb's command (app/verbs.py: its name, arguments and examples), and under each old name the same command.
+COMMANDS = {
+    "probe": cmd_probe,
+    "launch": cmd_run,
+    "stop": cmd_stop,
+    "resume": cmd_resume,
+    "fork": cmd_fork,
+    "export": cmd_export,
+    "runs": cmd_runs,
+    "alerts": cmd_alerts,
+    "log": cmd_logs,
+    "prompts": cmd_prompts,
+    "evaluate": cmd_eval,
+    "presets": cmd_presets,
+    "worker": cmd_worker,
+    "serve": cmd_serve,
+    "build-tiny": cmd_build_tiny,
+}
 
 
 if __name__ == "__main__":

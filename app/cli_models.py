@@ -12,21 +12,6 @@ from pathlib import Path
 from app.cli_output import foreground, started_text
 
 
-def probe_options(p: argparse.ArgumentParser) -> None:
-    """The probe's arguments: the config file and how many prompts to sample a group for."""
-    p.add_argument("config", help="a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)")
-    p.add_argument("--prompts", type=int, default=8, help="prompts to sample a group for (default 8)")
-
-
-def fork_options(p: argparse.ArgumentParser) -> None:
-    """The fork's arguments after the run id: the checkpoint's step, changed settings, the new run's name."""
-    p.add_argument("--step", type=int, required=True, help="the checkpoint's step")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="a changed setting, e.g. beta=0.01 (repeatable)"
-    )
-    p.add_argument("--name", help="the new run's name (default: <parent>-fork<step>)")
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
     """Print the probe's report of a config: exit 0, 3 when it says the run would learn nothing, 2 for a bad config
     (the probe runs in this process, its progress on stderr; the dashboard runs the same probe as a child job)."""

@@ -13,12 +13,6 @@ SHOWN = 10  # prompts listed per class without --all
 VISITS = 24  # latest visits drawn per prompt
 
 
-def prompts_options(p: argparse.ArgumentParser) -> None:
-    """The command's arguments after the run id."""
-    p.add_argument("--step", type=int, help="the map as of this step (default: the latest)")
-    p.add_argument("--all", action="store_true", help=f"list every prompt (default: {SHOWN} of each class)")
-
-
 def rates_bar(line: PromptLine) -> str:
     """A prompt's latest pass rates, one character each (blank: 0, full block: solved G/G)."""
     return "".join(BARS[round(v.rate * (len(BARS) - 1))] for v in line.visits[-VISITS:])
@@ -83,7 +77,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
     """Print a run's learning map and watch; exit 2 for an unknown run."""
     from app import actions
 
-    print(map_text(actions.learning(args.run_id, args.step), args.all))
+    print(map_text(actions.learning(args.run_id, args.upto_step), args.all))
     return 0
 
 

@@ -17,7 +17,6 @@ import pytest
 
 from tests.helpers import load_script
 from trainer.config import review
-from trainer.supervise.commands import worker_command
 from trainer.loading.backend import BackendError, Capabilities, select_backend
 from trainer.supervise.commands import worker_command
 

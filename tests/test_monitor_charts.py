@@ -136,7 +136,11 @@ def test_series_drawn_on_the_same_line_say_which_one_they_lie_under():
     """Issue 36 item 15: four format rewards all at 0.5 draw one line; the legend says the others lie under the first,
     and a series that differs at one step, or stands on the other axis, is not said to."""
     same = points(0.5, 0.5, 0.5)
-    series = {"rewards/soft_format/mean": same, "rewards/strict_format/mean": same, "rewards/xml/mean": points(0.5, 0.5, 0.25)}
+    series = {
+        "rewards/soft_format/mean": same,
+        "rewards/strict_format/mean": same,
+        "rewards/xml/mean": points(0.5, 0.5, 0.25),
+    }
     names = [t.name for t in build_figure(CHARTS[0], {"run": series}).data]
     assert names == ["soft_format", "strict_format (under soft_format)", "xml"]
     std_chart = next(c for c in CHARTS if c.name == "reward_std")

@@ -16,9 +16,8 @@ from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
-from trainer.config import ConfigError, RunConfig, review
+from trainer.config import RunConfig, review
 from trainer.config.access import Access
-from trainer.config.values import coerce
 from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.supervise.run_files import RunFiles
 from trainer.supervise.slurm import SlurmError, queue_positions, where

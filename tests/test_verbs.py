@@ -1,0 +1,234 @@
+"""One table of verbs (app/verbs.py, issue 39 item 2): the command line, the named API and the dashboard's pages offer
+the verbs it lists, under its names. Each surface is read as a user meets it (the parser's subcommands, the endpoints
+a Gradio app registers, the app.actions calls in the pages' source), not from the table, and listed side by side."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+
+import pytest
+
+from app import actions, verbs
+from app.cli import COMMANDS, _parser
+
+from .conftest import ROOT
+
+PAGES = ROOT / "app" / "pages"
+
+# verb, its action, its command (old names in brackets), its endpoint, the page modules that call it
+SIDE_BY_SIDE = """\
+validate         validate           -                   /validate   new_run
+probe            probe              probe               /probe      new_run
+preview          prompt_preview     -                   -           new_run
+launch           launch             launch (run)        /launch     new_run
+stop             stop               stop                /stop       runs
+resume           resume             resume              /resume     runs
+fork             fork               fork                /fork       runs
+clone            clone              -                   -           runs
+delete           delete             -                   /delete     runs
+export           export             export              -           compare, runs
+runs             runs               runs                /runs       compare, runs
+run              run_detail         -                   /run        -
+monitor          monitor_view       -                   -           monitor
+metrics          metrics            -                   /metrics    -
+samples          samples            -                   /samples    monitor
+tokens           token_values       -                   -           learning
+alerts           alerts             alerts              /alerts     monitor
+log              log                log (logs)          /log        -
+prompts          learning           prompts             /prompts    learning
+evaluate         evaluate           evaluate (eval)     /evaluate   evaluation
+stop-evaluation  stop_evaluation    -                   -           evaluation
+compare          compare            -                   -           compare
+datasets         dataset_names      -                   -           data_files
+presets          -                  presets             -           -
+worker           -                  worker              -           -
+serve            -                  serve               -           -
+build-tiny       -                  build-tiny          -           -"""
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def cli_surface() -> dict[str, list[str]]:
+    """Each verb's commands, its own name first, found by the function a subcommand runs."""
+    verb_of = {func: name for name, func in COMMANDS.items()}
+    found: dict[str, list[str]] = {}
+    for command, parser in _commands().items():
+        verb = verb_of.get(parser.get_default("func"), f"(no verb: {command})")
+        found.setdefault(verb, []).append(command)
+    return {verb: sorted(names, key=lambda n: n != verb) for verb, names in found.items()}
+
+
+def api_surface() -> set[str]:
+    """The named endpoints a dashboard registers (without starting a server)."""
+    import gradio as gr
+
+    from app import api
+    from trainer.config.access import Access
+
+    with gr.Blocks() as demo:
+        api.register(Access())
+    return {f"/{fn.api_name.lstrip('/')}" for fn in demo.fns.values() if fn.api_name}
+
+
+def _action_functions() -> dict[str, object]:
+    """app.actions' functions (not the types and storage helpers it passes on to the pages)."""
+    return {
+        name: obj
+        for name, obj in vars(actions).items()
+        if inspect.isfunction(obj) and obj.__module__.startswith("app.actions.")
+    }
+
+
+def page_calls() -> dict[str, dict[str, set[str]]]:
+    """For each page module, each of its functions (a callback, or the layout that wires them) and the app.actions
+    functions it calls (``actions.NAME``)."""
+    functions = _action_functions()
+    calls: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(PAGES.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            named = {
+                sub.attr
+                for sub in ast.walk(node)
+                if isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "actions"
+                and sub.attr in functions
+            }
+            if named:
+                calls.setdefault(path.stem, {})[node.name] = named
+    return calls
+
+
+def _verb_of_action() -> dict[str, str]:
+    """Each app.actions function a verb is or reads, and the verb's name."""
+    owners: dict[str, str] = {}
+    for verb in verbs.VERBS:
+        for name in filter(None, (verb.action, *verb.reads)):
+            assert name not in owners, f"{name} belongs to {owners[name]} and {verb.name}"
+            owners[name] = verb.name
+    return owners
+
+
+def page_surface() -> dict[str, set[str]]:
+    """Each verb the pages call, and the page modules that call it."""
+    owners = _verb_of_action()
+    pages: dict[str, set[str]] = {}
+    for module, functions in page_calls().items():
+        for called in functions.values():
+            for name in called:
+                pages.setdefault(owners.get(name, f"(no verb: actions.{name})"), set()).add(module)
+    return pages
+
+
+def side_by_side() -> str:
+    """The table's verbs with what each surface offers of them, and any verb a surface offers that the table lacks."""
+    cli, api, pages = cli_surface(), api_surface(), page_surface()
+    names = [v.name for v in verbs.VERBS] + sorted(
+        (set(cli) | {a.lstrip("/") for a in api} | set(pages)) - set(verbs.BY_NAME)
+    )
+    lines = []
+    for name in names:
+        verb = verbs.BY_NAME.get(name)
+        commands = cli.get(name, [])
+        command = " ".join([commands[0], f"({', '.join(commands[1:])})"] if commands[1:] else commands) or "-"
+        endpoint = f"/{name}" if f"/{name}" in api else "-"
+        action = verb.action if verb and verb.action else "-"
+        lines.append(
+            f"{name:<16} {action:<18} {command:<19} {endpoint:<11} {', '.join(sorted(pages.get(name, ()))) or '-'}"
+        )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def test_the_three_surfaces_offer_the_tables_verbs_side_by_side():
+    """The listing is read from the surfaces: a command, an endpoint or a page's call of an action that no verb
+    holds shows as "(no verb: ...)", a verb offered under another name as a row of its own."""
+    listing = side_by_side()
+    print(listing)
+    assert listing == SIDE_BY_SIDE
+
+
+@pytest.mark.parametrize("surface", [verbs.CLI, verbs.API, verbs.PAGE])
+def test_each_surface_offers_what_the_table_says(surface):
+    offered = {
+        verbs.CLI: set(cli_surface()),
+        verbs.API: {name.lstrip("/") for name in api_surface()},
+        verbs.PAGE: set(page_surface()),
+    }[surface]
+    assert offered == {verb.name for verb in verbs.on(surface)}
+
+
+def test_an_old_command_name_is_the_same_command():
+    """``run``, ``logs`` and ``eval`` take what ``launch``, ``log`` and ``evaluate`` take and run the same function."""
+    commands = _commands()
+    for verb in verbs.VERBS:
+        for alias in verb.aliases:
+            new, old = commands[verb.name], commands[alias]
+            assert old.get_default("func") is new.get_default("func")
+            assert [a.option_strings or a.dest for a in old._actions] == [
+                a.option_strings or a.dest for a in new._actions
+            ]
+    assert _parser().parse_args(["eval", "3", "--k", "5"]) == _parser().parse_args(["evaluate", "3", "--k", "5"])
+
+
+def test_every_endpoint_takes_the_verbs_parameters_with_their_types():
+    from app.api import endpoints
+    from trainer.config.access import Access
+
+    for name, fn in endpoints(Access()).items():
+        params = inspect.signature(fn).parameters
+        assert [(p.name, p.annotation) for p in params.values()] == [
+            (p.name, p.type) for p in verbs.BY_NAME[name].api_params
+        ], name
+
+
+def test_each_surface_calls_its_verbs_action():
+    """A command and an endpoint named for a verb call that verb's action (or what it reads), not another's."""
+    from app import api
+
+    owners = _verb_of_action()
+    for verb in verbs.on(verbs.CLI) + verbs.on(verbs.API):
+        if verb.action is None:
+            continue
+        bodies = []
+        if verb in verbs.on(verbs.CLI):
+            bodies.append(COMMANDS[verb.name])
+        if verb in verbs.on(verbs.API):
+            bodies.append(api.ANSWERS[verb.name])
+        for body in bodies:
+            tree = ast.parse(inspect.getsource(body).strip())
+            called = {
+                n.attr
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "actions"
+            } & set(owners)
+            assert called and {owners[c] for c in called} == {verb.name}, (verb.name, body.__name__, called)
+
+
+def test_every_action_the_pages_call_belongs_to_a_verb():
+    """Each page function's calls of app.actions, printed as the verbs they are (``pytest -s`` shows them)."""
+    owners = _verb_of_action()
+    for module, functions in page_calls().items():
+        for function, called in functions.items():
+            print(f"{module}.{function}: {', '.join(sorted({owners.get(n, '?' + n) for n in called}))}")
+    strays = {
+        f"{module}.{function}: actions.{name}"
+        for module, functions in page_calls().items()
+        for function, called in functions.items()
+        for name in called
+        if name not in owners
+    }
+    assert strays == set()
+
+
+def test_every_verb_names_an_action_that_exists():
+    for verb in verbs.VERBS:
+        for name in filter(None, (verb.action, *verb.reads)):
+            assert inspect.isfunction(getattr(actions, name, None)), f"{verb.name}: actions.{name}"

@@ -39,7 +39,7 @@ def page(request, browser, server):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.goto(server[0])
-    page.wait_for_selector("#launch")
+    page.wait_for_selector("#launch", state="attached")
     page.width_name = request.param
     yield page
     page.close()

@@ -10,6 +10,7 @@ same rules as plain functions.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -52,7 +53,7 @@ def open_at(browser, server):
         page = context.new_page()
         page.set_default_timeout(BROWSER_TIMEOUT_MS)
         page.goto(server[0] + (f"?{query}" if query else ""))
-        page.wait_for_selector("#launch")
+        page.wait_for_selector("#launch", state="attached")
         return page
 
     yield open_page
@@ -111,9 +112,11 @@ def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
     status = page.locator("#new-run-status").filter(has_text="(launched-here)")
     status.wait_for()
     run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
-    page.goto(page.url.split("?")[0] + f"?tab=monitor&run={run_id}")
-    page.wait_for_selector("#launch")
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+    # item 4: the launch leads to this run's Monitor in this browser tab, and the address says so
+    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")
+    wait_for(lambda: _query(page) == {"tab": "monitor", "run": str(run_id)}, 10, "the address")
+    assert len(page.context.pages) == 1
 
     summary = page.locator("#learning-summary")
     # drawn when the run was picked: queued, no samples yet (unless the worker was quicker than the picker)
@@ -146,3 +149,50 @@ def test_a_deep_link_to_what_is_not_here_says_so_and_keeps_the_link(open_at, que
         # hidden loading timer, "2.6s", is all the box's text until then)
         header = page.locator("#monitor-progress")
         wait_for(lambda: "Pick a run" in header.inner_text(), 60, "the Monitor's header asking for a run")
+
+
+# what a box's bottom edge is, in the page's own pixels (a chart's box: its plot and legend)
+BOTTOM = "(sel) => { const r = document.querySelector(sel).getBoundingClientRect(); return r.bottom + window.scrollY; }"
+FIRST_CHARTS = ("reward", "heldout", "kl", "reward_std")
+
+
+@pytest.mark.parametrize("width", ["laptop", "phone"])
+def test_the_monitors_first_screen_holds_the_state_the_alerts_and_four_charts(browser, server, trained_run, width):
+    """Items 13 and 12: at 1440 x 900 the run's state, its alerts and the reward, held-out, KL and std charts are all
+    on the first screen; the other charts wait closed under "More charts", undrawn until it opens; a phone stacks
+    the four at its full width with nothing wider than the screen. Item 15: the overlay does not offer the run shown."""
+    run_id = trained_run[0]
+    viewport = LAPTOP if width == "laptop" else {"width": 390, "height": 844}
+    context = browser.new_context(viewport=viewport)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(BROWSER_TIMEOUT_MS)
+        page.goto(f"{server[0]}?tab=monitor&run={run_id}")
+        page.wait_for_selector("#launch", state="attached")
+        wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+        drawn = "(sel) => !!document.querySelector(sel + ' .js-plotly-plot')"
+        wait_for(lambda: all(page.evaluate(drawn, f"#chart-{c}") for c in FIRST_CHARTS), 60, "the first charts")
+        assert not page.evaluate(drawn, "#chart-loss") and not page.evaluate(drawn, "#chart-entropy")
+        if width == "laptop":
+            bottoms = {c: page.evaluate(BOTTOM, f"#chart-{c}") for c in FIRST_CHARTS}
+            bottoms |= {box: page.evaluate(BOTTOM, f"#monitor-{box}") for box in ("progress", "health")}
+            assert max(bottoms.values()) <= viewport["height"], bottoms
+        else:
+            widths = [page.locator(f"#chart-{c}").bounding_box()["width"] for c in FIRST_CHARTS]
+            assert min(widths) >= 0.8 * viewport["width"], widths
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        page.locator("#monitor-more button.label-wrap").first.click()
+        wait_for(lambda: page.evaluate(drawn, "#chart-loss"), 60, "More charts drawn once opened")
+        # the Run picker offers the run shown; the overlay picker the other runs (the session's), never that one
+        page.locator("#monitor-run input").click()
+        options = page.locator("[role=option]")
+        label = re.compile(rf"(^|\s){run_id}: ")  # the picked option's text starts with a check mark
+        wait_for(lambda: any(label.search(t) for t in options.all_inner_texts()), 10, "the run offered")
+        page.keyboard.press("Escape")
+        page.locator("#monitor-overlay input").click()
+        time.sleep(1.0)  # the list opens at once; nothing to wait for when no other run is there
+        labels = options.all_inner_texts()
+        assert not any(label.search(text) for text in labels), labels
+        page.keyboard.press("Escape")
+    finally:
+        context.close()

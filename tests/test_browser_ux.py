@@ -94,7 +94,7 @@ def _goto(page, query: str) -> None:
     except Error:
         time.sleep(1.0)
         page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#launch")
+    page.wait_for_selector("#launch", state="attached")
 
 
 def _stored_draft(page) -> str | None:
@@ -258,7 +258,7 @@ def test_reload_keeps_tab_run_and_form_draft(page, trained_run):
     wait_for(lambda: _stored_draft(page) != before, 60, "the draft to be saved")
     _settled_draft(page)
     page.reload()
-    page.wait_for_selector("#launch")
+    page.wait_for_selector("#launch", state="attached")
     assert _selected_tab(page) == "New run"
     wait_for(lambda: _box(page, "name").input_value() == "draft-kept", 20, "the draft restored")
 

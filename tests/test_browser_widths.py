@@ -72,7 +72,7 @@ def open_at(browser, server):
         page.set_default_timeout(BROWSER_TIMEOUT_MS)
         pages.append(page)
         page.goto(server[0] + (f"?{query}" if query else ""))
-        page.wait_for_selector("#launch")
+        page.wait_for_selector("#launch", state="attached")
         return page
 
     yield open_page
@@ -184,6 +184,8 @@ def test_charts_explain_themselves(open_at, beta0_run, shots, width):
     page = _monitor(open_at, width, beta0_run)
     wait_for(lambda: _annotations(page, "kl"), 30, "the KL chart's words")
     assert any("beta = 0" in a and "no KL term" in a for a in _annotations(page, "kl"))
+    page.locator("#monitor-more button.label-wrap").first.click()  # the clip chart is under "More charts"
+    wait_for(lambda: _annotations(page, "clip_ratio"), 30, "the clip chart, once More charts is open")
     assert any("num_iterations = 1" in a and "exactly 1" in a for a in _annotations(page, "clip_ratio"))
     std, share = _trace(page, "reward_std", "reward_std"), _trace(page, "reward_std", "frac_reward_zero_std")
     assert std["yaxis"] == "y" and share["yaxis"] == "y2"
@@ -315,7 +317,7 @@ def test_empty_states_say_what_to_do_next(browser, empty_server, shots, width):
     page = browser.new_page(viewport={"width": w, "height": h})
     try:
         page.goto(empty_server[0] + "?tab=runs")
-        page.wait_for_selector("#launch")
+        page.wait_for_selector("#launch", state="attached")
         wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
         page.locator("#runs-empty").filter(has_text="No runs yet").wait_for()
         assert "Tiny offline demo" in page.locator("#runs-empty").inner_text()
@@ -326,6 +328,17 @@ def test_empty_states_say_what_to_do_next(browser, empty_server, shots, width):
         wait_for(lambda: not page.locator("#chart-reward").is_visible(), 20, "the empty chart boxes to go")
         assert not any(page.locator(f"#chart-{name}").is_visible() for name in ("kl", "loss", "step_time"))
         page.screenshot(path=str(shots / f"item13-monitor-{width}.png"), full_page=True)
+        # issue 36 item 14: Compare says what is missing, and there is nothing to press
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#compare-ready").filter(has_text="Nothing to sample yet").wait_for()
+        assert page.locator("#compare-go").is_disabled()
+        # and New run starts here: the demo in the form and in the preset box, Launch on the first screen
+        page.get_by_role("tab", name="New run").click()
+        page.locator("#start-here").filter(has_text="Start here").wait_for()
+        assert page.locator("#preset input").input_value() == "Tiny offline demo (CPU)"
+        launch = page.locator("#launch").bounding_box()
+        assert launch["y"] + launch["height"] <= h, launch
+        page.screenshot(path=str(shots / f"item14-new-run-{width}.png"), full_page=False)
     finally:
         page.close()
 

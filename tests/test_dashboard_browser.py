@@ -110,7 +110,7 @@ def open_page(url: str):
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.set_default_timeout(BROWSER_TIMEOUT_MS)
         page.goto(url)
-        page.wait_for_selector("#launch")
+        page.wait_for_selector("#launch", state="attached")
         yield page
         browser.close()
 

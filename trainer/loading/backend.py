@@ -273,7 +273,7 @@ def load_model(config: RunConfig, backend: Backend):
         if config.model_name_or_path == BUILTIN_MODEL and backend.device == "cpu":
             from trainer.loading.tiny import use_tiny_threads
 
-            use_tiny_threads()  # on a busy CPU, two threads made it 10x slower (see trainer/tiny.py)
+            use_tiny_threads()  # on a busy CPU, two threads made it 10x slower (see trainer/loading/tiny.py)
         dtype = torch.bfloat16 if backend.bf16 else torch.float32
         kwargs: dict = {"dtype": dtype}
         if backend.load_in_4bit:

@@ -47,6 +47,19 @@ def test_every_folder_of_the_house_has_a_row_among_the_rooms(architecture, drawn
     assert missing == [], f"folders without a row in {architecture.PAGE}'s rooms: {missing}"
 
 
+def test_no_two_folders_of_trainer_import_each_other(architecture, drawn):
+    """Issue 39: inside trainer/ every tie between two folders runs one way (trainer/'s own modules count as a folder,
+    trainer/config/review/ as one apart from trainer/config/), read from the graph the page draws, so adding an import
+    back (a deferred one included) fails here, not only in the drawing."""
+    pairs = [(a, b) for a, b in architecture.mutual_pairs(drawn) if a.startswith("trainer") and b.startswith("trainer")]
+    tied = {pair: drawn.between[pair] + drawn.between[pair[::-1]] for pair in pairs}
+    assert pairs == [], "folders of trainer/ that import each other: " + "; ".join(
+        f"{a} <-> {b}: " + ", ".join(f"{i.source.path} -> {i.target.path}" for i in links)
+        for (a, b), links in tied.items()
+    )
+    assert [group for group in architecture.cycles(drawn) if any(f.startswith("trainer") for f in group)] == []
+
+
 def test_folders_that_import_each_other_are_listed_with_the_modules_that_tie_them(architecture, tmp_path):
     root = plant(
         tmp_path,

@@ -1,6 +1,7 @@
 """Every problem the product can report about a config comes from trainer/config/ (issue 39): "why was my config
-refused?" has one answer, trainer.config.review.check, and each rule sits in the trainer.config module of the concept
-it checks. These tests fail when a rule is added anywhere else."""
+refused?" has one answer, trainer.config.review.check, and each rule sits in the module of trainer/config/ (its
+ground, or trainer/config/review/ for the rules that look at a model, data or rewards) of the concept it checks. These
+tests fail when a rule is added anywhere else."""
 
 from __future__ import annotations
 
@@ -28,16 +29,14 @@ NOT_CONFIG_RULES = {
     "_file_problems": "a data file's rows",
     "warm_up_problems": "the built-in model's warm-up rows",
     "heldout_problems": "the held-out rows an evaluation scores",
-    # what a name or a text is, shared by the loaders and the rules (trainer.config.data, .model, .access ask them)
-    "hub_id_problem": "what is a hub id (huggingface_hub's rules); the loaders refuse the same names",
-    "protected_file_problem": "the database's own files, which no loader may open either",
+    # what a text is, shared by everything that stores or prints one (what a name names is trainer.config.names's)
     "text_problem": "control characters in any text grpo-studio stores or prints, a run's name among them",
-    # a data file's contents as its reader meets them (trainer.config.data.check_dataset reports them for a config)
+    # a data file's contents as its reader meets them (trainer.config.review.data.check_dataset reports them for a config)
     "check_value": "one value of a data file's row, checked as the loader reads every row",
     "_json_problem": "a data file's JSON syntax",
     # the machine and the files a run leaves, met at run time, not a config's settings
-    "isolation_problem": "whether this machine can isolate code_tests (trainer.config.rewards asks it)",
-    "code_tests_refusal": "the sandbox's answer to that, which trainer.config.rewards reports as a problem",
+    "isolation_problem": "whether this machine can isolate code_tests (trainer.config.review.rewards asks it)",
+    "code_tests_refusal": "the sandbox's answer to that, which trainer.config.review.rewards reports as a problem",
     "unsloth_refusal": "a model Unsloth refuses while loading it (the run then takes the TRL path)",
     "hub_refusal": "the hub refusing a download (a gated model, no token) while loading",
     "file_problem": "a checkpoint's file on disk",
@@ -84,9 +83,10 @@ def test_a_config_error_is_raised_only_from_trainer_config():
 
 
 def test_the_review_composes_only_rules_of_trainer_config():
-    """trainer.config.review takes its rules from trainer.config's own modules; beside them it reads only a data
-    set's rows (for the warnings about a reward mix) and the text guard that keeps a control character off the disk."""
-    tree = ast.parse((CONFIG / "review.py").read_text(encoding="utf-8"))
+    """trainer.config.review takes its rules from trainer/config/'s own modules (its ground and its own folder); beside
+    them it reads only a data set's rows (for the warnings about a reward mix) and the text guard that keeps a control
+    character off the disk."""
+    tree = ast.parse((CONFIG / "review" / "__init__.py").read_text(encoding="utf-8"))
     imported = {
         node.module
         for node in ast.walk(tree)
@@ -128,18 +128,18 @@ BAD_CONFIGS = [
         "values.py",
     ),
     ("a key", {"learning_rte": 0.1}, None, "is not a setting: did you mean", None, "keys.py"),
-    ("model", {"model_name_or_path": "builtin:huge"}, None, "the only built-in model is", None, "model.py"),
-    ("GPU path", {"deepspeed_stage": 2}, None, "needs num_processes of 2 or more", None, "model.py"),
-    ("data", {"dataset_name": "builtin:nothing"}, None, "built-in data sets are", None, "data.py"),
+    ("model", {"model_name_or_path": "builtin:huge"}, None, "the only built-in model is", None, "review/model.py"),
+    ("GPU path", {"deepspeed_stage": 2}, None, "needs num_processes of 2 or more", None, "review/model.py"),
+    ("data", {"dataset_name": "builtin:nothing"}, None, "built-in data sets are", None, "review/data.py"),
     (
         "held-out",
         {"dataset_name": "builtin:code", "eval_steps": 5},
         None,
         "no held-out problems to evaluate",
         None,
-        "heldout.py",
+        "review/heldout.py",
     ),
-    ("rewards", {"reward_funcs": ["no_such_reward"]}, None, "unknown reward function", None, "rewards.py"),
+    ("rewards", {"reward_funcs": ["no_such_reward"]}, None, "unknown reward function", None, "review/rewards.py"),
     ("cluster", {"slurm_nodes": 2}, None, "more nodes need executor slurm", None, "cluster.py"),
     (
         "access",

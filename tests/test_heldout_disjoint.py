@@ -188,7 +188,7 @@ def test_a_run_on_a_test_or_validation_split_is_warned_whatever_the_model():
     model only."""
     import dataclasses
 
-    from trainer.config.heldout import heldout_warnings
+    from trainer.config.review.heldout import heldout_warnings
 
     from .helpers import tiny_config
 

@@ -232,7 +232,7 @@ def test_strict_format_rejects_a_repeated_answer_block():
 
 
 def test_reward_mix_warnings():
-    from trainer.config.rewards import reward_mix_warnings
+    from trainer.config.review.rewards import reward_mix_warnings
 
     assert reward_mix_warnings(["correctness", "xmlcount"], [1.0, 1.0], ["4"], False) == []
     format_only, only_int = reward_mix_warnings(["int"], [1.0], ["4", "12"], False)

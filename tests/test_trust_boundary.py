@@ -20,7 +20,7 @@ from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
 from trainer.config import review
 from trainer.config.access import Access
-from trainer.config.data import check_dataset
+from trainer.config.review.data import check_dataset
 from trainer.loading.data import DataError, load_problems
 from trainer.supervise import slurm
 from trainer.supervise.run_files import RunFiles

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.actions.base import ActionError
 from trainer.config import RunConfig
-from trainer.loading.backend import BUILTIN_MODEL
+from trainer.config.names import BUILTIN_MODEL
 from trainer.loading.chat_template import MAX_TEMPLATE_CHARS
 
 

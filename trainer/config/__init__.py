@@ -6,16 +6,19 @@
   of a mapping that are no setting (a typo is a problem, another tool's key a note);
 - :mod:`~trainer.config.values` and :mod:`~trainer.config.rules`: each value read as its field's type, and the rules
   that need nothing but the config;
-- one module per concept a rule needs beyond the config: :mod:`~trainer.config.model` (the model and the GPU path),
-  :mod:`~trainer.config.data`, :mod:`~trainer.config.heldout`, :mod:`~trainer.config.rewards`,
-  :mod:`~trainer.config.cluster` (Slurm and vLLM server mode), :mod:`~trainer.config.access` (what the dashboard's
-  operator lets its users point a run at) and :mod:`~trainer.config.fork` (what a fork may change);
-- :mod:`~trainer.config.review`: the composition of all of them, :func:`~trainer.config.review.check`, which every
-  entry (the command line, the dashboard, the API, the worker, a fork, the probe) calls.
+- the rules that need a setting's text and little else: :mod:`~trainer.config.names` (what a model or data-set name
+  names, which the loaders ask too; a local file has no splits), :mod:`~trainer.config.cluster` (Slurm and vLLM
+  server mode), :mod:`~trainer.config.access` (what the dashboard's operator lets its users point a run at) and
+  :mod:`~trainer.config.fork` (what a fork may change);
+- :mod:`~trainer.config.review`: the rules that look at what a setting names (the model and the GPU path, the data,
+  held-out evaluation, the rewards: they import the loaders and the reward registry), and the composition of every
+  rule, :func:`~trainer.config.review.check`, which every entry (the command line, the dashboard, the API, the worker,
+  a fork, the probe) calls.
 
 Importing this package loads only the ground (the dataclass, its file reader and its own rules: no torch, no YAML,
-no database; tests/test_actions.py checks it). The concept modules import what they look at (the data loaders, the
-reward registry, storage), so only the review imports them, and only the entries import the review.
+no database; tests/test_actions.py checks it). The loaders import the ground (RunConfig, what a name names) and the
+review imports the loaders, so the review is a folder of its own, above both: no two folders import each other
+(scripts/architecture.py draws it; tests/test_architecture_page.py checks it). Only the entries import the review.
 """
 
 from trainer.config.fields import EXECUTORS, GROUPS, SYSTEM_PROMPT

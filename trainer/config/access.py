@@ -3,7 +3,7 @@
 
 The dashboard's users are not the machine's owner (see SECURITY.md): a form field holding a path must not become a
 way to read the server's files (a data set's Preview shows its rows; a model directory's chat template is rendered).
-So in the dashboard a model or data set is exactly one of: a built-in name, a hub id (trainer.loading.names says why
+So in the dashboard a model or data set is exactly one of: a built-in name, a hub id (trainer.config.names says why
 a single word is no data set: ``text`` or ``csv`` would read the working directory), or the full path of something
 under the data dir (where uploads go) or a directory the operator allowed with ``--allow-path``. Paths are resolved
 (``..``, ``~``, symbolic links) before the check; relative paths are refused, so nothing is resolved against the
@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.db import data_dir
+from trainer.config.names import BUILTIN_MODEL, GSM8K_NAMES, hub_id_problem, looks_like_path, protected_files
 from trainer.config.values import coerce
-from trainer.loading.backend import BUILTIN_MODEL
-from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_files
 from trainer.safe_text import text_problem
 
 PATH_FIELDS = ("model_name_or_path", "dataset_name")

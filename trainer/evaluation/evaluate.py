@@ -178,9 +178,10 @@ def evaluate_run(
 
     from storage import queries
     from storage.db import get_sessionmaker
+    from trainer.config.names import BUILTIN_MODEL
     from trainer.evaluation.compare import CACHE
     from trainer.evaluation.run_lookup import run_adapter
-    from trainer.loading.backend import BUILTIN_MODEL, model_path
+    from trainer.loading.backend import model_path
     from trainer.loading.tiny import tiny_threads
 
     config, adapter_dir = run_adapter(run_id, adapter)

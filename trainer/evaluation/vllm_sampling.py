@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer.config import RunConfig
+from trainer.config.names import BUILTIN_MODEL
 from trainer.evaluation.sampling import SamplingSettings
-from trainer.loading.backend import BUILTIN_MODEL
 
 # vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.config.names import BUILTIN_MODEL
 from trainer.loading.hub import hub_access
 
 if TYPE_CHECKING:  # for annotations only
@@ -35,7 +36,6 @@ if TYPE_CHECKING:  # for annotations only
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODEL = "builtin:tiny"
 # vLLM accepts only these LoRA ranks (vllm 0.32 config/lora.py:26, MaxLoRARanks = 1, 8, ... 320, 512); Unsloth rounds
 # a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
 VLLM_MAX_LORA_RANK = 512
@@ -273,7 +273,7 @@ def load_model(config: RunConfig, backend: Backend):
         if config.model_name_or_path == BUILTIN_MODEL and backend.device == "cpu":
             from trainer.loading.tiny import use_tiny_threads
 
-            use_tiny_threads()  # on a busy CPU, two threads made it 10x slower (see trainer/tiny.py)
+            use_tiny_threads()  # on a busy CPU, two threads made it 10x slower (see trainer/loading/tiny.py)
         dtype = torch.bfloat16 if backend.bf16 else torch.float32
         kwargs: dict = {"dtype": dtype}
         if backend.load_in_4bit:

@@ -4,9 +4,9 @@ Every source comes out in one shape: ``question``, ``answer`` (the reference ans
 ``prompt`` (chat messages: the system prompt, then the question). ``datasets`` is imported inside the functions, so
 importing this module stays light.
 
-What a ``dataset_name`` names (a built-in set, GSM8K, a local file, a hub id) is decided by trainer.loading.names, for
-loading here and for the data set's rules (trainer.config.data), which this module's loader applies too. It reads the
-config through :class:`DataSettings`, the few fields it needs.
+What a ``dataset_name`` names (a built-in set, GSM8K, a local file, a hub id) is decided by trainer.config.names, for
+loading here and for the data set's rules (trainer.config.review.data), with the one rule this module's loader applies
+too (a local file has no splits). It reads the config through :class:`DataSettings`, the few fields it needs.
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainer.config.data import file_split_problem
+from trainer.config.names import (
+    GSM8K_NAMES,
+    file_split_problem,
+    hub_id_problem,
+    looks_like_path,
+    protected_file_problem,
+)
 from trainer.loading.datafiles import DataFileError, check_value, read_rows, summarize
-from trainer.loading.names import GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 
 if TYPE_CHECKING:
     from datasets import Dataset

@@ -13,7 +13,7 @@ Where the problems come from, in this order:
    data set has one;
 3. else none: a single local file or builtin:code (every row may be trained on). Validation refuses a config that
    asks for held-out evaluation (``eval_steps``) on such data, saying how to get some
-   (:func:`trainer.config.heldout.check_heldout`, which reads :func:`no_heldout_reason`).
+   (:func:`trainer.config.review.heldout.check_heldout`, which reads :func:`no_heldout_reason`).
 
 Whatever the source, a problem whose question, whitespace- and case-normalised (:func:`question_key`), is also a
 training question is dropped. Split names are not trusted: builtin:arithmetic's "validation" and "heldout" are its
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.config.names import BUILTIN_DATASETS, GSM8K_NAMES
 from trainer.loading.data import (
     DataError,
     DataSettings,
@@ -34,7 +35,6 @@ from trainer.loading.data import (
     split_heldout,
 )
 from trainer.loading.datafiles import SUFFIXES
-from trainer.loading.names import BUILTIN_DATASETS, GSM8K_NAMES
 
 # Splits tried for held-out problems, in order, skipping the one the run trains on.
 OTHER_SPLITS = ("test", "validation", "train")

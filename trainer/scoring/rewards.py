@@ -27,12 +27,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trainer.scoring.custom_rewards import RewardFunc, load_custom_reward
 
-if TYPE_CHECKING:  # for annotations only
-    from trainer.config import RunConfig
+
+class RewardSettings(Protocol):
+    """The settings a run's rewards are built from; a RunConfig has them all. A protocol rather than RunConfig itself:
+    the config's review imports this registry, so the registry names no config module (no two folders import each
+    other, docs/architecture.md)."""
+
+    reward_funcs: list[str]
+    length_penalty_max_tokens: int
+
 
 # The innermost complete block: "<answer><answer>4</answer>" answers "4", not "<answer>4".
 _ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
@@ -291,7 +298,7 @@ REWARDS: dict[str, RewardFunc] = {
     "length_penalty": get_length_penalty(),
     "code_tests": get_code_tests_reward(),
 }
-REWARD_FACTORIES: dict[str, Callable[[RunConfig], RewardFunc]] = {
+REWARD_FACTORIES: dict[str, Callable[[RewardSettings], RewardFunc]] = {
     "length_penalty": lambda config: get_length_penalty(max_tokens=config.length_penalty_max_tokens),
 }
 
@@ -302,7 +309,7 @@ def resolve_reward(name: str) -> RewardFunc:
     return REWARDS[name] if name in REWARDS else load_custom_reward(name)
 
 
-def get_rewards(config: RunConfig) -> list[RewardFunc]:
+def get_rewards(config: RewardSettings) -> list[RewardFunc]:
     """The run's reward functions in the order of ``config.reward_funcs``, parameterised ones built from the config's
     values (``length_penalty``'s token budget), each named by its config name: TRL logs ``rewards/<__name__>/mean``
     and keys the completions table by it, so the dashboard shows the names the user chose."""

@@ -4,7 +4,7 @@ Which problems are held out is trainer.loading.heldout's to say; these rules ask
 
 from __future__ import annotations
 
-from trainer.loading.backend import BUILTIN_MODEL
+from trainer.config.names import BUILTIN_MODEL
 from trainer.loading.data import DataError, DataSettings
 from trainer.loading.heldout import HINT, NoHeldOut, heldout_set, no_heldout_reason
 

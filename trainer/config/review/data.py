@@ -1,19 +1,20 @@
-"""The rules of the data settings: what ``dataset_name`` names (trainer.loading.names decides a built-in set, GSM8K,
-a hub id or a local file) and, for a local file, that its head reads with the configured columns; and that a local
-file, which has no splits, is asked for none. The loader (trainer.loading.data.load_problems) refuses the same split."""
+"""The rules of the data settings: what ``dataset_name`` names (trainer.config.names decides a built-in set, GSM8K,
+a hub id or a local file) and, for a local file, that its head reads with the configured columns. That a local file,
+which has no splits, is asked for none needs no reader, so it sits in trainer.config.names, where the loader
+(trainer.loading.data.load_problems) takes it too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from trainer.config.names import BUILTIN_DATASETS, GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.loading.datafiles import SUFFIXES, DataFileError, summarize
-from trainer.loading.names import BUILTIN_DATASETS, GSM8K_NAMES, hub_id_problem, looks_like_path, protected_file_problem
 
 
 def check_dataset(name: str, question_column: str = "question", answer_column: str = "answer") -> list[str]:
     """What is wrong with ``dataset_name`` before anything loads it: an unknown built-in set, a missing or unreadable
     local file (only its head is read: the columns, the first rows, the encoding), the database's own files, or a
-    name that is none of a built-in set, a hub id ``owner/name`` and a data file (trainer.loading.names says why)."""
+    name that is none of a built-in set, a hub id ``owner/name`` and a data file (trainer.config.names says why)."""
     if name in BUILTIN_DATASETS or name in GSM8K_NAMES:
         return []
     if name.startswith("builtin:"):
@@ -37,16 +38,3 @@ def check_dataset(name: str, question_column: str = "question", answer_column: s
             f"{', '.join(SUFFIXES)} file"
         ]
     return []
-
-
-def file_split_problem(name: str, split: str | None) -> str | None:
-    """A local file has no splits: every row of it is read, whatever a ``split`` column of it says. A run asking for
-    another split than "train" of a file would train on every row, the ones it meant to keep out among them (issue
-    34: ``dataset_split: test`` was silently ignored), so it is refused; None when fine."""
-    if split in (None, "", "train") or not looks_like_path(name):
-        return None
-    return (
-        f"dataset_split {split!r}: {name} is a local file, which has no splits (every row of it is trained on, "
-        "whatever a 'split' column says); expected 'train', with heldout_fraction to hold rows out, or one file per "
-        "split"
-    )

@@ -1,14 +1,14 @@
 """The rules of the model settings: what ``model_name_or_path`` names (a built-in model, a local directory, a hub id:
-trainer.loading.names decides which), and what the GPU path (trainer.loading.backend) cannot start with."""
+trainer.config.names decides which), and what the GPU path (trainer.loading.backend) cannot start with."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+from trainer.config.names import BUILTIN_MODEL, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.config.run_config import RunConfig
-from trainer.loading.backend import BUILTIN_MODEL, VLLM_MAX_LORA_RANK
-from trainer.loading.names import hub_id_problem, looks_like_path, protected_file_problem
+from trainer.loading.backend import VLLM_MAX_LORA_RANK
 
 
 def check_model(model: str) -> list[str]:

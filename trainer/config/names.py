@@ -1,5 +1,7 @@
 """What a model or data-set setting names: a built-in, a hub repository or a local path, decided here once for the
-loaders, validation and the dashboard's access rules (trainer/config/access.py).
+loaders (trainer/loading/), validation (trainer/config/review/) and the dashboard's access rules
+(trainer/config/access.py). It needs nothing but the setting's text (and where the database is, to protect its files),
+so it sits in the config's ground, below the loaders that ask it.
 
 Why it matters: the loaders resolve names in their own order, and some orders read the machine. ``datasets`` takes a
 name without a slash that matches one of its packaged builders (``text``, ``csv``, ``json``, ``parquet``,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+BUILTIN_MODEL = "builtin:tiny"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
 BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
@@ -82,3 +85,17 @@ def protected_file_problem(value: str, what: str) -> str | None:
     if target in protected_files():
         return f"{what} {value!r} is grpo-studio's own database, which is never read as training data or a model"
     return None
+
+
+def file_split_problem(name: str, split: str | None) -> str | None:
+    """A local file has no splits: every row of it is read, whatever a ``split`` column of it says. A run asking for
+    another split than "train" of a file would train on every row, the ones it meant to keep out among them (issue
+    34: ``dataset_split: test`` was silently ignored), so it is refused; None when fine. The loader
+    (trainer.loading.data.load_problems) refuses the same split, so the rule sits here, below both."""
+    if split in (None, "", "train") or not looks_like_path(name):
+        return None
+    return (
+        f"dataset_split {split!r}: {name} is a local file, which has no splits (every row of it is trained on, "
+        "whatever a 'split' column says); expected 'train', with heldout_fraction to hold rows out, or one file per "
+        "split"
+    )

@@ -5,12 +5,15 @@ a RunConfig) and the operator's :class:`~trainer.config.access.Access`: it refus
 before anything reads it, reads each value as its field's type, and runs every rule. :func:`problems` is the rules
 over a RunConfig, :func:`warnings` the valid-but-doubtful, :func:`load_and_validate` a config file checked.
 
-The rules themselves sit in the module of the concept they check: the config's own (RunConfig.field_problems, with
-trainer.config.rules), the model and GPU path (trainer.config.model), the data (trainer.config.data), held-out
-evaluation (trainer.config.heldout), the rewards (trainer.config.rewards), the cluster (trainer.config.cluster), the
-operator's access (trainer.config.access) and a fork's changes (trainer.config.fork). Those modules import what they
-look at (the data loaders, the reward registry, storage), so ``import trainer.config`` does not load this module: the
-entries (app/actions, app/form.py, the worker, a fork, the probe) import it.
+The rules themselves sit in the module of the concept they check. Those that need nothing but the config and the
+setting's text are the config's ground, one folder up: the config's own (RunConfig.field_problems, with
+trainer.config.rules), what a name names and a local file's splits (trainer.config.names), the cluster
+(trainer.config.cluster), the operator's access (trainer.config.access) and a fork's changes (trainer.config.fork).
+Those that look at what a setting names sit here beside this composition, because they import the loaders or the
+reward registry: the model and GPU path (:mod:`.model`), the data (:mod:`.data`), held-out evaluation
+(:mod:`.heldout`) and the rewards (:mod:`.rewards`). The loaders import the ground and never this package, so no two
+folders import each other; ``import trainer.config`` does not load this package: the entries (app/actions,
+app/form.py, the worker, a fork, the probe) import it.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from typing import Any
 
 from trainer.config.access import OPERATOR, Access, custom_reward_problems
 from trainer.config.cluster import cluster_problems, cluster_warnings
-from trainer.config.data import check_dataset, file_split_problem
-from trainer.config.heldout import check_heldout, heldout_warnings
-from trainer.config.model import check_model, gpu_path_problems
-from trainer.config.rewards import reward_mix_warnings, reward_problems
+from trainer.config.names import file_split_problem
+from trainer.config.review.data import check_dataset
+from trainer.config.review.heldout import check_heldout, heldout_warnings
+from trainer.config.review.model import check_model, gpu_path_problems
+from trainer.config.review.rewards import reward_mix_warnings, reward_problems
 from trainer.config.run_config import ConfigError, RunConfig
 from trainer.loading.data import load_problems
 from trainer.safe_text import text_problem
@@ -87,7 +91,7 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
 
 
 def warnings(config: RunConfig) -> list[str]:
-    """Things that are valid but probably not what the user wants (see trainer.config.rewards.reward_mix_warnings).
+    """Things that are valid but probably not what the user wants (see :func:`.rewards.reward_mix_warnings`).
     Reads a few rows of the data set; a data set that can't be read yet gives no warning here (the worker reports
     it)."""
     local = config.dataset_name.startswith("builtin:") or Path(config.dataset_name).is_file()

@@ -1,16 +1,22 @@
-"""A deep link to the Monitor beside the root page, in headless Chromium against one `grpo-studio serve`.
+"""The Monitor's three speed targets (issue 36 item 12), in headless Chromium against `grpo-studio serve`:
 
-    python bench/deep_link.py [--rounds 5] [--runs 12] [--steps 40]
+    python bench/deep_link.py [--rounds 3] [--runs 12] [--steps 40] [--ref 14e269b] [--no-launch]
 
-Both pages are opened in the same browser against the same server, alternating, so that whatever else loads the
-machine weighs on both alike. The database is a throw-away one holding ``--runs`` finished runs stored as the worker
-stores them (every metric key of a real run, the held-out curve, sampled completions and log lines); the deep link
-names the oldest run, the root page shows the newest.
+- deep link / root page: ``?tab=monitor&run=N`` usable (the run's header and its reward chart drawn with points)
+  beside the root page usable (the New run form drawn, Launch pressable); target <= 1.5;
+- tab click -> drawn chart: from a click on the Monitor tab of a loaded root page to the (newest) run's reward chart
+  drawn with points; target <= 1 s;
+- launch -> first chart point: the tiny demo launched from the form, from its worker's first logged step (the step's
+  wall time, as the worker stamps it) to that step's point in the browser's reward chart; target <= 2 s.
 
-- root usable: the New run form is drawn and its Launch button can be pressed;
-- deep link usable: the Monitor tab is open with the run's header and its reward chart drawn with points.
+Each page is opened in the same browser against the same server, alternating, so that whatever else loads the
+machine weighs on both alike. With ``--ref REV`` a second server runs the code of git revision REV (a throw-away
+worktree) on a database of its own, and every measure alternates between the two: before and after, side by side
+in one run. The databases are throw-away ones holding ``--runs`` finished runs stored as the worker stores them (every
+metric key of a real run, the held-out curve, sampled completions and log lines); the deep link names the oldest run,
+the root page's Monitor shows the newest.
 
-Prints each page's median seconds and the ratio deep link / root (target <= 1.5). Needs Chromium (``$CHROMIUM`` or
+Prints each measure's median seconds (and the ratio deep link / root). Needs Chromium (``$CHROMIUM`` or
 /usr/bin/chromium) and Playwright, as the browser tests do.
 """
 
@@ -96,12 +102,14 @@ def store_runs(runs: int, steps: int) -> list[int]:
     return ids
 
 
-def start_server(port: int) -> subprocess.Popen:
-    """`grpo-studio serve` on ``port``, on the database the environment names; returns once it answers."""
+def start_server(port: int, code: Path = ROOT, home: str | None = None) -> subprocess.Popen:
+    """`grpo-studio serve` on ``port`` from the checkout ``code``, on the database of ``home`` (default: the one the
+    environment names); returns once it answers."""
+    env = {**os.environ, "PYTHONPATH": str(code)} | ({"GRPO_STUDIO_HOME": home} if home else {})
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=code,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -146,47 +154,138 @@ def time_deep_link(browser, url: str, run_id: int, name: str) -> float:
     return took
 
 
+def time_tab_click(browser, url: str, name: str) -> float:
+    """Seconds from a click on the Monitor tab of a loaded root page to the newest run's reward chart with points."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(url)
+    page.wait_for_selector("#launch:not([disabled])", timeout=120_000)
+    time.sleep(1.0)  # the page's load events (the pickers filled) are done
+    started = time.perf_counter()
+    page.get_by_role("tab", name="Monitor").click()
+    page.locator("#monitor-progress").filter(has_text=f"{name} (run ").wait_for(timeout=120_000)
+    page.wait_for_function(REWARD_POINTS, timeout=120_000)
+    took = time.perf_counter() - started
+    page.close()
+    return took
+
+
+def first_step_wall_time(home: str, run_id: int, timeout: float = 600.0) -> float:
+    """The wall time the worker stamped on run ``run_id``'s first logged reward, read from its database."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"sqlite:///{Path(home) / 'grpo_studio.db'}")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as connection:
+                found = connection.execute(
+                    text("SELECT wall_time FROM metrics WHERE run_id = :r AND key = 'reward' ORDER BY step LIMIT 1"),
+                    {"r": run_id},
+                ).scalar()
+            if found is not None:
+                return float(found)
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+    raise RuntimeError(f"run {run_id} logged no reward within {timeout:.0f} s")
+
+
+def time_launch(browser, url: str, home: str, name: str) -> float:
+    """Seconds from the tiny demo's first logged step to its point in the reward chart of the page that launched it.
+    A revision whose launch does not open the Monitor is followed there in the same tab, as its link did."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(url)
+    page.wait_for_selector("#launch:not([disabled])", timeout=120_000)
+    for field, value in (("name", name), ("max_steps", "3"), ("eval_steps", "0")):
+        box = page.locator(f"#field-{field} input, #field-{field} textarea").first
+        box.fill(value)
+        box.press("Tab")
+    page.click("#launch")
+    status = page.locator("#new-run-status").filter(has_text=f"({name})")
+    status.wait_for(timeout=120_000)
+    run_id = int(status.inner_text().split("Run ")[1].split()[0])
+    try:
+        page.locator("#monitor-progress").filter(has_text=f"(run {run_id})").wait_for(timeout=10_000)
+    except Exception:  # an older revision: its launch message linked to the Monitor instead
+        page.goto(f"{url}?tab=monitor&run={run_id}")
+    page.wait_for_function(REWARD_POINTS, timeout=600_000, polling=100)
+    seen = time.time()
+    first = first_step_wall_time(home, run_id)
+    page.locator("#monitor-progress").filter(has_text="completed").wait_for(timeout=600_000)  # the slot is free again
+    page.close()
+    return seen - first
+
+
+def git_worktree(rev: str, where: str) -> Path:
+    """A throw-away checkout of revision ``rev`` under ``where``, with the built-in model the working tree has."""
+    target = Path(where) / "ref"
+    subprocess.run(["git", "worktree", "add", "--detach", str(target), rev], cwd=ROOT, check=True, capture_output=True)
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Store the runs, serve them, then time root and deep link alternately ``--rounds`` times each."""
+    """Store the runs, serve them (and the ``--ref`` revision), then time every measure alternately."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--ref", help="a git revision to measure side by side (before and after)")
+    parser.add_argument("--no-launch", action="store_true", help="leave out the launch measure (it trains)")
     opts = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     chromium = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
-    with tempfile.TemporaryDirectory() as home:
-        os.environ["GRPO_STUDIO_HOME"] = home
-        os.environ.pop("DATABASE_URL", None)
-        ids = store_runs(opts.runs, opts.steps)
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = start_server(port)
-        url = f"http://127.0.0.1:{port}/"
+    with tempfile.TemporaryDirectory() as scratch:
+        sides = {"this checkout": ROOT} | ({f"ref {opts.ref}": git_worktree(opts.ref, scratch)} if opts.ref else {})
+        servers, urls, homes, oldest = {}, {}, {}, {}
         try:
+            for label, code in sides.items():
+                home = tempfile.mkdtemp(dir=scratch)
+                os.environ["GRPO_STUDIO_HOME"] = home
+                os.environ.pop("DATABASE_URL", None)
+                from storage.db import reset_engine
+
+                reset_engine()
+                oldest[label] = store_runs(opts.runs, opts.steps)[0]
+                import socket
+
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", 0))
+                    port = s.getsockname()[1]
+                servers[label] = start_server(port, code, home)
+                urls[label], homes[label] = f"http://127.0.0.1:{port}/", home
+            measures = {label: {"root": [], "deep link": [], "tab click": [], "launch": []} for label in sides}
             with sync_playwright() as p:
                 browser = p.chromium.launch(
                     executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
                 )
-                time_root(browser, url)  # warm-up: the first page load also fills the browser's cache of the assets
-                roots, deep = [], []
-                for _ in range(opts.rounds):
-                    roots.append(time_root(browser, url))
-                    deep.append(time_deep_link(browser, url, ids[0], "bench-0"))
+                for label in sides:
+                    time_root(browser, urls[label])  # warm-up: the first load also fills the browser's asset cache
+                for round_ in range(opts.rounds):
+                    for label in sides:
+                        taken = measures[label]
+                        taken["root"].append(time_root(browser, urls[label]))
+                        taken["deep link"].append(time_deep_link(browser, urls[label], oldest[label], "bench-0"))
+                        taken["tab click"].append(time_tab_click(browser, urls[label], f"bench-{opts.runs - 1}"))
+                        if not opts.no_launch:
+                            name = f"bench-launch-{round_}"
+                            taken["launch"].append(time_launch(browser, urls[label], homes[label], name))
                 browser.close()
         finally:
-            server.terminate()
-            server.wait(timeout=30)
-    root, link = statistics.median(roots), statistics.median(deep)
-    print(
-        f"root page usable: median {root:.2f} s of {[round(t, 2) for t in roots]}; deep link ?tab=monitor&run={ids[0]} "
-        f"usable: median {link:.2f} s of {[round(t, 2) for t in deep]}; ratio {link / root:.2f} (target <= 1.5); "
-        f"{opts.runs} runs x {opts.steps} steps; load average {os.getloadavg()[0]:.1f}"
-    )
+            for server in servers.values():
+                server.terminate()
+                server.wait(timeout=30)
+            if opts.ref:
+                subprocess.run(["git", "worktree", "remove", "--force", str(sides[f"ref {opts.ref}"])], cwd=ROOT)
+    for label, taken in measures.items():
+        median = {key: statistics.median(values) for key, values in taken.items() if values}
+        line = f"{label}: root {median['root']:.2f} s, deep link {median['deep link']:.2f} s, ratio "
+        line += f"{median['deep link'] / median['root']:.2f} (target <= 1.5); tab click -> chart {median['tab click']:.2f} s "
+        line += "(target <= 1)"
+        if "launch" in median:
+            line += f"; first step -> its chart point {median['launch']:.2f} s (target <= 2)"
+        print(line + "; each of " + str({key: [round(v, 2) for v in values] for key, values in taken.items()}))
+    print(f"{opts.runs} runs x {opts.steps} steps; {opts.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

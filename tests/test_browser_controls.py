@@ -61,6 +61,25 @@ def open_at(browser, server):
         context.close()
 
 
+def _screenshot_live(page, run_id: int) -> None:
+    """The live run's Monitor at both widths, once its reward chart has points (docs/dashboard.md shows them, copied
+    to docs/screens/): this page at the laptop's, a phone's page on the same address beside it."""
+    from .test_browser_ux import SCREENSHOTS
+    from .test_dashboard_browser import _points
+
+    wait_for(lambda: _points(page, "reward") > 0, 300, "the live run's first points")  # a hang bound
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "monitor-laptop.png"), full_page=False)
+    phone = page.context.new_page()
+    phone.set_viewport_size({"width": 390, "height": 844})
+    try:
+        phone.goto(page.url)
+        wait_for(lambda: _points(phone, "reward") > 0, 60, "the phone's reward chart")
+        phone.screenshot(path=str(SCREENSHOTS / "monitor-phone.png"), full_page=False)
+    finally:
+        phone.close()
+
+
 def _query(page) -> dict[str, str]:
     return dict(re.findall(r"[?&]([^=&]+)=([^&]*)", page.evaluate("window.location.search")))
 
@@ -117,6 +136,7 @@ def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
     wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")
     wait_for(lambda: _query(page) == {"tab": "monitor", "run": str(run_id)}, 10, "the address")
     assert len(page.context.pages) == 1
+    _screenshot_live(page, run_id)
 
     summary = page.locator("#learning-summary")
     # drawn when the run was picked: queued, no samples yet (unless the worker was quicker than the picker)

@@ -129,6 +129,9 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
         names = legend.all_text_contents()
         assert any(n.startswith(f"{fork}: fork <a id=pwn-fork") for n in names), names
         assert any(n.endswith("· " + payload("reward-key")) for n in names), names  # a reward's name as its key has it
+        # the other metrics' list and the log wait under closed headings, as a user finds them: opened
+        for section in ("#monitor-more", "#monitor-log-section"):
+            page.locator(f"{section} button.label-wrap").first.click()
         other = page.locator("#monitor-other-list")
         wait_for(lambda: "pwn-key" in other.inner_text(), 30, "the other metrics' list")
         log = page.locator("#monitor-log textarea")

@@ -19,7 +19,7 @@ import pytest
 
 from .conftest import use_database
 from .helpers import BROWSER_TIMEOUT_MS, create_run, run_row, tiny_config, wait_for
-from .test_browser_ux import TEXT_LINES, _selected_tab
+from .test_browser_ux import SCREENSHOTS, TEXT_LINES, _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _points, _set, launch_browser, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
@@ -276,6 +276,8 @@ def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(ope
         base, tuned = (page.locator(f"#compare-{s}").bounding_box()["y"] for s in ("base", "tuned"))
         assert abs(base - tuned) < 2, (base, tuned)
     page.screenshot(path=str(shots / f"item10-compare-{width}.png"), full_page=True)
+    SCREENSHOTS.mkdir(exist_ok=True)  # docs/dashboard.md shows these (copied to docs/screens/)
+    page.screenshot(path=str(SCREENSHOTS / f"compare-{width}.png"), full_page=False)
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
@@ -339,6 +341,8 @@ def test_empty_states_say_what_to_do_next(browser, empty_server, shots, width):
         launch = page.locator("#launch").bounding_box()
         assert launch["y"] + launch["height"] <= h, launch
         page.screenshot(path=str(shots / f"item14-new-run-{width}.png"), full_page=False)
+        SCREENSHOTS.mkdir(exist_ok=True)  # docs/dashboard.md shows these (copied to docs/screens/)
+        page.screenshot(path=str(SCREENSHOTS / f"new-run-{width}.png"), full_page=False)
     finally:
         page.close()
 

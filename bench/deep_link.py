@@ -154,15 +154,16 @@ def time_deep_link(browser, url: str, run_id: int, name: str) -> float:
     return took
 
 
-def time_tab_click(browser, url: str, name: str) -> float:
-    """Seconds from a click on the Monitor tab of a loaded root page to the newest run's reward chart with points."""
+def time_tab_click(browser, url: str) -> float:
+    """Seconds from a click on the Monitor tab of a loaded root page to the newest run's reward chart with points
+    (a stored run, or the demo an earlier round launched)."""
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.goto(url)
     page.wait_for_selector("#launch:not([disabled])", timeout=120_000)
     time.sleep(1.0)  # the page's load events (the pickers filled) are done
     started = time.perf_counter()
     page.get_by_role("tab", name="Monitor").click()
-    page.locator("#monitor-progress").filter(has_text=f"{name} (run ").wait_for(timeout=120_000)
+    page.locator("#monitor-progress").filter(has_text="(run ").wait_for(timeout=120_000)
     page.wait_for_function(REWARD_POINTS, timeout=120_000)
     took = time.perf_counter() - started
     page.close()
@@ -173,7 +174,9 @@ def first_step_wall_time(home: str, run_id: int, timeout: float = 600.0) -> floa
     """The wall time the worker stamped on run ``run_id``'s first logged reward, read from its database."""
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(f"sqlite:///{Path(home) / 'grpo_studio.db'}")
+    from storage.db import DEFAULT_DATABASE
+
+    engine = create_engine(f"sqlite:///{Path(home) / DEFAULT_DATABASE}")
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -196,7 +199,7 @@ def time_launch(browser, url: str, home: str, name: str) -> float:
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.goto(url)
     page.wait_for_selector("#launch:not([disabled])", timeout=120_000)
-    for field, value in (("name", name), ("max_steps", "3"), ("eval_steps", "0")):
+    for field, value in (("name", name), ("max_steps", "3")):
         box = page.locator(f"#field-{field} input, #field-{field} textarea").first
         box.fill(value)
         box.press("Tab")
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
                         taken = measures[label]
                         taken["root"].append(time_root(browser, urls[label]))
                         taken["deep link"].append(time_deep_link(browser, urls[label], oldest[label], "bench-0"))
-                        taken["tab click"].append(time_tab_click(browser, urls[label], f"bench-{opts.runs - 1}"))
+                        taken["tab click"].append(time_tab_click(browser, urls[label]))
                         if not opts.no_launch:
                             name = f"bench-launch-{round_}"
                             taken["launch"].append(time_launch(browser, urls[label], homes[label], name))

@@ -123,6 +123,17 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
         assert cell.evaluate(TEXT_LINES) == 1, (width, header)
     status = table.locator(".body-cell", has_text="completed").first
     assert status.evaluate(TEXT_LINES) == 1, width  # "completed" never breaks mid-word
+    if width == "laptop":  # issue 36 item 15: a step count and a data set name each on one line at 1440 px
+        for text in ("/", "builtin:arithmetic"):
+            cell = table.locator(".body-cell", has_text=text).first
+            assert cell.evaluate(TEXT_LINES) == 1, text
+        # and the beta-0 run's KL column is the KL its worker measured (TRL logs none at beta 0), as stored
+        row = table.locator(".virtual-body [role=row]", has_text="round2-beta0").first
+        cells = [c.strip() for c in row.locator(".body-cell").all_inner_texts()]
+        measured = _metric(beta0_run, "kl_measured")
+        assert _metric(beta0_run, "kl") == []
+        shown = cells[5]  # the KL column (app/pages/runs.py COLUMNS)
+        assert (float(shown) == pytest.approx(round(measured[-1], 4), abs=1e-4)) if measured else shown == "", cells
     scroller = table.locator("table").first.evaluate_handle(
         "t => { let e = t.parentElement; while (e && e.scrollWidth <= e.clientWidth) e = e.parentElement; return e; }"
     )
@@ -145,7 +156,7 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
     assert picker.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the run label is cut"
     table = page.locator("#completions-table")
     wait_for(lambda: table.locator("[role=row]").count() > 1, 60, "completion rows")
-    for header in ("step", "group", "total", "advantage"):
+    for header in ("step", "group", "mark", "total", "advantage"):  # the best/worst marks' column is named
         assert table.locator("th[role=columnheader]", has_text=header).first.evaluate(TEXT_LINES) == 1, header
     page.screenshot(path=str(shots / f"item1-monitor-{width}.png"), full_page=True)
 
@@ -198,6 +209,16 @@ def test_charts_explain_themselves(open_at, beta0_run, shots, width):
         "() => document.querySelector('#chart-reward .js-plotly-plot')._fullData.map(t => t.line.color)"
     )
     assert len(colours) >= 3 and len(set(colours)) == len(colours), colours
+    # issue 36 item 15: a series on the very line of an earlier one says which it lies under, and only then
+    drawn = page.evaluate(
+        "() => document.querySelector('#chart-reward .js-plotly-plot')._fullData"
+        ".filter(t => t.showlegend !== false).map(t => [t.name, Array.from(t.y)])"
+    )
+    seen = []
+    for name, ys in drawn:
+        twin = next((earlier for earlier, values in seen if values == ys), None)
+        assert ("(under " in name) == (twin is not None), (name, twin)
+        seen.append((name, ys))
 
     smoothing = page.locator("#monitor-smoothing input[type=number]")
     smoothing.fill("0.8")
@@ -272,6 +293,13 @@ def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(ope
         assert re.search(r"format \d/1 · correct n/a \(no reference answer\)", summary.inner_text())
         assert page.locator(f"#compare-{side} .virtual-body [role=row]").count() == 1
     assert "Greedy decoding: one answer a side" in page.locator("#compare-why").inner_text()
+    # issue 36 item 15: every header on one line at both widths (the table scrolls sideways on a phone), and the
+    # Run picker shows its whole label
+    for side in ("base", "tuned"):
+        for header in ("#", "rewards", "total"):
+            cell = page.locator(f"#compare-{side} th[role=columnheader]", has_text=header).first
+            assert cell.evaluate(TEXT_LINES) == 1, (side, header)
+    assert page.locator("#compare-run input").evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the label is cut"
     if width == "laptop":
         base, tuned = (page.locator(f"#compare-{s}").bounding_box()["y"] for s in ("base", "tuned"))
         assert abs(base - tuned) < 2, (base, tuned)

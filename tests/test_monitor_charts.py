@@ -146,3 +146,12 @@ def test_series_drawn_on_the_same_line_say_which_one_they_lie_under():
     std_chart = next(c for c in CHARTS if c.name == "reward_std")
     both = {"reward_std": points(0.2, 0.2), "frac_reward_zero_std": points(0.2, 0.2)}  # one left, one right axis
     assert [t.name for t in build_figure(std_chart, {"run": both}).data] == ["reward std", "zero-std groups"]
+
+
+def test_a_drawn_charts_note_sits_above_its_plot_not_on_its_line():
+    """Issue 36 item 15: the measured-KL note (and any note on a drawn chart) is drawn between the title and the plot,
+    in a top margin made for it, where inside the plot it covered the line."""
+    (kl,) = add_notes([build_figure(CHARTS[3], {"run": {"kl_measured": points(0.1, 0.2)}})], {"beta": 0}, [CHARTS[3]])
+    note = kl.layout.annotations[-1]
+    assert note.text == KL_MEASURED_NOTE and note.y == 1 and note.yanchor == "bottom" and note.yref == "paper"
+    assert kl.layout.margin.t >= 60

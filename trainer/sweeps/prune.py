@@ -8,7 +8,8 @@
   correctness did not (:data:`HACKING`).
 - **signal**: the learning signal gone: the mean share of zero-std groups (TRL's ``frac_reward_zero_std``) over the
   last ``signal_window`` steps at least ``signal_share``: with every answer of a group scored alike its advantages
-  are 0 and the step teaches nothing (docs/grpo.md § Failure signs; 0.9 is trainer/insight/health.py's STOP_SHARE).
+  are 0 and the step teaches nothing. The default 0.9 is trainer/insight/health.py's STOP_SHARE (see docs/grpo.md
+  § Failure signs to watch).
 - **median**: at an evaluation step, the member's best objective so far is worse than the median of the other
   members' best at the same step (Optuna's MedianPruner, among members that reached that step), once the member has
   had ``median_warmup`` evaluations and at least ``median_peers`` others reached the step.

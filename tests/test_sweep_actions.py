@@ -179,6 +179,6 @@ def test_the_api_creates_a_sweep_and_lists_it_and_its_members_are_runs(probed):
     assert api["sweeps"](None)["sweeps"][0]["id"] == answer["sweep_id"]
     table = api["sweeps"](answer["sweep_id"])
     assert [r["run_id"] for r in table["rows"]] == [m["run_id"] for m in answer["members"]]
-    assert {r["id"] for r in api["runs"]("")} == {m["run_id"] for m in answer["members"]}
+    assert {(r["id"], r["sweep_id"]) for r in api["runs"]("")} == {(m["run_id"], 1) for m in answer["members"]}
     refused = api["sweep"](_text(), "beta=-1,0")
     assert refused["sweep_id"] is None and refused["problems"][0].startswith("member 1 (beta=-1): beta -1")

@@ -282,6 +282,7 @@ def run_json(summary: RunSummary, place: str = "") -> dict[str, Any]:
         "finished_at": summary.finished_at.isoformat() if summary.finished_at else None,
         "health": problem[1] if problem else None,
         "heldout": summary.evaluation,
+        "sweep_id": summary.sweep_id,
     }
 
 

@@ -17,7 +17,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from app.actions.sweeps import point_text
     from trainer.presets import resolve_preset
 
-    source = Path(resolve_preset(args.config))
+    source = Path(resolve_preset(args.config, sweeps=True))
     try:
         swept = actions.sweep(source, actions.OPERATOR, args.grid or None, name=args.name)
     except actions.ActionError as exc:

@@ -190,7 +190,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         examples=(
             'grpo-studio sweep tiny-offline --grid "beta=0,0.04 learning_rate=1e-5,5e-5"',
-            "grpo-studio sweep my-sweep.yaml --detach",
+            "grpo-studio sweep tiny-grid --detach",
         ),
     ),
     Verb(

@@ -51,7 +51,8 @@ NOT_SWEPT = frozenset({"name", "executor", "backend", "vllm_mode"})
 
 @dataclass(frozen=True)
 class Prune:
-    """The early-stopping rules of a sweep and their thresholds (docs/sweeps.md § Pruning says why each default)."""
+    """The early-stopping rules of a sweep and their thresholds; docs/sweeps.md § Pruning: the rules and their defaults
+    says why each default."""
 
     probe: bool = True  # before training: the probe's "wasted" verdict skips the member
     median: bool = True  # at evaluation steps: worse than the median of the others at the same step

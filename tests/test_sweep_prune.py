@@ -204,3 +204,17 @@ def test_the_pass_stops_a_member_by_grpos_own_signs(tmp_path, rule):
         ids = [r.id for r in runs]
     with get_sessionmaker().begin() as s:
         assert [(run_id, stop.rule) for run_id, stop in tend(s)] == [(ids[0], rule)]
+
+
+def test_the_dashboards_scheduler_tends_the_sweeps_after_each_pass(tmp_path):
+    from app import server
+    from trainer.sweeps.tending import Scheduler
+
+    assert server.Scheduler is Scheduler
+    with get_sessionmaker().begin() as s:
+        sweep, runs = _sweep_of(s, SPEC, tmp_path, [{"frac_reward_zero_std": _steps([1.0] * 6)}])
+        run_id = runs[0].id
+    Scheduler().each_pass()
+    with get_sessionmaker().begin() as s:
+        run = queries.get_run(s, run_id)
+        assert run.status == RunStatus.STOPPED and run.sweep_stop.startswith("stopped at step 6: 100% of groups")

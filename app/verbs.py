@@ -181,7 +181,7 @@ VERBS: tuple[Verb, ...] = (
                 "grid",
                 str,
                 'settings and their values, e.g. "beta=0,0.04 learning_rate=1e-5,5e-5" (a grid; they replace the '
-                "sweep: block's settings of the same name)",
+                "sweep: block's settings of the same name; default: the block's alone)",
                 "",
                 text(2000),
             ),

@@ -185,7 +185,9 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
         problems.append(f"sweep.direction {shorten(direction)}: expected max or min")
     settings = block.get("settings", {}) or {}
     if not isinstance(settings, Mapping):
-        problems.append(f"sweep.settings: expected a mapping of setting names to values, got {shorten(settings)}")
+        problems.append(
+            f"sweep.settings: expected each swept setting with its values (beta: [0, 0.04]), got {shorten(settings)}"
+        )
         settings = {}
     settings = {**settings, **(grid or {})}
     if not settings:

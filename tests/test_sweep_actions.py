@@ -182,3 +182,32 @@ def test_the_api_creates_a_sweep_and_lists_it_and_its_members_are_runs(probed):
     assert {(r["id"], r["sweep_id"]) for r in api["runs"]("")} == {(m["run_id"], 1) for m in answer["members"]}
     refused = api["sweep"](_text(), "beta=-1,0")
     assert refused["sweep_id"] is None and refused["problems"][0].startswith("member 1 (beta=-1): beta -1")
+
+
+def test_a_tpe_sweep_starts_with_its_startup_points_and_asks_each_next_one_after_the_results(probed):
+    from trainer.config import sweep as sw
+    from trainer.sweeps.tending import tend
+
+    block = {"method": "tpe", "members": 3, "seed": 3, "settings": {"beta": {"low": 0.0, "high": 0.1}}}
+    swept = actions.sweep(json.dumps({**json.loads(_text()), "sweep": block}), Access())
+    assert len(swept.members) == 2  # TPE's random startup points; the third waits for their results
+    with get_sessionmaker().begin() as s:
+        assert tend(s) == [] and len(sweep_rows.member_runs(s, swept.sweep_id)) == 2  # none ended yet: none asked
+        for member, value in zip(swept.members, (0.3, 0.6), strict=True):
+            queries.add_metric_rows(s, queries.metric_rows(member.run_id, 2, {"heldout/correct": value}, 1))
+            queries.finish_run(s, queries.get_run(s, member.run_id), RunStatus.COMPLETED)
+    with get_sessionmaker().begin() as s:
+        tend(s)
+        runs = sweep_rows.member_runs(s, swept.sweep_id)
+        third = runs[2]
+        told = [(m.point, v) for m, v in zip(swept.members, (0.3, 0.6), strict=True)]
+        assert third.sweep_point == sw.points(sw.parse(block), told, count=1)[0]  # reproducible from the results
+        assert third.status == RunStatus.QUEUED and third.config["beta"] == third.sweep_point["beta"]
+        assert (
+            third.name == "grid-3" and queries.log_tail(s, third.id)[0].message == "sweep: asked after 2 results (TPE)"
+        )
+        queries.finish_run(s, third, RunStatus.FAILED, "boom")
+    with get_sessionmaker().begin() as s:
+        tend(s)  # all three members asked and ended: no fourth, and the sweep is finished
+        assert len(sweep_rows.member_runs(s, swept.sweep_id)) == 3
+        assert sweep_rows.get_sweep(s, swept.sweep_id).state == "finished"

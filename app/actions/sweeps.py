@@ -6,7 +6,8 @@ member's config are checked with the review like any run's (app.actions.runs.val
 rules), and, when the sweep's ``prune.probe`` is on, each member's point is probed (app.actions.jobs.probe: a child
 process with the base model, seconds on the tiny one) before anything is written. Then the sweep's row and one queued
 run per member are written in one transaction; a member the probe found wasted is written already stopped, with the
-probe's reason, so the table shows every point. The members queue like any run: the dashboard's scheduler starts them
+probe's reason, so the table shows every point. A TPE sweep starts with its random startup members only; the
+scheduler's pass asks each next point once their results are in (trainer/sweeps/tending.py). The members queue like any run: the dashboard's scheduler starts them
 under its concurrency limit, and tends them (trainer/sweeps/tending.py).
 
 Why the probe runs here and not when the scheduler first takes a member: the scheduling pass holds the lock that
@@ -117,7 +118,7 @@ def sweep(
 def _members(spec: sweeps_config.SweepSpec, base: RunConfig, access: Access) -> list[tuple[dict, RunConfig]]:
     """Each point with its member's config, every one checked (ActionError naming each member's problems)."""
     found, each = [], []
-    for index, point in enumerate(sweeps_config.points(spec), 1):
+    for index, point in enumerate(sweeps_config.points(spec, count=sweeps_config.startup_members(spec)), 1):
         member = {**base.to_dict(), **point, "name": f"{base.name}-{index}"}
         checked = validate(member, access, warn=False)
         extra = sweeps_config.member_problems(spec, checked.config) if checked.config else []

@@ -341,33 +341,46 @@ def member_problems(spec: SweepSpec, config: RunConfig) -> list[str]:
 Told = Sequence[tuple[Mapping[str, Any], float]]  # (a point, its objective) of members that finished
 
 
-def points(spec: SweepSpec, told: Told = (), count: int | None = None) -> list[dict[str, Any]]:
+def points(
+    spec: SweepSpec, told: Told = (), count: int | None = None, used: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
     """The points of a sweep, each a mapping setting -> value: every combination for a grid (in the settings'
     order, the last varying fastest); for random and tpe, ``count`` points (default the sweep's members) drawn by
-    Optuna's sampler under the sweep's seed, after ``told`` results (tpe learns from them; random ignores them).
-    The same spec and ``told`` give the same points."""
+    Optuna's sampler under the sweep's seed, after ``told`` results (tpe learns from them; random ignores them) and
+    never one of ``used`` (points of members without a result: skipped, failed, still training). The same spec,
+    ``told`` and ``used`` give the same points."""
     if spec.method == "grid":
         names = [d.setting for d in spec.dimensions]
         return [
             dict(zip(names, combo, strict=True)) for combo in itertools.product(*(d.values for d in spec.dimensions))
         ]
-    return _asked(spec, told, spec.members if count is None else count)
+    return _asked(spec, told, spec.members if count is None else count, used)
 
 
-def _asked(spec: SweepSpec, told: Told, count: int) -> list[dict[str, Any]]:
+def startup_members(spec: SweepSpec) -> int:
+    """How many members are created with the sweep: every one for grid and random; for tpe its random startup
+    points, a quarter of the members and at least 2 (the rest are asked one at a time as results come in)."""
+    if spec.method == "tpe":
+        return min(spec.members, max(2, spec.members // 4))
+    return spec.size
+
+
+def _asked(spec: SweepSpec, told: Told, count: int, used: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions = {d.setting: _distribution(d) for d in spec.dimensions}
     if spec.method == "tpe":
-        # startup points are random until TPE has results to model: a quarter of the members, at least 2
-        sampler = optuna.samplers.TPESampler(seed=spec.seed, n_startup_trials=max(2, spec.members // 4))
+        sampler = optuna.samplers.TPESampler(seed=spec.seed, n_startup_trials=startup_members(spec))
     else:
         sampler = optuna.samplers.RandomSampler(seed=spec.seed)
     study = optuna.create_study(direction="maximize" if spec.direction == "max" else "minimize", sampler=sampler)
     for point, value in told:
         study.add_trial(optuna.trial.create_trial(params=dict(point), distributions=distributions, value=value))
-    seen = {_key(p) for p, _ in told}
+    for point in used:  # asked before, with no result to learn from: TPE leaves failed trials out of its model
+        failed = optuna.trial.TrialState.FAIL
+        study.add_trial(optuna.trial.create_trial(params=dict(point), distributions=distributions, state=failed))
+    seen = {_key(p) for p, _ in told} | {_key(p) for p in used}
     found: list[dict[str, Any]] = []
     # a search over few values meets a point twice: asked again (bounded), as each point runs once
     for _ in range(20 * count):

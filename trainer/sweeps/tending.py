@@ -20,9 +20,10 @@ from sqlalchemy.orm import Session
 from storage import learning, queries
 from storage import sweeps as sweep_rows
 from storage.db import get_sessionmaker
-from storage.models import RunStatus, SweepState
+from storage.models import Run, RunStatus, Sweep, SweepState
 from storage.series import series_since
-from trainer.config.sweep import SweepError, parse
+from trainer.config import review
+from trainer.config.sweep import SweepError, SweepSpec, parse, points
 from trainer.insight.watch import watch
 from trainer.supervise import schedule
 from trainer.supervise.stop import stop_worker
@@ -62,8 +63,37 @@ def tend(session: Session, judged: MutableMapping[int, int] | None = None) -> li
             stop_worker(session, run)
             stopped.append((run.id, stop))
             log.info("sweep %d: run %d %s", sweep.id, run.id, stop.reason)
+        if spec.method == "tpe":
+            ask_next(session, sweep, spec, runs, objectives)
         sweep_rows.finish_if_done(session, sweep)
     return stopped
+
+
+def ask_next(
+    session: Session, sweep: Sweep, spec: SweepSpec, runs: list[Run], objectives: dict[int, list[tuple[int, float]]]
+) -> Run | None:
+    """A model-based sweep's next member, once none waits in the queue and it has fewer than its members: TPE is
+    told the objective at the last evaluation of each member that ended with one, and asked one point (never one
+    already used). Its config is checked like any run's; an invalid one is written stopped with its problems, so
+    the table says why the point did not train. Returns the new member, or None."""
+    if len(runs) >= spec.members or any(r.status == RunStatus.QUEUED for r in runs):
+        return None
+    told = [(r.sweep_point, objectives[r.id][-1][1]) for r in runs if r.status.terminal and objectives.get(r.id)]
+    told_ids = {r.id for r in runs if r.status.terminal and objectives.get(r.id)}
+    used = [r.sweep_point for r in runs if r.id not in told_ids]
+    asked = points(spec, told, count=1, used=used)
+    if not asked:
+        return None
+    point = asked[0]
+    name = f"{sweep.name}-{len(runs) + 1}"
+    found = review.check({**sweep.base_config, **point, "name": name})
+    config = found.config.to_dict() if found.config is not None else {**sweep.base_config, **point, "name": name}
+    run = queries.create_run(session, name, config, config.get("max_steps", 0), sweep_id=sweep.id, sweep_point=point)
+    queries.add_log(session, run.id, f"sweep: asked after {len(told)} results (TPE)")
+    if found.problems:
+        queries.sweep_stopped(session, run, "not started: its config is invalid: " + "; ".join(found.problems))
+    runs.append(run)
+    return run
 
 
 def _series(session: Session, run_id: int, key: str) -> list[tuple[int, float]]:

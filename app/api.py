@@ -54,6 +54,25 @@ def launch(access: Access, config: str) -> dict:
         return {"run_id": None, "name": None, "problems": exc.problems, "error": None}
 
 
+def sweep(access: Access, config: str, grid: str) -> dict:
+    """Create a sweep from a config (YAML or JSON text) with a sweep: block, or the settings of ``grid``
+    ("beta=0,0.04 learning_rate=1e-5,5e-5"): its id and each member (run_id, name, point, and why the probe skipped
+    it), queued for the dashboard's scheduler; or sweep_id None and every problem (then nothing was created)."""
+    try:
+        return _sendable(actions.sweep(config, access, grid or None).to_json())
+    except actions.ActionError as exc:
+        return {"sweep_id": None, "members": [], "problems": exc.problems}
+
+
+def sweeps(access: Access, sweep_id: int | None) -> dict:
+    """Every sweep under "sweeps" (id, name, state, method, objective, members, how many ended, the best member and
+    its objective), or with ``sweep_id`` that sweep's table: one row per member with its point, status, objective now
+    and best, reward, KL and why it stopped (members are runs: /run, /metrics and /log read them)."""
+    if sweep_id is None:
+        return {"sweeps": [_sendable(actions.summary_json(s)) for s in actions.sweeps()]}
+    return _sendable(acted(actions.sweep_detail, sweep_id).to_json())
+
+
 def stop(access: Access, run_id: int) -> dict:
     """Ask a live run to stop at its next step boundary (its adapter is saved)."""
     sent = acted(actions.stop, run_id)
@@ -136,6 +155,8 @@ ANSWERS: dict[str, Callable[..., Any]] = {
     "validate": validate,
     "probe": probe,
     "launch": launch,
+    "sweep": sweep,
+    "sweeps": sweeps,
     "stop": stop,
     "resume": resume,
     "fork": fork,

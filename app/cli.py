@@ -2,6 +2,8 @@
 
     grpo-studio launch CONFIG.yaml [--detach]   create a run and train it (foreground, Ctrl-C stops gracefully)
     grpo-studio probe CONFIG.yaml            sample and score a few groups first: would the run learn? (exit 3: no)
+    grpo-studio sweep CONFIG --grid "beta=0,0.04"   one run per point, each checked and probed first; pruned early
+    grpo-studio sweeps [--id ID]             the sweeps, or one sweep's table (point, objective, why a member stopped)
     grpo-studio fork RUN_ID --step N [--set key=value ...]   a new run from a checkpoint of another, settings changed
     grpo-studio worker RUN_ID                train an existing run in this process (as python -m trainer.job.worker)
     grpo-studio resume RUN_ID [--detach]     continue a stopped or failed run from its latest checkpoint
@@ -33,6 +35,7 @@ from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_p
 from app.cli_output import quiet_libraries, quiet_logging, version
 from app.cli_prompts import cmd_alerts, cmd_prompts
 from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
+from app.cli_sweeps import cmd_sweep, cmd_sweeps
 from app.terminal import guarded_terminal
 
 
@@ -159,6 +162,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = {
     "probe": cmd_probe,
     "launch": cmd_run,
+    "sweep": cmd_sweep,
+    "sweeps": cmd_sweeps,
     "stop": cmd_stop,
     "resume": cmd_resume,
     "fork": cmd_fork,

@@ -30,7 +30,7 @@ from app.verdict import verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.config.access import Access
-from trainer.supervise.schedule import Scheduler
+from trainer.sweeps.tending import Scheduler  # the supervisor's, tending the sweeps after each pass
 
 log = logging.getLogger(__name__)
 

@@ -132,6 +132,7 @@ UNISOLATED = _flag(
 API_ONLY = None  # Param.flags for a parameter the CLI does not take
 
 BOTH, CLI_ONLY, API_PAGE = frozenset({CLI, API, PAGE}), frozenset({CLI}), frozenset({API, PAGE})
+CLI_API = frozenset({CLI, API})  # not on a page yet: the Sweeps view (issue 41 item 4) is to come
 
 VERBS: tuple[Verb, ...] = (
     Verb(
@@ -168,6 +169,48 @@ VERBS: tuple[Verb, ...] = (
         (CONFIG, _cli("name", "override the run name"), DETACH, VERBOSE, UNISOLATED),
         aliases=("run",),
         examples=("grpo-studio launch tiny-offline", "grpo-studio launch my-run.yaml --name lr-1e-4 --detach"),
+    ),
+    Verb(
+        "sweep",
+        "sweep",
+        "create a sweep: one run per point of its settings, each checked (and probed) before any is queued",
+        CLI_API,
+        (
+            CONFIG,
+            Param(
+                "grid",
+                str,
+                'settings and their values, e.g. "beta=0,0.04 learning_rate=1e-5,5e-5" (a grid; they replace the '
+                "sweep: block's settings of the same name; default: the block's alone)",
+                "",
+                text(2000),
+            ),
+            _cli("name", "the sweep's name (its members are NAME-1, NAME-2, ...)"),
+            _flag("detach", "create the members and return: a running dashboard's queue trains them"),
+        ),
+        examples=(
+            'grpo-studio sweep tiny-offline --grid "beta=0,0.04 learning_rate=1e-5,5e-5"',
+            "grpo-studio sweep tiny-grid --detach",
+        ),
+    ),
+    Verb(
+        "sweeps",
+        "sweeps",
+        "list sweeps, or one sweep's table: each member's point, status, objective now and best, reward, KL, why it stopped",
+        CLI_API,
+        (
+            Param(
+                "sweep_id",
+                int | None,
+                "the sweep's id (default: list them all)",
+                None,
+                lambda value, name: None if value is None else arguments.whole(name, value, 1, arguments.MAX_ID),
+                ("--id",),
+                {"metavar": "ID"},
+            ),
+        ),
+        reads=("sweep_detail", "summary_json"),
+        examples=("grpo-studio sweeps", "grpo-studio sweeps --id 1"),
     ),
     Verb(
         "stop",

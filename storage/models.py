@@ -128,6 +128,11 @@ class Run(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     stepped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     step_seconds: Mapped[float | None] = mapped_column(Float)
+    # A sweep's member (issue 41): its sweep, the point it trains (setting -> value, what differs from the sweep's
+    # base config), and why the sweep stopped or skipped it (a pruning rule's sentence; NULL: it ran its course).
+    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    sweep_point: Mapped[dict | None] = mapped_column(JSON)
+    sweep_stop: Mapped[str | None] = mapped_column(Text)
 
     metrics: Mapped[list[Metric]] = owned_rows()
     metric_chunks: Mapped[list[MetricChunk]] = owned_rows()
@@ -139,6 +144,33 @@ class Run(Base):
         return (
             f"Run(id={self.id}, name={self.name!r}, status={self.status}, step={self.current_step}/{self.total_steps})"
         )
+
+
+class SweepState(enum.StrEnum):
+    """A sweep is ``active`` while a member is queued or running, ``finished`` once every member has ended."""
+
+    ACTIVE = "active"
+    FINISHED = "finished"
+
+
+class Sweep(Base):
+    """A search over settings (issue 41): its definition (trainer/config/sweep.py's SweepSpec as stored), the base
+    config its members vary, the objective it ranks them by, and its state. Each member is a run whose
+    ``sweep_id`` is this sweep's (storage/sweeps.py reads them)."""
+
+    __tablename__ = "sweeps"
+    # AUTOINCREMENT: a sweep's id is handed to users (grpo-studio sweeps --id, /sweeps), as a run's is
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = primary_key()
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = created_now()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    definition: Mapped[dict] = mapped_column(JSON)
+    base_config: Mapped[dict] = mapped_column(JSON)
+    objective: Mapped[str] = mapped_column(String(200))
+    direction: Mapped[str] = mapped_column(String(3))  # "max" or "min"
+    state: Mapped[str] = mapped_column(String(16), default=SweepState.ACTIVE.value)
 
 
 class Metric(RunRow, Base):

@@ -34,9 +34,24 @@ from storage.models import (
 #                                       gives it a live worker (or a Slurm job)
 #   mark_running (the worker itself)  → running; set_backend, set_progress, drop_steps_after while it trains
 #   finish_run                        → completed, failed or stopped
-def create_run(session: Session, name: str, config: dict[str, Any], total_steps: int = 0) -> Run:
-    """Queue a run with its config (a JSON-able mapping) and return it with its id assigned."""
-    run = Run(name=name, config=config, status=RunStatus.QUEUED, total_steps=total_steps)
+def create_run(
+    session: Session,
+    name: str,
+    config: dict[str, Any],
+    total_steps: int = 0,
+    sweep_id: int | None = None,
+    sweep_point: dict[str, Any] | None = None,
+) -> Run:
+    """Queue a run with its config (a JSON-able mapping) and return it with its id assigned; a sweep's member
+    knows its sweep and its point."""
+    run = Run(
+        name=name,
+        config=config,
+        status=RunStatus.QUEUED,
+        total_steps=total_steps,
+        sweep_id=sweep_id,
+        sweep_point=sweep_point,
+    )
     session.add(run)
     session.flush()
     return run
@@ -234,6 +249,15 @@ def finish_run(session: Session, run: Run, status: RunStatus, error: str | None 
     run.status = status
     run.error = error
     run.finished_at = utcnow()
+
+
+def sweep_stopped(session: Session, run: Run, reason: str) -> None:
+    """Record why a sweep stopped or skipped its member ``run`` (a pruning rule's sentence), in the run's row and
+    its log; a member skipped before it ever started is finished as stopped here too."""
+    run.sweep_stop = reason
+    add_log(session, run.id, f"sweep: {reason}")
+    if run.status == RunStatus.QUEUED and not run.pid and not run.slurm_job_id:
+        finish_run(session, run, RunStatus.STOPPED, reason)
 
 
 def delete_run(session: Session, run_id: int) -> None:

@@ -51,6 +51,7 @@ class RunSummary:
     step_seconds: float | None = None
     # the latest periodic held-out score logged while training (eval_steps), for runs without an evaluation job
     last_heldout: float | None = None
+    sweep_id: int | None = None  # the sweep the run is a member of (issue 41), if any
 
 
 _RUN_COLUMNS = (
@@ -68,6 +69,7 @@ _RUN_COLUMNS = (
     Run.heartbeat_at,
     Run.stepped_at,
     Run.step_seconds,
+    Run.sweep_id,
 )
 _FINISHED_EVALUATIONS = select(func.count(Evaluation.id), func.max(Evaluation.id)).where(
     Evaluation.status == RunStatus.COMPLETED
@@ -162,7 +164,7 @@ def run_summaries(session: Session, search: str | None = None, limit: int | None
 
 
 def _summary(row, latest: tuple) -> RunSummary:
-    *run, host, slurm_job_id, beat, stepped, pace = row
+    *run, host, slurm_job_id, beat, stepped, pace, sweep_id = row
     reward, kl, evaluation, heldout = latest
     return RunSummary(
         *run,
@@ -175,6 +177,7 @@ def _summary(row, latest: tuple) -> RunSummary:
         stepped_at=stepped,
         step_seconds=pace,
         last_heldout=heldout,
+        sweep_id=sweep_id,
     )
 
 

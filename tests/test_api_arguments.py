@@ -31,7 +31,7 @@ BAD = {
     "bool": True,
 }
 IDS = {"run_id"}  # an id: every bad value is refused
-NUMBERS = {"step", "since_step", "limit", "after_id", "upto_step", "k", "samples", "prompts"}
+NUMBERS = {"step", "since_step", "limit", "after_id", "upto_step", "k", "samples", "prompts", "sweep_id"}
 
 
 def _calls():
@@ -54,6 +54,7 @@ def _baseline(fn, run_id: int) -> dict:
     values = {"run_id": run_id, "config": json.dumps({**tiny_config(name="b").to_dict(), "beta": -5})}
     values |= {"step": 2, "settings": "beta=0.02", "name": "", "search": "", "keys": "", "since_step": -1}
     values |= {"limit": 10, "after_id": 0, "upto_step": None, "adapter": "final", "k": 2, "samples": 0, "prompts": 1}
+    values |= {"grid": "", "sweep_id": None}
     return {p: values[p] for p in inspect.signature(fn).parameters}
 
 

@@ -60,6 +60,7 @@ from app.actions.runs import (
     stop,
     validate,
 )
+from app.actions.sweeps import SweepSummary, SweepTable, Swept, summary_json, sweep, sweep_detail, sweeps
 
 # What the pages name without an action to read it through: the types they show (a config, a row of the runs list,
 # an evaluation and the statuses), the form's presets and reward names, the sentence for a database that failed, and
@@ -85,6 +86,9 @@ __all__ = [
     "RunConfig",
     "RunStatus",
     "RunSummary",
+    "SweepSummary",
+    "SweepTable",
+    "Swept",
     "TokenRead",
     "adapter_names",
     "alerts",
@@ -137,6 +141,10 @@ __all__ = [
     "step_samples",
     "stop",
     "stop_evaluation",
+    "summary_json",
+    "sweep",
+    "sweep_detail",
+    "sweeps",
     "token_completions",
     "token_values",
     "validate",

@@ -82,6 +82,10 @@ def validate(source: ConfigSource, access: Access, name: str | None = None, warn
         return Checked(None, exc.problems)
     if name:
         mapping["name"] = name
+    if "sweep" in mapping:  # else a note ("ignored unknown setting") and one run of the base config would train
+        return Checked(
+            None, ["this config defines a sweep (its sweep: block): create it with grpo-studio sweep or /sweep"]
+        )
     found = review.check(mapping, access)
     if found.config is None:
         return Checked(None, found.problems)
@@ -282,6 +286,7 @@ def run_json(summary: RunSummary, place: str = "") -> dict[str, Any]:
         "finished_at": summary.finished_at.isoformat() if summary.finished_at else None,
         "health": problem[1] if problem else None,
         "heldout": summary.evaluation,
+        "sweep_id": summary.sweep_id,
     }
 
 

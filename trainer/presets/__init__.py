@@ -18,6 +18,9 @@ from trainer.config import ConfigError, RunConfig
 
 PRESET_DIR = Path(__file__).resolve().parent
 TINY_DEMO = PRESET_DIR / "tiny-offline.yaml"
+# Ready-made sweeps (a run config with a ``sweep:`` block, issue 41), named like presets by ``grpo-studio sweep``;
+# a folder apart, since a run preset holds no sweep.
+SWEEP_DIR = PRESET_DIR / "sweeps"
 TITLE_PREFIX = "# preset:"
 
 
@@ -55,18 +58,19 @@ class PresetNotFound(ValueError):
     """A name that is neither a file nor a preset; the message names the presets and the nearest one."""
 
 
-def resolve_preset(name_or_path: str) -> Path:
+def resolve_preset(name_or_path: str, sweeps: bool = False) -> Path:
     """A config file's path: ``name_or_path`` itself when it is a file or has a directory part, else the preset of
     that name (``tiny-offline``, with or without ``.yaml``); raises :class:`PresetNotFound` naming the presets (and
-    the one it was probably meant to be: ``tiny-ofline`` is one letter from ``tiny-offline``) otherwise."""
+    the one it was probably meant to be: ``tiny-ofline`` is one letter from ``tiny-offline``) otherwise. With
+    ``sweeps`` the ready-made sweeps (:data:`SWEEP_DIR`) are looked in first."""
     path = Path(name_or_path)
     if path.exists() or "/" in name_or_path:
         return path
     stem = name_or_path.removesuffix(".yaml")
-    preset = PRESET_DIR / f"{stem}.yaml"
-    if preset.is_file():
-        return preset
-    names = [p.stem for p in preset_files()]
+    for folder in (SWEEP_DIR, PRESET_DIR) if sweeps else (PRESET_DIR,):
+        if (folder / f"{stem}.yaml").is_file():
+            return folder / f"{stem}.yaml"
+    names = [p.stem for p in preset_files()] + ([p.stem for p in sorted(SWEEP_DIR.glob("*.yaml"))] if sweeps else [])
     near = difflib.get_close_matches(stem, names, n=1, cutoff=0.75)
     meant = f"did you mean {near[0]}? " if near else ""
     raise PresetNotFound(

@@ -124,6 +124,11 @@ class Scheduler(threading.Thread):
                     started = schedule(session, self.max_concurrent, self.before_start, slurm_states=states)
                     for run_id in started:
                         log.info("started run %d", run_id)
+                self.each_pass()
             except Exception:  # a locked database or a failed start must not kill the scheduler
                 log.exception("scheduling failed")
             self.stopped.wait(self.interval)
+
+    def each_pass(self) -> None:
+        """What else the scheduler does after each pass, in a transaction of its own (the scheduling lock is
+        released by then): nothing here; trainer.sweeps.tending.Scheduler tends the sweeps' running members."""

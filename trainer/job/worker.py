@@ -62,7 +62,7 @@ from trainer.supervise.commands import with_package_path
 from trainer.supervise.gpu_lease import lease_for
 from trainer.supervise.processes import process_start_time
 from trainer.supervise.run_files import RunFiles
-from trainer.supervise.slurm import shared_dir_problem, stop_reason
+from trainer.supervise.slurm import shared_dir_problem, slurm_job_id, stop_reason
 from trainer.supervise.workers import is_alive
 
 # Set in the environment of a worker that restarted itself because Unsloth refused the model (the refusal's text).
@@ -291,7 +291,7 @@ def _claim(run_id: int) -> tuple[RunFiles, dict]:
         run = queries.get_run(session, run_id)
         if run is None:
             raise SystemExit(f"no run with id {run_id}")
-        own_job = run.slurm_job_id is not None and os.environ.get("SLURM_JOB_ID") == run.slurm_job_id
+        own_job = run.slurm_job_id is not None and slurm_job_id() == run.slurm_job_id
         if run.status is RunStatus.RUNNING and run.pid not in (None, os.getpid()) and not own_job and is_alive(run):
             raise SystemExit(f"run {run_id} is already being trained by process {run.pid}")
         problem = shared_dir_problem(Path(run.output_dir)) if run.output_dir else None

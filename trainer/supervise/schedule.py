@@ -17,7 +17,7 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus
 from trainer.supervise import slurm, workers
-from trainer.supervise.start import start_worker
+from trainer.supervise.start import start_slurm_runs, start_worker
 from trainer.supervise.stop import stopped_early
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def schedule(
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
     restart: whoever calls this next picks up where the last caller left off; callers in other processes take turns
     (:func:`storage.queries.lock_scheduling`), so ``max_concurrent`` holds across dashboards. Runs on the slurm executor take no local
-    slot: each is submitted at once, and Slurm's queue holds it. ``slurm_states``: see :func:`reconcile`.
+    slot: each is submitted at once, and Slurm's queue holds it (a sweep's members as one job array). ``slurm_states``: see :func:`reconcile`.
     """
     queries.lock_scheduling(session)  # one limit across processes: the count and the starts in one transaction
     reconcile(session, slurm_states)
@@ -91,9 +91,9 @@ def schedule(
     waiting = sorted(queued, key=lambda r: r.id)
     on_slurm = [r for r in waiting if (r.config or {}).get("executor") == "slurm"]
     local = [r for r in waiting if r not in on_slurm]
-    started = []
-    for run in on_slurm + local[: max(free, 0)]:
-        if before_start is not None and run not in on_slurm:  # a Slurm job needs nothing of this machine's GPU
+    started = start_slurm_runs(session, on_slurm) if on_slurm else []  # a sweep's members as one job array
+    for run in local[: max(free, 0)]:
+        if before_start is not None:  # a Slurm job needs nothing of this machine's GPU
             before_start(run)
         start_worker(session, run)
         started.append(run.id)

@@ -300,6 +300,7 @@ def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, Jo
         out = slurm(
             "squeue",
             "--noheader",
+            "--array",  # one line per array task (a sweep's members, trainer.supervise.slurm_array), pending too
             "--states=all",
             f"--jobs={','.join(job_ids)}",
             "--format=%i|%T|%r|%N",
@@ -315,7 +316,7 @@ def job_states(job_ids: list[str], timeout: float | None = None) -> dict[str, Jo
         state = JobState(*fields)
         if not state.live and not state.exit_code:  # squeue has no exit code; scontrol keeps it as long as squeue
             state = JobState(state.state, state.reason, state.nodes, _scontrol_exit_code(job_id, timeout))
-        states[job_id.split("_")[0]] = state
+        states[job_id if job_id in states else job_id.split("_")[0]] = state  # an array task is asked as JOBID_TASK
     missing = [job_id for job_id, state in states.items() if state is None]
     if missing:
         try:
@@ -462,7 +463,13 @@ def queue_positions() -> dict[str, Waiting]:
     squeue; {} when Slurm does not answer)."""
     try:
         out = slurm(
-            "squeue", "--noheader", "--states=PENDING", "--sort=-p,i", "--format=%i|%P|%r", timeout=POLL_TIMEOUT_S
+            "squeue",
+            "--noheader",
+            "--array",
+            "--states=PENDING",
+            "--sort=-p,i",
+            "--format=%i|%P|%r",
+            timeout=POLL_TIMEOUT_S,
         )
     except SlurmError as exc:
         _silent(exc)
@@ -507,7 +514,7 @@ def stop_reason(log: Path, step: int) -> tuple[RunStatus, str | None]:
       "requeued by Slurm"; the job starts the worker again, which resumes from the latest checkpoint;
     - Slurm ended the job otherwise (``scancel``, a node failure): failed, with slurmstepd's account.
     """
-    job_id = os.environ.get("SLURM_JOB_ID")
+    job_id = slurm_job_id()
     try:
         state = job_state(job_id) if job_id else None
     except SlurmError:
@@ -526,6 +533,13 @@ def stop_reason(log: Path, step: int) -> tuple[RunStatus, str | None]:
     return RunStatus.FAILED, (
         f"Slurm ended job {job_id} while it trained ({said}); the worker stopped at a step boundary and saved its adapter"
     )
+
+
+def slurm_job_id() -> str | None:
+    """Run on the node: this job's id as the dashboard recorded it, ``JOBID_TASK`` for a task of a job array (squeue
+    reports an array's task under that id, not under the task's own ``SLURM_JOB_ID``), else ``SLURM_JOB_ID``."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
 def time_limit_stop(step: int, now: float | None = None) -> str | None:

@@ -52,6 +52,29 @@ def start_worker(session: Session, run: Run) -> int | str | None:
     return process.pid
 
 
+def start_slurm_runs(session: Session, runs: list[Run]) -> list[int]:
+    """Submit queued runs on the slurm executor: the members of one sweep together as one job array
+    (trainer.supervise.slurm_array), every other run as its own job (:func:`start_worker`). Returns the ids
+    submitted (a run whose config cannot be read is started alone: its worker reports it)."""
+    from trainer.supervise import slurm_array
+
+    readable, started = [], []
+    for run in runs:
+        config = _absolute_paths(session, run)
+        if config is None:
+            start_worker(session, run)
+            started.append(run.id)
+        else:
+            readable.append((run, config))
+    for group in slurm_array.groups(readable):
+        if len(group) == 1:
+            slurm.submit(session, *group[0])
+        else:
+            slurm_array.submit_array(session, group)
+        started += [run.id for run, _ in group]
+    return sorted(started)
+
+
 def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen:
     """Start ``command`` as a detached process of its own session (it outlives the dashboard), its output appended to
     ``log``, in ``cwd``: a run's worker, or an evaluation job."""

@@ -1,7 +1,8 @@
 """The Slurm executor on a real Slurm (tests/conftest.py: slurm_cluster, a single CPU node on this machine) and a real
 PostgreSQL: the tiny demo launched from the dashboard's form trains to completion as a Slurm job with its metrics in
 the database; a stop from the dashboard reaches the worker through ``scancel`` and the run ends stopped with its
-adapter saved; a job Slurm kills ends the run as failed with Slurm's account of it."""
+adapter saved; a job Slurm kills ends the run as failed with Slurm's account of it; a sweep's members run as one job
+array, each followed and stopped as its own run."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from storage.db import get_sessionmaker
 from tests.conftest import use_database
 from trainer.config.access import Access
 from trainer.supervise import schedule as scheduling
-from trainer.supervise import slurm
+from trainer.supervise import slurm, slurm_array
 from trainer.supervise.run_files import RunFiles
 from trainer.supervise.stop import stop_worker
 
@@ -235,3 +236,37 @@ def test_a_short_time_limit_trains_and_says_it_stopped_at_the_limit(on_slurm):
     row = run_row(run_id)
     assert row.status == "stopped" and row.current_step > 10, (row.status, row.current_step, row.error)
     assert row.error == f"Slurm time limit 00:03 reached at step {row.current_step}; resume to continue"
+
+
+# --- issue 41: a sweep's members as one job array ----------------------------------------------------------------------
+@pytest.mark.xdist_group("slurm-time-limit")  # beside the time limit's three minutes of waiting, not behind the others
+def test_a_sweeps_members_run_as_one_job_array_each_followed_and_stopped_as_its_own(on_slurm):
+    import json
+
+    from app import actions
+
+    base = tiny_config(name="array", executor="slurm", max_steps=2, save_steps=400).to_dict()
+    text = json.dumps({**base, "sweep": {"objective": "reward", "prune": {"probe": False}}})
+    swept = actions.sweep(text, Access(), "max_steps=2,400")  # the second member is long enough to be stopped
+    first, second = (m.run_id for m in swept.members)
+    assert sorted(schedule()) == [first, second]
+    job = run_row(first).slurm_job_id.split("_")[0]
+    assert [run_row(first).slurm_job_id, run_row(second).slurm_job_id] == [f"{job}_0", f"{job}_1"]
+    assert "#SBATCH --array=0-1\n" in slurm_array.ArrayFiles.of(swept.sweep_id, first).script.read_text()
+    wait_for(lambda: run_row(first).status in ENDED, 600, "the array's first task to end")
+    row = run_row(first)
+    assert row.status == "completed" and row.host == on_slurm, row.error
+    with get_sessionmaker().begin() as s:
+        assert [p.step for p in queries.metric_series(s, first, "reward")] == [1, 2]
+    files = RunFiles(Path(row.output_dir))
+    assert f"slurm job {job}_0 on {on_slurm}" in files.log.read_text()  # the task's output is in its member's log
+    wait_for(lambda: run_row(second).current_step >= 1 or run_row(second).status in ENDED, 300, "the second to train")
+    with get_sessionmaker().begin() as s:
+        assert stop_worker(s, queries.get_run(s, second)) is True  # scancel --signal=TERM of its task alone
+    wait_for(lambda: run_row(second).status in ENDED, 300, "the stopped member to end")
+    row = run_row(second)
+    assert row.status == "stopped" and row.current_step < 400, row.error
+    assert "final" in RunFiles(Path(row.output_dir)).saved_adapters()
+    for task in (f"{job}_0", f"{job}_1"):  # each task's state read under its own id, and both ended by themselves
+        wait_for(lambda task=task: slurm.job_state(task).state == "COMPLETED", 60, f"task {task} to end")
+    assert schedule() == [] and actions.sweep_detail(swept.sweep_id).rows[0].status == "completed"

@@ -19,7 +19,7 @@ from storage import queries
 from storage.db import data_dir
 from storage.models import Run
 from trainer.loading.backend import cache_env
-from trainer.supervise import slurm
+from trainer.supervise import slurm, slurm_array
 from trainer.supervise.commands import supervised, with_package_path, worker_command
 from trainer.supervise.gpu_lease import gpu_visible
 from trainer.supervise.processes import process_start_time
@@ -56,8 +56,6 @@ def start_slurm_runs(session: Session, runs: list[Run]) -> list[int]:
     """Submit queued runs on the slurm executor: the members of one sweep together as one job array
     (trainer.supervise.slurm_array), every other run as its own job (:func:`start_worker`). Returns the ids
     submitted (a run whose config cannot be read is started alone: its worker reports it)."""
-    from trainer.supervise import slurm_array
-
     readable, started = [], []
     for run in runs:
         config = _absolute_paths(session, run)

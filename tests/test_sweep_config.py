@@ -157,3 +157,9 @@ def test_the_stored_definition_reads_back_as_the_same_sweep():
 def test_split_takes_the_block_out_of_the_run_settings():
     base, block = sw.split({"beta": 0.1, "sweep": {"settings": {"beta": [0, 1]}}})
     assert base == {"beta": 0.1} and block == {"settings": {"beta": [0, 1]}}
+
+
+def test_settings_that_are_not_a_mapping_are_said_once():
+    assert _problems({"settings": "beta"}) == [
+        "sweep.settings: expected each swept setting with its values (beta: [0, 0.04]), got 'beta'"
+    ]

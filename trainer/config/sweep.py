@@ -184,13 +184,14 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
     if direction not in DIRECTIONS:
         problems.append(f"sweep.direction {shorten(direction)}: expected max or min")
     settings = block.get("settings", {}) or {}
-    if not isinstance(settings, Mapping):
+    readable = isinstance(settings, Mapping)
+    if not readable:
         problems.append(
             f"sweep.settings: expected each swept setting with its values (beta: [0, 0.04]), got {shorten(settings)}"
         )
         settings = {}
     settings = {**settings, **(grid or {})}
-    if not settings:
+    if not settings and readable:  # an unreadable block is said once, above
         problems.append("sweep.settings is empty: name at least one setting to sweep, e.g. beta: [0.0, 0.04]")
     dimensions = []
     for name, given in settings.items():

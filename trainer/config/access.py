@@ -61,6 +61,12 @@ class Access:
             except (TypeError, ValueError):
                 rewards = []  # the fork's own validation names the wrong type
             refused += custom_reward_problems(self, rewards)
+        if "tools" in changes or "environment" in changes:
+            try:
+                tools = coerce(changes.get("tools", []), list[str])
+            except (TypeError, ValueError):
+                tools = []
+            refused += custom_tool_problems(self, tools, str(changes.get("environment") or ""))
         return refused
 
     def value_problem(self, field: str, value: str) -> str | None:
@@ -104,6 +110,25 @@ def custom_reward_problems(access: Access, reward_funcs: list[str]) -> list[str]
         f"reward_funcs: custom reward {', '.join(custom)}: custom reward code runs arbitrary Python, so the dashboard "
         "only accepts it when started with --allow-custom-rewards"
     ]
+
+
+def custom_tool_problems(access: Access, tools: list[str], environment: str) -> list[str]:
+    """A user's own tool or environment (``file.py:name``) is code of the same kind as a custom reward, so it is
+    refused under the same rule: unless the operator allowed custom code with ``--allow-custom-rewards``."""
+    if access.allow_custom_rewards:
+        return []
+    found = []
+    if custom := [t for t in tools if not t.startswith("builtin:")]:
+        found.append(
+            f"tools: custom tool {', '.join(custom)}: custom tool code runs arbitrary Python, so the dashboard "
+            "only accepts it when started with --allow-custom-rewards"
+        )
+    if environment and not environment.startswith("builtin:"):
+        found.append(
+            f"environment: custom environment {environment}: custom environment code runs arbitrary Python, so the "
+            "dashboard only accepts it when started with --allow-custom-rewards"
+        )
+    return found
 
 
 # The command line's user owns the machine: any path, custom reward code imported and dry-run (SECURITY.md). The

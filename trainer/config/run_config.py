@@ -95,6 +95,28 @@ class RunConfig:
         max=1_000_000,
         advanced=True,
     )
+    # --- tools: functions or an environment the model may call while it answers (trainer.tools, docs/tools.md) ---
+    tools: list[str] = rewards(
+        [],
+        "Tools the model may call while it answers: builtin:calculator, or path/to/file.py:function for your own "
+        "(a function with type hints and a Google-style docstring, from which its schema is built).",
+        advanced=True,
+    )
+    environment: str = rewards(
+        "",
+        "An environment, one instance per rollout whose methods are the model's tools: builtin:calculator, or "
+        "path/to/file.py:Class for your own (a class with reset(**row), tool methods and optionally get_reward); "
+        "empty: none.",
+        advanced=True,
+    )
+    tool_timeout_s: float = rewards(
+        5.0,
+        "Time limit of each tool call in seconds: a call that takes longer, or raises, answers the model with the "
+        "error instead, and the rollout goes on.",
+        min=0.01,
+        max=3600.0,
+        advanced=True,
+    )
     # --- grpo ---
     num_generations: int = grpo(
         8,
@@ -393,22 +415,24 @@ class RunConfig:
         return batch * (self.slurm_nodes if self.executor == "slurm" else 1) // self.num_generations
 
     def with_absolute_paths(self, base: Path) -> RunConfig:
-        """This config with its relative local paths (model directory, data file, custom reward files) made absolute
+        """This config with its relative local paths (model directory, data file, custom reward and tool files) made absolute
         against ``base``, the directory they were checked from: a launched worker runs in its run directory."""
 
         def absolute(text: str) -> str:
             path = Path(text).expanduser()
             return str(base / path) if not path.is_absolute() and (base / path).exists() else text
 
-        rewards = []
-        for name in self.reward_funcs:
+        def code(name: str) -> str:  # path/to/file.py:name with its file made absolute
             target, sep, func = name.rpartition(":")
-            rewards.append(absolute(target) + sep + func if target.endswith(".py") else name)
+            return absolute(target) + sep + func if target.endswith(".py") else name
+
         return dataclasses.replace(
             self,
             model_name_or_path=absolute(self.model_name_or_path),
             dataset_name=absolute(self.dataset_name),
-            reward_funcs=rewards,
+            reward_funcs=[code(name) for name in self.reward_funcs],
+            tools=[code(name) for name in self.tools],
+            environment=code(self.environment),
         )
 
 

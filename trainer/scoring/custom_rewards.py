@@ -23,19 +23,16 @@ _DRY_RUN = [
 ]
 
 
-@lru_cache(maxsize=64)
-def load_custom_reward(spec: str) -> RewardFunc:
-    """Import ``path/to/file.py:function`` or ``module:function`` and dry-run it on two sample completions.
-
-    Raises ValueError naming what is wrong: not importable, not callable, wrong signature, or not one float/None per
-    completion.
-    """
-    target, _, func_name = spec.rpartition(":")
+def import_object(spec: str, what: str = "custom reward", kind: str = "function") -> object:
+    """The object ``spec`` names, ``path/to/file.py:name`` or ``module:name``, imported: the one loader of a user's
+    own code, for custom rewards and for tools and environments (trainer.tools.loading). Raises ValueError naming
+    ``what`` and what is wrong: no such file, not importable, no ``kind`` (function, class) of that name."""
+    target, _, name = spec.rpartition(":")
     try:
         if target.endswith(".py"):
             path = Path(target).expanduser()
             if not path.is_file():
-                raise ValueError(f"custom reward {spec!r}: no such file {target}")
+                raise ValueError(f"{what} {spec!r}: no such file {target}")
             module_spec = importlib.util.spec_from_file_location(f"grpo_studio_custom_{path.stem}", path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_spec.name] = module
@@ -45,8 +42,21 @@ def load_custom_reward(spec: str) -> RewardFunc:
     except ValueError:
         raise
     except Exception as exc:
-        raise ValueError(f"custom reward {spec!r}: could not import {target}: {type(exc).__name__}: {exc}") from exc
-    func = getattr(module, func_name, None)
+        raise ValueError(f"{what} {spec!r}: could not import {target}: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, name):
+        raise ValueError(f"{what} {spec!r}: {target} has no {kind} {name}")
+    return getattr(module, name)
+
+
+@lru_cache(maxsize=64)
+def load_custom_reward(spec: str) -> RewardFunc:
+    """Import ``path/to/file.py:function`` or ``module:function`` and dry-run it on two sample completions.
+
+    Raises ValueError naming what is wrong: not importable, not callable, wrong signature, or not one float/None per
+    completion.
+    """
+    target, _, func_name = spec.rpartition(":")
+    func = import_object(spec)
     if not callable(func):
         raise ValueError(f"custom reward {spec!r}: {target} has no function {func_name}")
     params = inspect.signature(func).parameters

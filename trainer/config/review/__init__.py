@@ -11,7 +11,7 @@ trainer.config.rules), what a name names and a local file's splits (trainer.conf
 (trainer.config.cluster), the operator's access (trainer.config.access) and a fork's changes (trainer.config.fork).
 Those that look at what a setting names sit here beside this composition, because they import the loaders or the
 reward registry: the model and GPU path (:mod:`.model`), the data (:mod:`.data`), held-out evaluation
-(:mod:`.heldout`) and the rewards (:mod:`.rewards`). The loaders import the ground and never this package, so no two
+(:mod:`.heldout`), the rewards (:mod:`.rewards`) and the tools (:mod:`.tools`). The loaders import the ground and never this package, so no two
 folders import each other; ``import trainer.config`` does not load this package: the entries (app/actions,
 app/form.py, the worker, a fork, the probe) import it.
 """
@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.config.access import OPERATOR, Access, custom_reward_problems
+from trainer.config.access import OPERATOR, Access, custom_reward_problems, custom_tool_problems
 from trainer.config.cluster import cluster_problems, cluster_warnings
 from trainer.config.names import file_split_problem
 from trainer.config.review.data import check_dataset
 from trainer.config.review.heldout import check_heldout, heldout_warnings
 from trainer.config.review.model import check_model, gpu_path_problems
 from trainer.config.review.rewards import reward_mix_warnings, reward_problems
+from trainer.config.review.tools import tool_problems
 from trainer.config.run_config import ConfigError, RunConfig
 from trainer.loading.data import load_problems
 from trainer.safe_text import text_problem
@@ -56,7 +57,11 @@ def check(source: Mapping[str, Any] | RunConfig, access: Access = OPERATOR) -> R
 
     def checked(config: RunConfig) -> list[str]:
         found = problems(config, check_rewards=access.allow_custom_rewards, check_files=not refused)
-        return found + custom_reward_problems(access, config.reward_funcs)
+        return (
+            found
+            + custom_reward_problems(access, config.reward_funcs)
+            + custom_tool_problems(access, config.tools, config.environment)
+        )
 
     try:
         config, notes = RunConfig.from_dict(mapping)
@@ -85,6 +90,8 @@ def problems(config: RunConfig, check_rewards: bool = True, check_files: bool = 
         found.append(problem)
     found.extend(check_heldout(config))  # eval_steps on data with no problems the run doesn't train on
     found.extend(reward_problems(config.reward_funcs, config.reward_weights, import_custom=check_rewards))
+    # tools and an environment: the user's own imported under the custom-reward rule; the model's template looked at
+    found.extend(tool_problems(config, import_custom=check_rewards, check_template=check_files))
     found.extend(gpu_path_problems(config))
     found.extend(cluster_problems(config))
     return found

@@ -1,0 +1,180 @@
+"""The rules of the tool settings (``tools``, ``environment``): what TRL's GRPOTrainer would refuse when it is built,
+said before a launch, each problem one sentence naming its setting.
+
+What TRL requires, read from its source (trl 1.16.0 trainer/grpo_trainer.py; 1.15.0 has the same checks about 23
+lines earlier):
+
+- tools need transformers 5.0.0 or later, an environment 5.2.0 or later, and below 5.13 the jmespath package for
+  parsing tool calls (628-648);
+- the model's chat template must render a whole tool-calling exchange, user → assistant with tool_calls → tool
+  (``supports_tool_calling``, 649-653; trl/chat_template_utils.py:800-863);
+- TRL must be able to parse the model's tool calls: a tokenizer with no ``response_template`` (or legacy
+  ``response_schema``) gets one from ``add_response_schema``, which knows a list of chat templates and raises for any
+  other (762-766; trl/chat_template_utils.py:686-797);
+- a template that is not prefix-preserving is swapped for TRL's training template of it, which exists for a list of
+  templates only (776-779; ``get_training_chat_template``, trl/chat_template_utils.py:1077);
+- an environment is made with no argument and must define a callable ``reset`` (685-701); its public methods other
+  than ``reset`` and ``get_reward`` become tools (688-704);
+- a tool's schema is built by transformers from its signature and Google-style docstring (251-257):
+  ``transformers.utils.get_json_schema`` is called here on each tool, and its error reported.
+
+A user's own tool or environment is imported (running its code) only when the operator allows custom code, as a
+custom reward is (trainer.config.access.custom_tool_problems refuses it otherwise). The chat template is looked at
+only for a model whose tokenizer is on this machine (builtin:tiny, a local directory, a hub model already
+downloaded): for another hub model TRL's own check refuses it when the run starts. transformers is imported only
+when a run sets tools.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from trainer.config.run_config import RunConfig
+from trainer.loading.backend import model_path
+from trainer.tools.loading import BUILTIN, load_environment, load_tool
+
+# trl 1.16.0 trainer/grpo_trainer.py:628-648
+TOOLS_TRANSFORMERS = "5.0.0"
+ENVIRONMENT_TRANSFORMERS = "5.2.0"
+NO_JMESPATH_TRANSFORMERS = "5.13.0"
+
+
+def tool_problems(config: RunConfig, import_custom: bool, check_template: bool = True) -> list[str]:
+    """Every problem with a config's tools and environment (see the module docstring); an empty list when it sets
+    neither. ``import_custom``: import the user's own files (the operator's permission); ``check_template``: look at
+    the model's tokenizer (off where the dashboard may not read the model's path)."""
+    if not config.tools and not config.environment:
+        return []
+    found = _version_problems(config)
+    schemas: list[dict] = []
+    for spec in config.tools:
+        if not spec.startswith(BUILTIN) and not import_custom:
+            continue  # refused by the operator's rule, not imported
+        try:
+            tool = load_tool(spec)
+        except ValueError as exc:
+            found.append(str(exc))
+            continue
+        found.extend(_schema_problems("tools", spec, tool, schemas))
+    if config.environment and (config.environment.startswith(BUILTIN) or import_custom):
+        found.extend(_environment_problems(config.environment, schemas))
+    if check_template and schemas and not found:
+        found.extend(_template_problems(config.model_name_or_path, model_path(config), schemas))
+    return found
+
+
+def _version_problems(config: RunConfig) -> list[str]:
+    """The transformers (and jmespath) that TRL asks for tools and environments."""
+    import transformers
+    from packaging.version import Version
+
+    installed = Version(transformers.__version__)
+    found = []
+    if config.tools and installed < Version(TOOLS_TRANSFORMERS):
+        found.append(f"tools: TRL needs transformers {TOOLS_TRANSFORMERS} or later for tools; {installed} is installed")
+    if config.environment and installed < Version(ENVIRONMENT_TRANSFORMERS):
+        found.append(
+            f"environment: TRL needs transformers {ENVIRONMENT_TRANSFORMERS} or later for an environment; "
+            f"{installed} is installed"
+        )
+    if installed < Version(NO_JMESPATH_TRANSFORMERS) and importlib.util.find_spec("jmespath") is None:
+        found.append(
+            f"tools: TRL parses tool calls with the jmespath package on transformers below {NO_JMESPATH_TRANSFORMERS}, "
+            f"and it is not installed (pip install jmespath, or transformers {NO_JMESPATH_TRANSFORMERS} or later)"
+        )
+    return found
+
+
+def _schema_problems(setting: str, spec: str, tool: Callable[..., Any], schemas: list[dict]) -> list[str]:
+    """The tool's JSON schema as transformers builds it (appended to ``schemas``), or the one sentence why it can't."""
+    from transformers.utils import get_json_schema
+
+    try:
+        schemas.append(get_json_schema(tool))
+    except Exception as exc:  # noqa: BLE001 - transformers raises its own types (TypeHintParsingException, ...)
+        name = getattr(tool, "__name__", spec)
+        return [
+            f"{setting}: {spec}: transformers cannot build the schema of {name} from its signature and docstring: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        ]
+    return []
+
+
+def _environment_problems(spec: str, schemas: list[dict]) -> list[str]:
+    """The environment class loads, is made with no argument, has a callable ``reset``, and each of its tool
+    methods has a schema."""
+    try:
+        cls = load_environment(spec)
+    except ValueError as exc:
+        return [str(exc)]
+    if not callable(inspect.getattr_static(cls, "reset", None)):
+        return [
+            f"environment: {spec}: {cls.__name__} has no reset method; TRL calls reset(**row) before each rollout "
+            "and refuses an environment without one"
+        ]
+    try:
+        instance = cls()
+    except Exception as exc:  # noqa: BLE001 - the user's constructor
+        return [
+            f"environment: {spec}: {cls.__name__}() failed ({type(exc).__name__}: {exc}); TRL makes each rollout's "
+            "instance with no argument"
+        ]
+    found = []
+    for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction):
+        if name not in ("reset", "get_reward") and not name.startswith("_"):
+            found.extend(_schema_problems("environment", spec, getattr(instance, name), schemas))
+    return found
+
+
+def _template_problems(model: str, path: str, schemas: list[dict]) -> list[str]:
+    """Whether the model's chat template renders a tool call, TRL can parse its tool calls and keep its prefixes
+    (the module docstring's list). Nothing when the tokenizer is not on this machine."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not downloaded yet: TRL checks the template when the run starts
+        return []
+    from trl.chat_template_utils import (
+        add_response_schema,
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
+        supports_tool_calling,
+    )
+
+    if not supports_tool_calling(tokenizer):
+        return [
+            f"model {model}: its chat template does not render a tool call (user, assistant with tool_calls, tool), "
+            "so TRL refuses tools with it; choose a model whose template supports tools, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+        ]
+    call = {"type": "function", "function": {"name": schemas[0]["function"]["name"], "arguments": {}}}
+    conversation = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": call["function"]["name"], "content": "1"},
+    ]
+    try:
+        tokenizer.apply_chat_template(conversation, tools=schemas, tokenize=False)
+    except Exception as exc:  # noqa: BLE001 - a Jinja template's own error
+        return [f"model {model}: its chat template fails on the run's tools: {type(exc).__name__}: {exc}"]
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            return [
+                f"model {model}: TRL cannot parse its tool calls: its tokenizer sets no response_template and TRL "
+                "knows no parser for its chat template (TRL knows Qwen2.5, Qwen3, Llama 3.1/3.2, GLM-4, gpt-oss and "
+                "a few others)"
+            ]
+    if not is_chat_template_prefix_preserving(tokenizer):
+        try:
+            get_training_chat_template(tokenizer)
+        except Exception:  # noqa: BLE001 - TRL raises for a template it has no training version of
+            return [
+                f"model {model}: its chat template renders earlier turns differently once a tool answers (not "
+                "prefix-preserving), and TRL has no training version of it"
+            ]
+    return []

@@ -1,0 +1,69 @@
+"""What a run's ``tools`` and ``environment`` name, loaded: a built-in (``builtin:NAME``, trainer.tools.builtin) or the
+user's own ``path/to/file.py:name``, imported by the one loader of a user's code that custom rewards use
+(trainer.scoring.custom_rewards.import_object), under the same operator rule (trainer.config.access).
+
+:func:`trainer_arguments` is what the worker hands GRPOTrainer: ``tools=`` (a list of functions) and
+``environment_factory=`` (a class TRL calls with no argument, once per rollout: trl 1.16.0
+trainer/grpo_trainer.py:685-686, 2354-2358), each call time-limited (trainer.tools.limits). Nothing is passed when
+neither is set, so a run without tools builds the trainer exactly as before.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from trainer.scoring.custom_rewards import import_object
+from trainer.tools.builtin import ENVIRONMENTS, TOOLS
+from trainer.tools.limits import time_limited, time_limited_environment
+
+BUILTIN = "builtin:"
+
+
+def _builtin(spec: str, registry: dict[str, Any], setting: str) -> Any:
+    """The built-in ``spec`` names, or ValueError naming the known ones (and the closest, when one is close)."""
+    name = spec.removeprefix(BUILTIN)
+    if name in registry:
+        return registry[name]
+    close = difflib.get_close_matches(name, list(registry), n=1)
+    hint = f"; did you mean {BUILTIN}{close[0]}?" if close else ""
+    known = ", ".join(BUILTIN + n for n in sorted(registry))
+    raise ValueError(f"{setting}: unknown built-in {spec!r}: the built-in ones are {known}{hint}")
+
+
+def load_tool(spec: str) -> Callable[..., Any]:
+    """The function a ``tools`` entry names (ValueError in one sentence naming the entry when it can't be had)."""
+    if spec.startswith(BUILTIN):
+        return _builtin(spec, TOOLS, "tools")
+    try:
+        tool = import_object(spec, "tool", "function")
+    except ValueError as exc:
+        raise ValueError(f"tools: {exc}") from None
+    if not callable(tool) or isinstance(tool, type):
+        raise ValueError(f"tools: tool {spec!r} is not a function")
+    return tool
+
+
+def load_environment(spec: str) -> type:
+    """The class ``environment`` names (ValueError in one sentence when it can't be had, or is no class)."""
+    if spec.startswith(BUILTIN):
+        return _builtin(spec, ENVIRONMENTS, "environment")
+    try:
+        cls = import_object(spec, "environment", "class")
+    except ValueError as exc:
+        raise ValueError(f"environment: {exc}") from None
+    if not isinstance(cls, type):
+        raise ValueError(f"environment: {spec!r} is not a class (TRL makes one instance per rollout)")
+    return cls
+
+
+def trainer_arguments(tools: list[str], environment: str, timeout_s: float) -> dict[str, Any]:
+    """GRPOTrainer's ``tools`` and ``environment_factory`` for a run's settings, each call limited to ``timeout_s``;
+    an empty mapping when neither is set."""
+    found: dict[str, Any] = {}
+    if tools:
+        found["tools"] = [time_limited(load_tool(spec), timeout_s) for spec in tools]
+    if environment:
+        found["environment_factory"] = time_limited_environment(load_environment(environment), timeout_s)
+    return found

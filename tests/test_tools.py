@@ -1,0 +1,220 @@
+"""Tools and environments (issue 42, part 1): the built-in calculator's values, the time limit that answers a raising
+or hung tool with its error, the schema kept through the wrapper, and each problem the review reports before a launch,
+by its sentence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from app.api import endpoints
+from trainer.config import review
+from trainer.config.access import Access
+from trainer.tools.builtin import CalculatorEnv, calculator
+from trainer.tools.limits import time_limited, time_limited_environment
+from trainer.tools.loading import trainer_arguments
+
+from .helpers import tiny_config
+
+DASHBOARD = Access()
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory) -> Path:
+    """The built-in tiny model with TRL's Qwen2.5 chat template in place of its own, which renders no tool call: a
+    local model every tool check passes (the tokenizer's ChatML tokens are Qwen2.5's, so the template fits it)."""
+    import trl
+
+    from trainer.loading.tiny import tiny_model_dir
+
+    target = tmp_path_factory.mktemp("tool-model") / "tiny-qwen-template"
+    shutil.copytree(tiny_model_dir(), target)
+    shutil.copy(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja", target / "chat_template.jinja")
+    return target
+
+
+def _problems(access: Access = Access(any_path=True, allow_custom_rewards=True), **changes) -> list[str]:
+    return review.check({**tiny_config().to_dict(), **changes}, access).problems
+
+
+# --- the calculator -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("1 + 2", "3"), ("(3 + 4) * 2.5", "17.5"), ("7 / 2", "3.5"), ("-4 * -(2 - 5)", "-12"), ("0.1 + 0.2", "0.3")],
+)
+def test_the_calculator_computes_arithmetic(expression, value):
+    assert calculator(expression) == value
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ("__import__('os')", "unsupported element Call"),
+        ("2 ** 8", "unsupported element Pow"),
+        ("1 +", "not an arithmetic expression"),
+        ("x + 1", "unsupported element Name"),
+    ],
+)
+def test_the_calculator_refuses_anything_but_arithmetic(expression, error):
+    with pytest.raises(ValueError, match=error):
+        calculator(expression)
+
+
+def test_the_calculator_environment_counts_its_rollouts_calls():
+    env = CalculatorEnv()
+    env.calculate("1 + 1")
+    assert env.calls == 1
+    env.reset(question="anything")
+    assert env.calls == 0
+
+
+# --- the time limit -----------------------------------------------------------------------------------------------
+def test_a_raising_tool_answers_with_its_error():
+    assert time_limited(calculator)("1 / 0") == "error: ZeroDivisionError: division by zero"
+
+
+def test_a_hung_tool_answers_within_its_limit():
+    """A tool that never returns gives the timeout's answer; the call returns (its thread is left behind)."""
+
+    def hang(seconds: float) -> str:
+        """Sleep.
+
+        Args:
+            seconds: How long.
+        """
+        time.sleep(seconds)
+        return "done"
+
+    limited = time_limited(hang, timeout_s=0.2)
+    assert limited(60) == "error: the tool took longer than 0.2 s"
+    assert limited(0) == "done"
+
+
+def test_the_wrapper_keeps_the_schema_transformers_builds():
+    from transformers.utils import get_json_schema
+
+    assert get_json_schema(time_limited(calculator)) == get_json_schema(calculator)
+    limited = time_limited_environment(CalculatorEnv, 1.0)
+    assert limited.__name__ == "CalculatorEnv"  # TRL logs an environment's own reward under its class name
+    assert get_json_schema(limited().calculate) == get_json_schema(CalculatorEnv().calculate)
+
+
+def test_an_environments_tool_answers_its_error_and_keeps_its_state():
+    env = time_limited_environment(CalculatorEnv, 1.0)()
+    assert env.calculate("1 / 0") == "error: ZeroDivisionError: division by zero"
+    assert env.calculate("2 * 3") == "6" and env.calls == 2
+
+
+def test_the_trainer_gets_tools_only_when_set():
+    assert trainer_arguments([], "", 5.0) == {}
+    given = trainer_arguments(["builtin:calculator"], "builtin:calculator", 5.0)
+    assert [t.__name__ for t in given["tools"]] == ["calculator"]
+    assert given["environment_factory"]().calculate("2 + 2") == "4"
+
+
+# --- the review ---------------------------------------------------------------------------------------------------
+def test_builtin_tools_on_a_model_whose_template_renders_tool_calls_pass(tool_model):
+    assert _problems(model_name_or_path=str(tool_model), tools=["builtin:calculator"]) == []
+    assert _problems(model_name_or_path=str(tool_model), environment="builtin:calculator") == []
+
+
+def test_the_tiny_models_template_is_said_to_render_no_tool_call():
+    assert _problems(tools=["builtin:calculator"]) == [
+        "model builtin:tiny: its chat template does not render a tool call (user, assistant with tool_calls, tool), "
+        "so TRL refuses tools with it; choose a model whose template supports tools, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+    ]
+
+
+def test_an_unknown_builtin_is_named_with_the_closest():
+    assert _problems(tools=["builtin:calculater"]) == [
+        "tools: unknown built-in 'builtin:calculater': the built-in ones are builtin:calculator; did you mean "
+        "builtin:calculator?"
+    ]
+    assert _problems(environment="builtin:chess") == [
+        "environment: unknown built-in 'builtin:chess': the built-in ones are builtin:calculator"
+    ]
+
+
+def test_custom_tools_need_the_operators_permission(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def f(x: int) -> int:\n    return x\n")  # never imported below
+    found = _problems(DASHBOARD, tools=[f"{path}:f"], environment=f"{path}:Env")
+    assert (
+        f"tools: custom tool {path}:f: custom tool code runs arbitrary Python, so the dashboard only accepts it when started with --allow-custom-rewards"
+        in found
+    )
+    assert (
+        f"environment: custom environment {path}:Env: custom environment code runs arbitrary Python, so the dashboard only accepts it when started with --allow-custom-rewards"
+        in found
+    )
+
+
+def test_a_file_that_does_not_load_and_a_missing_name_are_said(tmp_path):
+    broken, fine = tmp_path / "broken.py", tmp_path / "fine.py"
+    broken.write_text("import no_such_module_here\n")
+    fine.write_text("X = 1\n")
+    assert _problems(tools=[f"{tmp_path}/none.py:f"]) == [
+        f"tools: tool '{tmp_path}/none.py:f': no such file {tmp_path}/none.py"
+    ]
+    assert _problems(tools=[f"{broken}:f"]) == [
+        f"tools: tool '{broken}:f': could not import {broken}: ModuleNotFoundError: No module named 'no_such_module_here'"
+    ]
+    assert _problems(tools=[f"{fine}:f"]) == [f"tools: tool '{fine}:f': {fine} has no function f"]
+    assert _problems(environment=f"{fine}:Env") == [f"environment: environment '{fine}:Env': {fine} has no class Env"]
+    assert _problems(environment=f"{fine}:X") == [
+        f"environment: '{fine}:X' is not a class (TRL makes one instance per rollout)"
+    ]
+
+
+def test_an_environment_without_reset_is_refused(tmp_path):
+    path = tmp_path / "env.py"
+    path.write_text(
+        "class Env:\n    def step(self, move: str) -> str:\n        '''Move.\n\n        Args:\n            move: Where.\n        '''\n        return move\n"
+    )
+    assert _problems(environment=f"{path}:Env") == [
+        f"environment: {path}:Env: Env has no reset method; TRL calls reset(**row) before each rollout and refuses "
+        "an environment without one"
+    ]
+
+
+def test_a_tool_transformers_cannot_describe_is_named_with_its_reason(tmp_path):
+    path = tmp_path / "tools.py"
+    path.write_text(
+        "def add(a, b):\n    '''Add.\n\n    Args:\n        a: One.\n        b: Two.\n    '''\n    return a + b\n"
+    )
+    assert _problems(tools=[f"{path}:add"]) == [
+        f"tools: {path}:add: transformers cannot build the schema of add from its signature and docstring: "
+        "Argument a is missing a type hint in function add"
+    ]
+
+
+# --- the entries --------------------------------------------------------------------------------------------------
+def test_the_api_validates_the_tool_settings(tool_model):
+    """/validate reads the three settings from the config it is given, and reports their problems."""
+    settings = {
+        **tiny_config().to_dict(),
+        "model_name_or_path": str(tool_model),
+        "tools": ["builtin:calculator"],
+        "environment": "builtin:calculator",
+        "tool_timeout_s": 2.5,
+    }
+    validate = endpoints(Access(allowed_dirs=(str(tool_model.parent),)))["validate"]
+    assert validate(json.dumps(settings))["problems"] == []
+    answer = validate(json.dumps({**settings, "tool_timeout_s": 0, "tools": ["builtin:calc"]}))
+    assert any(p.startswith("tool_timeout_s 0:") for p in answer["problems"]), answer
+    assert any(p.startswith("tools: unknown built-in 'builtin:calc'") for p in answer["problems"]), answer
+
+
+def test_the_cli_refuses_a_launch_whose_model_renders_no_tool_call(tmp_path, capsys):
+    """`grpo-studio launch FILE` reads the tool settings and refuses the tiny model's template before anything
+    starts."""
+    from app.cli import main
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(json.dumps({**tiny_config().to_dict(), "tools": ["builtin:calculator"]}))
+    assert main(["launch", str(path)]) != 0
+    assert "model builtin:tiny: its chat template does not render a tool call" in capsys.readouterr().err

@@ -27,6 +27,7 @@ when a run sets tools.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import inspect
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from typing import Any
 
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
+from trainer.tools.builtin import ENVIRONMENTS, TOOLS
 from trainer.tools.loading import BUILTIN, load_environment, load_tool
 
 # trl 1.16.0 trainer/grpo_trainer.py:628-648
@@ -53,17 +55,33 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     for spec in config.tools:
         if not spec.startswith(BUILTIN) and not import_custom:
             continue  # refused by the operator's rule, not imported
+        if unknown := _unknown_builtin("tools", spec, TOOLS):
+            found.append(unknown)
+            continue
         try:
             tool = load_tool(spec)
         except ValueError as exc:
             found.append(str(exc))
             continue
         found.extend(_schema_problems("tools", spec, tool, schemas))
-    if config.environment and (config.environment.startswith(BUILTIN) or import_custom):
+    if unknown := _unknown_builtin("environment", config.environment, ENVIRONMENTS):
+        found.append(unknown)
+    elif config.environment and (config.environment.startswith(BUILTIN) or import_custom):
         found.extend(_environment_problems(config.environment, schemas))
     if check_template and schemas and not found:
         found.extend(_template_problems(config.model_name_or_path, model_path(config), schemas))
     return found
+
+
+def _unknown_builtin(setting: str, spec: str, registry: dict[str, Any]) -> str | None:
+    """A ``builtin:NAME`` that names no built-in, with the known ones (and the closest, when one is close)."""
+    name = spec.removeprefix(BUILTIN)
+    if not spec.startswith(BUILTIN) or name in registry:
+        return None
+    close = difflib.get_close_matches(name, list(registry), n=1)
+    hint = f"; did you mean {BUILTIN}{close[0]}?" if close else ""
+    known = ", ".join(BUILTIN + n for n in sorted(registry))
+    return f"{setting}: unknown built-in {spec!r}: the built-in ones are {known}{hint}"
 
 
 def _version_problems(config: RunConfig) -> list[str]:

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,16 @@ def unshare_available() -> bool:
     if not shutil.which("unshare"):
         return False
     return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
+
+
+def tiny_with_tool_template(target: Path) -> Path:
+    """A copy of the built-in tiny model at ``target`` with TRL's Qwen2.5 chat template in place of its own, which
+    renders no tool call: a local model every tool check passes, which TRL can render, parse and keep prefixes of
+    (the tokenizer's ChatML tokens are Qwen2.5's, so the template fits it)."""
+    import trl
+
+    from trainer.loading.tiny import tiny_model_dir
+
+    shutil.copytree(tiny_model_dir(), target)
+    shutil.copy(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja", target / "chat_template.jinja")
+    return target

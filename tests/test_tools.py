@@ -5,7 +5,6 @@ by its sentence."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -18,23 +17,15 @@ from trainer.tools.builtin import CalculatorEnv, calculator
 from trainer.tools.limits import time_limited, time_limited_environment
 from trainer.tools.loading import trainer_arguments
 
-from .helpers import tiny_config
+from .helpers import tiny_config, tiny_with_tool_template
 
 DASHBOARD = Access()
 
 
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory) -> Path:
-    """The built-in tiny model with TRL's Qwen2.5 chat template in place of its own, which renders no tool call: a
-    local model every tool check passes (the tokenizer's ChatML tokens are Qwen2.5's, so the template fits it)."""
-    import trl
-
-    from trainer.loading.tiny import tiny_model_dir
-
-    target = tmp_path_factory.mktemp("tool-model") / "tiny-qwen-template"
-    shutil.copytree(tiny_model_dir(), target)
-    shutil.copy(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja", target / "chat_template.jinja")
-    return target
+    """builtin:tiny with a chat template that renders tool calls (tests.helpers.tiny_with_tool_template)."""
+    return tiny_with_tool_template(tmp_path_factory.mktemp("tool-model") / "tiny-qwen-template")
 
 
 def _problems(access: Access = Access(any_path=True, allow_custom_rewards=True), **changes) -> list[str]:

@@ -28,6 +28,11 @@ def tool_model(tmp_path_factory) -> Path:
     return tiny_with_tool_template(tmp_path_factory.mktemp("tool-model") / "tiny-qwen-template")
 
 
+# The Qwen2.5 template's tool block in the tiny model's byte-level tokens (trained on arithmetic text only): some
+# 800 tokens a tool, so the prompt's room is raised to leave a question room.
+ROOM = {"max_prompt_length": 2048, "max_seq_length": 4096}
+
+
 def _problems(access: Access = Access(any_path=True, allow_custom_rewards=True), **changes) -> list[str]:
     return review.check({**tiny_config().to_dict(), **changes}, access).problems
 
@@ -109,8 +114,17 @@ def test_the_trainer_gets_tools_only_when_set():
 
 # --- the review ---------------------------------------------------------------------------------------------------
 def test_builtin_tools_on_a_model_whose_template_renders_tool_calls_pass(tool_model):
-    assert _problems(model_name_or_path=str(tool_model), tools=["builtin:calculator"]) == []
-    assert _problems(model_name_or_path=str(tool_model), environment="builtin:calculator") == []
+    assert _problems(model_name_or_path=str(tool_model), tools=["builtin:calculator"], **ROOM) == []
+    assert _problems(model_name_or_path=str(tool_model), environment="builtin:calculator", **ROOM) == []
+
+
+def test_a_prompt_with_no_room_for_a_question_is_refused(tool_model):
+    """The system prompt and the tools' schemas must leave a question room within max_prompt_length, since
+    grpo-studio cuts a long prompt's question only."""
+    found = _problems(model_name_or_path=str(tool_model), tools=["builtin:calculator"])
+    assert len(found) == 1 and found[0].startswith(
+        "max_prompt_length 128: with this model's template the system prompt and the tools' schemas alone take "
+    ), found
 
 
 def test_the_tiny_models_template_is_said_to_render_no_tool_call():
@@ -192,6 +206,7 @@ def test_the_api_validates_the_tool_settings(tool_model):
         "tools": ["builtin:calculator"],
         "environment": "builtin:calculator",
         "tool_timeout_s": 2.5,
+        **ROOM,
     }
     validate = endpoints(Access(allowed_dirs=(str(tool_model.parent),)))["validate"]
     assert validate(json.dumps(settings))["problems"] == []
@@ -209,3 +224,26 @@ def test_the_cli_refuses_a_launch_whose_model_renders_no_tool_call(tmp_path, cap
     path.write_text(json.dumps({**tiny_config().to_dict(), "tools": ["builtin:calculator"]}))
     assert main(["launch", str(path)]) != 0
     assert "model builtin:tiny: its chat template does not render a tool call" in capsys.readouterr().err
+
+
+def test_a_relative_tool_file_is_made_absolute_for_the_worker(tmp_path):
+    """A launched worker runs in its run directory, so the files of tools and an environment are resolved first."""
+    (tmp_path / "mine.py").write_text("")
+    config = tiny_config(tools=["builtin:calculator", "mine.py:f"], environment="mine.py:Env")
+    absolute = config.with_absolute_paths(tmp_path)
+    assert absolute.tools == ["builtin:calculator", f"{tmp_path}/mine.py:f"]
+    assert absolute.environment == f"{tmp_path}/mine.py:Env"
+
+
+def test_a_prompts_length_counts_its_tools(tool_model):
+    """The cut of a long prompt measures it with the tools' schemas, as TRL renders it."""
+    from datasets import Dataset
+
+    from trainer.job.trl_args import truncate_prompts
+    from trainer.loading.backend import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tool_model))
+    prompt = [{"role": "system", "content": "Answer."}, {"role": "user", "content": "1 + 1 = ?"}]
+    data = Dataset.from_list([{"prompt": prompt}])
+    assert truncate_prompts(data, tokenizer, 128)[1] == 0
+    assert truncate_prompts(data, tokenizer, 128, [calculator])[1] == 1

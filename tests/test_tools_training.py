@@ -28,6 +28,8 @@ def test_a_step_trains_with_the_calculator(tool_model, tmp_path, settings):
         num_generations=2,  # the smallest group
         per_device_train_batch_size=4,  # 2 prompts x 2 completions
         max_completion_length=8,  # TRL's tests' length: enough to start a tool call, short enough to be quick
+        max_prompt_length=2048,  # the Qwen2.5 template's tool block is some 800 of the tiny tokenizer's tokens
+        max_seq_length=4096,
         max_steps=1,
         save_steps=100,  # no checkpoint: nothing here reads one
         measured_kl_steps=0,

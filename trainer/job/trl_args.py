@@ -155,15 +155,16 @@ def to_trl(
     return TrlArgs(grpo=grpo, lora=lora, notes=notes, prompt_truncation_needed=truncate)
 
 
-def truncate_prompts(dataset, tokenizer, max_prompt_length: int):
+def truncate_prompts(dataset, tokenizer, max_prompt_length: int, tools: list | None = None):
     """Cut each row's question from the left so its chat-templated prompt fits ``max_prompt_length`` tokens.
 
     Returns the dataset and how many rows were cut. Only the user's question is shortened: the system prompt and the
     template stay whole, as a left truncation of the templated token ids would not guarantee. Every prompt is
     measured in one batched call of the fast tokenizer, and the data set is only rewritten when a row is too long:
     a ``dataset.map`` over every row, tokenizing one at a time, cost the demo's first step a second (issue 17).
+    ``tools``: the run's tools, whose schemas the template writes into every prompt (TRL renders them so).
     """
-    lengths = _prompt_tokens(tokenizer, list(dataset["prompt"]))
+    lengths = _prompt_tokens(tokenizer, list(dataset["prompt"]), tools)
     too_long = {i: n for i, n in enumerate(lengths) if n > max_prompt_length}
     if not too_long:
         return dataset, 0
@@ -181,7 +182,8 @@ def truncate_prompts(dataset, tokenizer, max_prompt_length: int):
     return dataset.map(fit, with_indices=True, load_from_cache_file=False), len(too_long)
 
 
-def _prompt_tokens(tokenizer, prompts: list[list[dict]]) -> list[int]:
-    """The token count of each chat-templated prompt (with the generation prompt, as TRL renders it)."""
-    texts = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
+def _prompt_tokens(tokenizer, prompts: list[list[dict]], tools: list | None = None) -> list[int]:
+    """The token count of each chat-templated prompt (with the generation prompt and the tools, as TRL renders it:
+    ``tools or None``, trl 1.16.0 trainer/grpo_trainer.py:1737-1741)."""
+    texts = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True, tools=tools or None)
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]

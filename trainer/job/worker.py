@@ -143,7 +143,7 @@ def build_trainer(
     from trainer.job.measures import install_measures
     from trainer.job.token_capture import TokenCapture
     from trainer.job.trl_args import to_trl, truncate_prompts
-    from trainer.tools.loading import trainer_arguments
+    from trainer.tools.loading import offered_tools, trainer_arguments
 
     log_line(f"TRL {trl.__version__}, transformers {transformers.__version__}, PEFT {peft.__version__}")
     args = to_trl(
@@ -156,15 +156,15 @@ def build_trainer(
     )
     for note in args.notes:
         log_line(note)
-    if args.prompt_truncation_needed:
-        dataset, cut = truncate_prompts(dataset, tokenizer, config.max_prompt_length)
-        if cut:
-            log_line(f"{cut} prompts were longer than {config.max_prompt_length} tokens and were cut from the left")
     # tools and an environment only when set (trl 1.16.0 trainer/grpo_trainer.py:320-322), each call time-limited
     tooling = trainer_arguments(list(config.tools), config.environment, config.tool_timeout_s)
     if tooling:
         names = [*config.tools, *([config.environment] if config.environment else [])]
         log_line(f"tools: {', '.join(names)} (each call limited to {config.tool_timeout_s:g} s)")
+    if args.prompt_truncation_needed:
+        dataset, cut = truncate_prompts(dataset, tokenizer, config.max_prompt_length, offered_tools(tooling))
+        if cut:
+            log_line(f"{cut} prompts were longer than {config.max_prompt_length} tokens and were cut from the left")
     prepared = time.perf_counter()
     trainer = GRPOTrainer(
         model=model,

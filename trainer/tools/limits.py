@@ -83,7 +83,7 @@ def time_limited(tool: Callable[..., Any], timeout_s: float = DEFAULT_TIMEOUT_S)
     return limited
 
 
-def _tool_methods(cls: type) -> list[str]:
+def tool_methods(cls: type) -> list[str]:
     """The names of the methods TRL offers as an environment's tools: its public functions other than ``reset`` and
     ``get_reward``, listed on the class (trl 1.16.0 trainer/grpo_trainer.py:688-698, 2371-2375)."""
     return [
@@ -97,7 +97,7 @@ def time_limited_environment(cls: type, timeout_s: float = DEFAULT_TIMEOUT_S) ->
     """A subclass of environment class ``cls`` whose tool methods are :func:`time_limited`. It keeps the class's
     name, under which TRL logs an environment's own reward (``get_reward``, trl 1.16.0
     trainer/grpo_trainer.py:706-728); ``reset`` and ``get_reward`` are TRL's to call and stay as they are."""
-    methods = {name: time_limited(getattr(cls, name), timeout_s) for name in _tool_methods(cls)}
+    methods = {name: time_limited(getattr(cls, name), timeout_s) for name in tool_methods(cls)}
     limited = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__, "__doc__": cls.__doc__})
     limited.__qualname__ = cls.__qualname__
     return limited

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainer.scoring.custom_rewards import import_object
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
-from trainer.tools.limits import time_limited, time_limited_environment
+from trainer.tools.limits import time_limited, time_limited_environment, tool_methods
 
 BUILTIN = "builtin:"
 
@@ -63,3 +63,14 @@ def trainer_arguments(tools: list[str], environment: str, timeout_s: float) -> d
     if environment:
         found["environment_factory"] = time_limited_environment(load_environment(environment), timeout_s)
     return found
+
+
+def offered_tools(arguments: dict[str, Any]) -> list[Callable[..., Any]]:
+    """The tools a prompt is rendered with, for :func:`trainer_arguments`'s answer: the functions, then the tool
+    methods of one instance of the environment (as TRL renders them: trl 1.16.0 trainer/grpo_trainer.py:702-704,
+    1737-1741), so that a prompt's length is measured as the model sees it."""
+    offered = list(arguments.get("tools", []))
+    if factory := arguments.get("environment_factory"):
+        instance = factory()
+        offered += [getattr(instance, name) for name in tool_methods(factory)]
+    return offered

@@ -69,7 +69,7 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     elif config.environment and (config.environment.startswith(BUILTIN) or import_custom):
         found.extend(_environment_problems(config.environment, schemas))
     if check_template and schemas and not found:
-        found.extend(_template_problems(config.model_name_or_path, model_path(config), schemas))
+        found.extend(_template_problems(config, model_path(config), schemas))
     return found
 
 
@@ -147,10 +147,14 @@ def _environment_problems(spec: str, schemas: list[dict]) -> list[str]:
     return found
 
 
-def _template_problems(model: str, path: str, schemas: list[dict]) -> list[str]:
+def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> list[str]:
     """Whether the model's chat template renders a tool call, TRL can parse its tool calls and keep its prefixes
-    (the module docstring's list). Nothing when the tokenizer is not on this machine."""
+    (the module docstring's list), and a prompt's system prompt and tool schemas leave room for a question within
+    ``max_prompt_length`` (grpo-studio cuts a long prompt's question only, trainer.job.trl_args.truncate_prompts).
+    Nothing when the tokenizer is not on this machine."""
     from transformers import AutoTokenizer
+
+    model = config.model_name_or_path
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -195,4 +199,12 @@ def _template_problems(model: str, path: str, schemas: list[dict]) -> list[str]:
                 f"model {model}: its chat template renders earlier turns differently once a tool answers (not "
                 "prefix-preserving), and TRL has no training version of it"
             ]
+    empty = [{"role": "system", "content": config.system_prompt}, {"role": "user", "content": ""}]
+    text = tokenizer.apply_chat_template(empty, tools=schemas, tokenize=False, add_generation_prompt=True)
+    overhead = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if overhead >= config.max_prompt_length:
+        return [
+            f"max_prompt_length {config.max_prompt_length}: with this model's template the system prompt and the "
+            f"tools' schemas alone take {overhead} tokens, leaving no room for a question; raise it above {overhead}"
+        ]
     return []

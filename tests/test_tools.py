@@ -144,6 +144,16 @@ def test_an_unknown_builtin_is_named_with_the_closest():
     ]
 
 
+def test_an_entry_of_neither_form_is_named_with_the_builtin_it_may_mean():
+    for access in (DASHBOARD, Access(any_path=True, allow_custom_rewards=True)):
+        assert _problems(access, tools=["calculator"]) == [
+            "tools: 'calculator' is neither builtin:NAME nor path/to/file.py:function; did you mean builtin:calculator?"
+        ]
+        assert _problems(access, environment="my env") == [
+            "environment: 'my env' is neither builtin:NAME nor path/to/file.py:Class"
+        ]
+
+
 def test_custom_tools_need_the_operators_permission(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text("def f(x: int) -> int:\n    return x\n")  # never imported below

@@ -118,12 +118,12 @@ def custom_tool_problems(access: Access, tools: list[str], environment: str) -> 
     if access.allow_custom_rewards:
         return []
     found = []
-    if custom := [t for t in tools if not t.startswith("builtin:")]:
+    if custom := [t for t in tools if ":" in t and not t.startswith("builtin:")]:
         found.append(
             f"tools: custom tool {', '.join(custom)}: custom tool code runs arbitrary Python, so the dashboard "
             "only accepts it when started with --allow-custom-rewards"
         )
-    if environment and not environment.startswith("builtin:"):
+    if ":" in environment and not environment.startswith("builtin:"):
         found.append(
             f"environment: custom environment {environment}: custom environment code runs arbitrary Python, so the "
             "dashboard only accepts it when started with --allow-custom-rewards"

@@ -33,6 +33,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
@@ -53,6 +54,9 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     found = _version_problems(config)
     schemas: list[dict] = []
     for spec in config.tools:
+        if unnamed := _form_problem("tools", spec, TOOLS, "path/to/file.py:function"):
+            found.append(unnamed)
+            continue
         if not spec.startswith(BUILTIN) and not import_custom:
             continue  # refused by the operator's rule, not imported
         if unknown := _unknown_builtin("tools", spec, TOOLS):
@@ -64,13 +68,26 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
             found.append(str(exc))
             continue
         found.extend(_schema_problems("tools", spec, tool, schemas))
-    if unknown := _unknown_builtin("environment", config.environment, ENVIRONMENTS):
+    if config.environment and (
+        unnamed := _form_problem("environment", config.environment, ENVIRONMENTS, "path/to/file.py:Class")
+    ):
+        found.append(unnamed)
+    elif unknown := _unknown_builtin("environment", config.environment, ENVIRONMENTS):
         found.append(unknown)
     elif config.environment and (config.environment.startswith(BUILTIN) or import_custom):
         found.extend(_environment_problems(config.environment, schemas))
     if check_template and schemas and not found:
         found.extend(_template_problems(config, model_path(config), schemas))
     return found
+
+
+def _form_problem(setting: str, spec: str, registry: dict[str, Any], own: str) -> str | None:
+    """An entry that is neither ``builtin:NAME`` nor a user's ``file.py:name`` (or ``module:name``), with the
+    built-in it may mean (``calculator`` for ``builtin:calculator``)."""
+    if spec.startswith(BUILTIN) or CUSTOM_REWARD.match(spec):
+        return None
+    hint = f"; did you mean {BUILTIN}{spec}?" if spec in registry else ""
+    return f"{setting}: {spec!r} is neither builtin:NAME nor {own}{hint}"
 
 
 def _unknown_builtin(setting: str, spec: str, registry: dict[str, Any]) -> str | None:

@@ -42,3 +42,60 @@ def test_a_step_trains_with_the_calculator(tool_model, tmp_path, settings):
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert len(logged) == 1 and math.isfinite(logged[0]["loss"])
     assert "tools/call_frequency" in logged[0]  # TRL's tool loop ran (trl 1.16.0 trainer/grpo_trainer.py:2312-2320)
+
+
+@pytest.mark.slow
+def test_a_hung_tool_ends_its_turn_with_the_error_not_the_step(tool_model, tmp_path, monkeypatch):
+    """Every completion calls a tool that never returns; the step still trains, each call answered within the
+    limit. The tiny model never writes a tool call itself, so TRL's parser is made to read one in each first-pass
+    completion (and none after the tool's answer), which runs TRL's own tool loop (trl 1.16.0
+    trainer/grpo_trainer.py:1945-2000) on the worker's wrapped tool."""
+    import trl.trainer.grpo_trainer as grpo_trainer
+
+    from trainer.job.worker import build_trainer
+
+    path = tmp_path / "slow_tools.py"
+    path.write_text(
+        "import time\n\n\ndef hang(seconds: float) -> str:\n"
+        '    """Sleep.\n\n    Args:\n        seconds: How long.\n    """\n'
+        "    time.sleep(seconds)\n    return 'woke'\n"
+    )
+    answers = []
+    parsed = {"calls": 0}
+
+    def parse(tokenizer, ids, prefix=None, tools=None):
+        parsed["calls"] += 1
+        if parsed["calls"] <= 4:  # the batch's four first-pass completions
+            call = {"type": "function", "function": {"name": "hang", "arguments": {"seconds": 3600}}}
+            return {"role": "assistant", "content": "", "tool_calls": [call]}
+        return {"role": "assistant", "content": "done"}
+
+    monkeypatch.setattr(grpo_trainer, "parse_response", parse)
+    config = tiny_config(
+        model_name_or_path=str(tool_model),
+        tools=[f"{path}:hang"],
+        tool_timeout_s=0.2,  # short: four hung calls cost under a second
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        max_prompt_length=2048,
+        max_seq_length=4096,
+        max_steps=1,
+        save_steps=100,
+        measured_kl_steps=0,
+        token_samples_per_step=0,
+    )
+    trainer = build_trainer(config, tmp_path / "run", [], lambda line: None)
+    tool = trainer.tools[0]
+
+    def spied(**kwargs):
+        answers.append(tool(**kwargs))
+        return answers[-1]
+
+    spied.__name__ = "hang"
+    monkeypatch.setattr(trainer, "_standalone_tools", [spied])
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logged) == 1 and math.isfinite(logged[0]["loss"])
+    assert answers == ["error: the tool took longer than 0.2 s"] * 4
+    assert logged[0]["tools/call_frequency"] > 0 and logged[0]["tools/failure_frequency"] == 0

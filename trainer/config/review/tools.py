@@ -177,12 +177,15 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception:  # noqa: BLE001 - not downloaded yet: TRL checks the template when the run starts
         return []
-    from trl.chat_template_utils import (
-        add_response_schema,
-        get_training_chat_template,
-        is_chat_template_prefix_preserving,
-        supports_tool_calling,
-    )
+    try:  # TRL 1.15.0 and 1.16.0 have all four (trl/chat_template_utils.py); an older TRL has no tools to check
+        from trl.chat_template_utils import (
+            add_response_schema,
+            get_training_chat_template,
+            is_chat_template_prefix_preserving,
+            supports_tool_calling,
+        )
+    except ImportError:
+        return []
 
     if not supports_tool_calling(tokenizer):
         return [

@@ -663,7 +663,7 @@ def test_trl_path_trains_with_a_peft_config(monkeypatch):
 
     monkeypatch.setattr(trl, "GRPOTrainer", FakeGRPOTrainer)
     monkeypatch.setattr(backend_module, "load_model", lambda config, backend: ("model", "tokenizer"))
-    monkeypatch.setattr("trainer.job.trl_args.truncate_prompts", lambda dataset, tokenizer, n: (dataset, 0))
+    monkeypatch.setattr("trainer.job.trl_args.truncate_prompts", lambda dataset, tokenizer, n, tools=None: (dataset, 0))
     backend = Backend("trl_vllm", "cuda", False, True, "test")  # fp32: TrainingArguments refuses bf16 on a CPU box
     build_trainer(tiny_config(), Path("/tmp/unused"), [], lambda line: None, backend)
     assert seen["peft_config"].r == tiny_config().lora_r and seen["args"].use_vllm

@@ -70,10 +70,16 @@ def dimension(name: str, values: Sequence[Any], declared: Any = None) -> dict[st
             "tickvals": [math.log10(v) for v in ticks],
             "ticktext": [f"{v:g}" for v in ticks],
         }
-    axis: dict[str, Any] = {"label": name, "values": floats}
-    if floats and min(floats) == max(floats):  # one value: Plotly's axis would have no span
-        axis["range"] = [floats[0] - 0.5, floats[0] + 0.5] if floats[0] == 0 else sorted([0, 2 * floats[0]])
-    return axis
+    return {"label": name, "values": floats, **span(floats)}
+
+
+def span(values: Sequence[float]) -> dict[str, Any]:
+    """An axis range around a single value (Plotly's own would have no span, and ticks made up around it); nothing
+    for values that differ."""
+    if not values or min(values) != max(values):
+        return {}
+    half = abs(values[0]) / 2 or 0.5
+    return {"range": [values[0] - half, values[0] + half]}
 
 
 def parcoords_figure(
@@ -89,7 +95,7 @@ def parcoords_figure(
     layout: dict[str, Any] = {
         "title": {"text": f"Points, coloured by {html_text(objective)} ({direction})"},
         "height": 360,
-        "margin": {"l": 70, "r": 70, "t": 80, "b": 50},
+        "margin": {"l": 70, "r": 70, "t": 80, "b": 70},
     }
     if not drawn:
         layout["annotations"] = [_words(f"no member has a value of {objective} yet: the chart fills in as they score")]
@@ -101,13 +107,12 @@ def parcoords_figure(
         for name in settings_order(definition, drawn)
     ]
     scores = [float(row.objective_now) for row in drawn]
-    axes.append({"label": f"{objective} ({direction})", "values": scores})
+    axes.append({"label": f"{objective} ({direction})", "values": scores, **span(scores)})
     line = {
         "color": scores,
         "colorscale": COLORSCALE,
         "reversescale": direction == "min",  # bright is better either way
         "showscale": True,
-        "colorbar": {"title": {"text": objective}},
     }
     if note:
         layout["annotations"] = [
@@ -116,7 +121,7 @@ def parcoords_figure(
                 "xref": "paper",
                 "yref": "paper",
                 "x": 0,
-                "y": -0.12,
+                "y": -0.2,
                 "showarrow": False,
                 "xanchor": "left",
             }

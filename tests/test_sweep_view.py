@@ -14,7 +14,7 @@ from app.actions import jobs
 from app.actions.sweeps import MemberRow
 from app.pages import new_run
 from app.pages import sweeps as page
-from app.sweep_charts import curves_figure, dimension, parcoords_figure
+from app.sweep_charts import curves_figure, dimension, parcoords_figure, span
 from app.sweep_form import settings_of, sweep_block
 from storage import queries
 from storage.db import get_sessionmaker
@@ -231,3 +231,14 @@ def test_the_address_names_the_sweep_a_page_load_lands_on():
     missing = landing({"tab": "sweeps", "sweep": "9"}, [], [3, 2])
     assert missing.sweep is None and "there is no sweep 9" in missing.notice
     assert "is not a sweep id" in landing({"tab": "sweeps", "sweep": "x"}, [], [3]).notice
+
+
+def test_a_setting_with_one_value_gets_a_span_around_it():
+    assert span([1.0, 1.0]) == {"range": [0.5, 1.5]} and span([0.0]) == {"range": [-0.5, 0.5]}
+    assert span([0.0, 0.04]) == {} and span([]) == {}
+
+
+def test_a_skipped_members_reason_is_said_once():
+    reason = "skipped before training: the probe says the run would learn nothing (...)"
+    row = member(3, {"top_p": 0.01}, None, status="stopped", step=0, stop_reason=reason, error=reason)
+    assert page.member_row(row)[-1] == reason

@@ -29,7 +29,7 @@ from app.verdict import problem, verdict
 POLL_SECONDS = 3.0
 COLUMNS = ["best", "run", "point", "status", "step", "now", "best so far", "reward", "KL", "time", "stopped because"]
 # In pixels, as the Runs table's (a phone scrolls the table sideways in its box, the mark and run id pinned)
-WIDTHS = ["55px", "55px", "190px", "95px", "70px", "65px", "95px", "75px", "75px", "75px", "360px"]
+WIDTHS = ["75px", "55px", "190px", "95px", "70px", "65px", "95px", "75px", "75px", "75px", "360px"]
 BEST_MARK = "★ best"
 SORTS = ("point order", "objective, best first", "status")
 NO_SWEEPS = (
@@ -69,7 +69,7 @@ def sort_members(rows: Sequence[actions.MemberRow], by: str, direction: str = "m
 def member_row(row: actions.MemberRow) -> list[Any]:
     """One line of the members table, in :data:`COLUMNS` order."""
     why = row.stop_reason or ""
-    if row.error:
+    if row.error and row.error != row.stop_reason:  # a skipped member's error is its stop reason
         why = (why + " · " if why else "") + "error: " + row.error.strip().splitlines()[-1]
     return [
         BEST_MARK if row.best else "",

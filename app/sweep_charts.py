@@ -78,7 +78,7 @@ def span(values: Sequence[float]) -> dict[str, Any]:
     for values that differ."""
     if not values or min(values) != max(values):
         return {}
-    half = abs(values[0]) / 2 or 0.5
+    half = abs(values[0]) / 10 or 0.5  # a tenth either side: a share of 0.89 stays between 0.8 and 1
     return {"range": [values[0] - half, values[0] + half]}
 
 
@@ -113,6 +113,8 @@ def parcoords_figure(
         "colorscale": COLORSCALE,
         "reversescale": direction == "min",  # bright is better either way
         "showscale": True,
+        # one score for all: the colour bar spans the objective's axis, not a range Plotly makes up around it
+        **{key: bound for key, bound in zip(("cmin", "cmax"), span(scores).get("range", ()))},
     }
     if note:
         layout["annotations"] = [

@@ -139,7 +139,7 @@ def test_the_parcoords_has_an_axis_per_setting_the_objective_last_and_leaves_out
     assert axes[1]["ticktext"] == ["1e-05", "0.001"]
     assert axes[2]["values"] == [0.0, 0.0] and axes[2]["range"] == [-0.5, 0.5]  # one value: a span around it
     assert axes[3]["values"] == [0.25, 0.75]
-    assert trace.line.color == (0.25, 0.75) and trace.line.reversescale is False
+    assert trace.line.color == (0.25, 0.75) and trace.line.reversescale is False and trace.line.cmin is None
     assert trace.meta == (1, 2)
     (note,) = figure.layout.annotations
     assert note.text == "not drawn, no heldout/correct yet: run 3"
@@ -234,7 +234,7 @@ def test_the_address_names_the_sweep_a_page_load_lands_on():
 
 
 def test_a_setting_with_one_value_gets_a_span_around_it():
-    assert span([1.0, 1.0]) == {"range": [0.5, 1.5]} and span([0.0]) == {"range": [-0.5, 0.5]}
+    assert span([0.89, 0.89]) == {"range": [0.801, 0.979]} and span([0.0]) == {"range": [-0.5, 0.5]}
     assert span([0.0, 0.04]) == {} and span([]) == {}
 
 
@@ -242,3 +242,15 @@ def test_a_skipped_members_reason_is_said_once():
     reason = "skipped before training: the probe says the run would learn nothing (...)"
     row = member(3, {"top_p": 0.01}, None, status="stopped", step=0, stop_reason=reason, error=reason)
     assert page.member_row(row)[-1] == reason
+
+
+def test_once_a_finished_sweep_is_drawn_a_tick_reads_nothing(monkeypatch):
+    def unread(sweep_id):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(actions, "sweep_detail", unread)
+    drawn = (3, None, (), (), False)  # sweep 3, drawn once every member had ended
+    view = page.refresh(3, None, None, drawn)
+    assert view.drawn == drawn and view.rows == {"__type__": "update"}
+    with pytest.raises(AssertionError, match="read again"):  # a live one, or another sort, is read
+        page.refresh(3, None, None, (3, None, (), (), True))

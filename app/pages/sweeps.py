@@ -4,8 +4,9 @@ reward, KL, time and why the sweep stopped it, the best one marked), the points 
 the objective, and the members' objective curves overlaid. The picked member (the best one unless another is
 picked) is one click from its Monitor, from Compare (base against it) and from a fork of its best checkpoint.
 
-Everything comes from app.actions (sweep_detail reads the table in one session); a gr.Timer polls while the sweep is
-live and the tab is shown, and a poll that finds nothing new sends nothing. Opening the Monitor or Compare switches
+Everything comes from app.actions (sweep_detail reads the table in one session). A gr.Timer ticks while the tab is
+shown; it reads the sweep while the sweep is live (once every member has ended and that was drawn, a tick reads
+nothing), and a poll that finds nothing new sends nothing. Opening the Monitor or Compare switches
 the tab in app/server.py, which holds the other pages' widgets.
 """
 
@@ -136,8 +137,10 @@ class SweepView:
     parcoords: Any = None
     curves: Any = None
     members: Any = field(default_factory=gr.update)  # the member picker's choices and value
-    live: bool = False  # whether the sweep still has members to end (the poll goes on)
-    drawn: tuple | None = None  # what the browser now has (see refresh)
+    sweeps: Any = field(default_factory=gr.update)  # the sweep picker's choices (their labels say how far each is)
+    live: bool = False  # whether the sweep still has members to end
+    # what the browser now has (see refresh): (sweep id, sort, rows, curve lengths, live)
+    drawn: tuple | None = None
 
 
 def header_text(table: actions.SweepTable) -> str:
@@ -160,16 +163,21 @@ def refresh(sweep_id, sort: str | None, picked, drawn: tuple | None) -> SweepVie
     holds the best member."""
     if sweep_id in (None, ""):
         return SweepView(NO_SWEEPS if not actions.sweeps() else PICK_A_SWEEP, drawn=None)
+    keep = gr.update()
+    if drawn is not None and drawn[:2] == (int(sweep_id), sort) and not drawn[-1]:
+        # drawn after every member had ended: nothing can change (the timer ticks on while the tab is shown, and
+        # this tick reads nothing)
+        return SweepView(keep, keep, keep, keep, keep, keep, False, drawn)
     try:
         table = actions.sweep_detail(int(sweep_id))
     except actions.ActionError as exc:
         return SweepView(problem(exc.message), drawn=None)
     s = table.summary
     live = s.state == "active"
-    now = (int(sweep_id), sort, tuple(map(member_row, table.rows)), tuple(map(len, table.curves.values())))
+    rows, lengths = tuple(map(member_row, table.rows)), tuple(map(len, table.curves.values()))
+    now = (int(sweep_id), sort, rows, lengths, live)
     if now == drawn:  # nothing new: the browser keeps its table and charts (and a zoom or an axis brushed)
-        keep = gr.update()
-        return SweepView(keep, keep, keep, keep, keep, live, drawn)
+        return SweepView(keep, keep, keep, keep, keep, keep, live, drawn)
     ids = [row.run_id for row in table.rows]
     keep_pick = picked if picked in ids else s.best_run_id if s.best_run_id is not None else (ids[0] if ids else None)
     labels = {row.run_id: member_label(row) for row in table.rows}
@@ -179,6 +187,7 @@ def refresh(sweep_id, sort: str | None, picked, drawn: tuple | None) -> SweepVie
         parcoords_figure(table.rows, table.definition, s.objective, s.direction),
         curves_figure(table.curves, labels, s.best_run_id, s.objective),
         gr.update(choices=[(labels[i], i) for i in ids], value=keep_pick),
+        gr.update(choices=sweep_choices()),
         live,
         now,
     )
@@ -300,11 +309,11 @@ def build(access: Access) -> SweepsPage:
             parcoords: view.parcoords,
             curves: view.curves,
             member: view.members,
+            picker: view.sweeps,
             drawn: view.drawn,
-            timer: gr.Timer(active=view.live),  # a finished sweep has nothing more to poll for
         }
 
-    outputs = [header, table, parcoords, curves, member, drawn, timer]
+    outputs = [header, table, parcoords, curves, member, picker, drawn]
     inputs = [picker, sort, member, drawn]
     gr.on(
         [timer.tick, picker.change, sort.change],
@@ -321,7 +330,7 @@ def build(access: Access) -> SweepsPage:
 
     def pick_row(evt: gr.SelectData):
         row = evt.row_value or []
-        return row[1] if len(row) > 1 and row[1] not in (None, "") else gr.update()
+        return int(row[1]) if len(row) > 1 and str(row[1]).isdigit() else gr.update()
 
     table.select(pick_row, None, member)
     return SweepsPage(picker, member, open_monitor, open_compare, message, timer)

@@ -189,10 +189,6 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         for picker in (run_picker, compare_picker, runs_id):
             picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
         sweeps_page.picker.change(None, sweeps_page.picker, None, js=SET_PARAM.format(key="sweep", value="value"))
-        # a sweep created elsewhere (the CLI, the API) is offered once the tab is opened
-        sweeps_tab.select(
-            lambda: gr.update(choices=sweeps.sweep_choices()), None, sweeps_page.picker, show_progress="hidden"
-        )
 
         def follow_launch(run_id: int | None) -> list:
             """A launch leads to the Monitor of the run launched, in this browser tab, its polls going."""

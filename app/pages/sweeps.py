@@ -27,7 +27,7 @@ from app.markup import md
 from app.sweep_charts import curves_figure, parcoords_figure
 from app.verdict import problem, verdict
 
-POLL_SECONDS = 3.0
+POLL_SECONDS = 4.0  # a member scores at its evaluations, seconds apart at the least
 COLUMNS = ["best", "run", "point", "status", "step", "now", "best so far", "reward", "KL", "time", "stopped because"]
 # In pixels, as the Runs table's (a phone scrolls the table sideways in its box, the mark and run id pinned)
 WIDTHS = ["75px", "55px", "190px", "95px", "70px", "65px", "95px", "75px", "75px", "75px", "360px"]
@@ -162,7 +162,9 @@ def refresh(sweep_id, sort: str | None, picked, drawn: tuple | None) -> SweepVie
     ``drawn`` (what this browser was sent last). The member picker keeps ``picked`` while it is a member, else it
     holds the best member."""
     if sweep_id in (None, ""):
-        return SweepView(NO_SWEEPS if not actions.sweeps() else PICK_A_SWEEP, drawn=None)
+        # a sweep created elsewhere (the CLI, the API) is offered at the next tick
+        found = actions.sweeps()
+        return SweepView(NO_SWEEPS if not found else PICK_A_SWEEP, sweeps=gr.update(choices=sweep_choices(found)))
     keep = gr.update()
     if drawn is not None and drawn[:2] == (int(sweep_id), sort) and not drawn[-1]:
         # drawn after every member had ended: nothing can change (the timer ticks on while the tab is shown, and

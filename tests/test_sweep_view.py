@@ -254,3 +254,22 @@ def test_once_a_finished_sweep_is_drawn_a_tick_reads_nothing(monkeypatch):
     assert view.drawn == drawn and view.rows == {"__type__": "update"}
     with pytest.raises(AssertionError, match="read again"):  # a live one, or another sort, is read
         page.refresh(3, None, None, (3, None, (), (), True))
+
+
+def test_fork_from_best_forks_the_member_at_its_checkpoint_nearest_its_best_step(probed, monkeypatch):
+    _, _, sweep_id = new_run.launch_sweep(Access(), _form(), new_run.SweepAsked("beta = 0, 0.04"))
+    run_id = actions.sweep_detail(sweep_id).rows[1].run_id
+    with get_sessionmaker().begin() as s:
+        scores = ((0, 0.2), (2, 0.4), (4, 0.7), (6, 0.5))  # best at step 4
+        queries.add_metric_rows(
+            s, [r for step, v in scores for r in queries.metric_rows(run_id, step, {"heldout/correct": v}, 1)]
+        )
+    forked = []
+    monkeypatch.setattr(actions, "checkpoints", lambda r: [3, 6] if r == run_id else [])
+    monkeypatch.setattr(actions, "fork", lambda *args: forked.append(args) or 99)
+    said = page.fork_from_best(Access(), sweep_id, run_id, "max_steps=12")
+    assert [args[:3] for args in forked] == [(run_id, 3, "max_steps=12")]  # 3 is nearer 4 than 6 is
+    assert "Queued:" in said and "run 99" in said and "step 3" in said and "at step 4" in said
+    assert page.fork_hint(sweep_id, run_id) == ""  # step 3 leaves steps to train
+    monkeypatch.setattr(actions, "checkpoints", lambda r: [])
+    assert "has saved no checkpoint yet" in page.fork_from_best(Access(), sweep_id, run_id, "")

@@ -21,12 +21,12 @@ import gradio as gr
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
-from app import api, styles
+from app import actions, api, styles
 from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
-from app.pages import compare, monitor, new_run, runs
+from app.pages import compare, monitor, new_run, runs, sweeps
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
-from app.verdict import verdict
+from app.verdict import problem, verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.config.access import Access
@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-TABS = ("new", "runs", "monitor", "compare")
-TAB_LABELS = ("New run", "Runs", "Monitor", "Compare")
+TABS = ("new", "runs", "monitor", "compare", "sweeps")
+TAB_LABELS = ("New run", "Runs", "Monitor", "Compare", "Sweeps")
 # Keeps the address bar in step with the page (?tab=monitor&run=3) without a reload, so that a reload, a bookmark or
 # a shared link lands on the same view (see landing()).
 SET_PARAM = """(value) => {{
@@ -72,6 +72,19 @@ SHOW_LAUNCHED = """(shown) => {
     window.history.replaceState(null, "", url);
     return [];
 }"""
+# The same after "Compare with the base" on the Sweeps tab (the run from Compare's picker), and after a sweep is
+# launched (the sweep from the Sweeps tab's picker).
+SHOW_COMPARED = SHOW_LAUNCHED.replace('"Monitor"', '"Compare"').replace('"monitor"', '"compare"')
+SHOW_SWEEP = """(shown) => {
+    const tab = document.querySelector("button[role=tab][aria-selected=true]");
+    if (!tab || tab.innerText.trim() !== "Sweeps" || shown === null || shown === undefined) return [];
+    const url = new URL(window.location);
+    url.searchParams.set("tab", "sweeps");
+    url.searchParams.delete("run");
+    url.searchParams.set("sweep", shown);
+    window.history.replaceState(null, "", url);
+    return [];
+}"""
 CSS = """
 .field-invalid input, .field-invalid textarea { border-color: var(--error-border-color, #dc2626) !important; }
 .field-invalid [data-testid="block-info"] { color: var(--error-text-color, #dc2626); }
@@ -87,10 +100,12 @@ class Landing:
     shown: int | None
     compared: int | None
     notice: str = ""
+    sweep: int | None = None  # the Sweeps tab's sweep (?sweep=N), else the newest
 
 
-def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> Landing:
-    """Where a page load lands, from the address's ``tab`` and ``run``. The Monitor shows the named run, else the
+def landing(query: Mapping[str, str], summaries: list[RunSummary], sweep_ids: list[int] | None = None) -> Landing:
+    """Where a page load lands, from the address's ``tab``, ``run`` and ``sweep`` (``sweep_ids``: the sweeps, newest
+    first; the Sweeps tab shows the named one, else the newest). The Monitor shows the named run, else the
     newest; Compare the named run if it can be sampled, else the newest that can (compare.ready_run).
 
     A tab or a run the address names that is not here is said, and no other run stands in for a missing one (it
@@ -112,8 +127,24 @@ def landing(query: Mapping[str, str], summaries: list[RunSummary]) -> Landing:
     shown = None if missing else (wanted if wanted is not None else (ids[0] if ids else None))
     sampleable = {run_id for _, run_id in compare.finished_runs(summaries)}
     compared = None if missing else (wanted if wanted in sampleable else compare.ready_run(summaries))
+    sweep = _landed_sweep(query.get("sweep", ""), sweep_ids or [], notes)
     notice = verdict("warn", "Not found:", "; ".join(notes) + ".") if notes else ""
-    return Landing(tab, shown, compared, notice)
+    return Landing(tab, shown, compared, notice, sweep)
+
+
+def _landed_sweep(asked: str, sweep_ids: list[int], notes: list[str]) -> int | None:
+    """The sweep the address names (a note when it is not here: then none), else the newest."""
+    if not asked:
+        return sweep_ids[0] if sweep_ids else None
+    try:
+        wanted = int(asked)
+    except ValueError:
+        notes.append(f"{_asked(asked)} is not a sweep id (a whole number, as the Sweeps tab lists it)")
+        return None
+    if wanted not in sweep_ids:
+        notes.append(f"there is no sweep {wanted}: pick one in the Sweep box")
+        return None
+    return wanted
 
 
 def _asked(value: str) -> str:
@@ -143,17 +174,21 @@ def build_app(access: Access | None = None) -> gr.Blocks:
                 run_picker, overlay, monitor_timers = monitor.build()
             with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
                 compare_picker, compare_timer = compare.build()
-        for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
+            with gr.Tab(TAB_LABELS[4], id="sweeps") as sweeps_tab:
+                sweeps_page = sweeps.build(access)
+        every_tab = (new_tab, runs_tab, monitor_tab, compare_tab, sweeps_tab)
+        for tab_id, tab in zip(TABS, every_tab):
             tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
         # A page's polls run only while its tab is shown: each tick of a hidden Monitor still sent its table, log,
         # banner and slider, and with the learning map's and the evaluation's ticks the browser's main thread was
         # busy enough that a click on another tab waited tens of seconds on a loaded machine.
-        polls = {"monitor": monitor_timers, "compare": [compare_timer]}
+        polls = {"monitor": monitor_timers, "compare": [compare_timer], "sweeps": [sweeps_page.timer]}
         every_poll = [timer for timers in polls.values() for timer in timers]
-        for tab_id, tab in zip(TABS, (new_tab, runs_tab, monitor_tab, compare_tab)):
+        for tab_id, tab in zip(TABS, every_tab):
             tab.select(_switch(every_poll, polls.get(tab_id, [])), None, every_poll, show_progress="hidden")
         for picker in (run_picker, compare_picker, runs_id):
             picker.change(None, picker, None, js=SET_PARAM.format(key="run", value="value"))
+        sweeps_page.picker.change(None, sweeps_page.picker, None, js=SET_PARAM.format(key="sweep", value="value"))
 
         def follow_launch(run_id: int | None) -> list:
             """A launch leads to the Monitor of the run launched, in this browser tab, its polls going."""
@@ -170,22 +205,67 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         form.launched.change(
             follow_launch, form.launched, [run_picker, tabs, *every_poll], show_progress="hidden"
         ).then(None, run_picker, None, js=SHOW_LAUNCHED)
+        # the Sweeps tab's member, opened in the Monitor as a launch opens its run
+        sweeps_page.open_monitor.click(
+            follow_launch, sweeps_page.member, [run_picker, tabs, *every_poll], show_progress="hidden"
+        ).then(None, run_picker, None, js=SHOW_LAUNCHED)
+
+        def follow_compare(run_id: int | None) -> list:
+            """The Sweeps tab's member in Compare (base against it), when it has saved an adapter to sample."""
+            keep = [gr.update(), gr.update(), *[gr.update() for _ in every_poll]]
+            if run_id is None:
+                return [*keep, problem("pick a member first")]
+            with get_sessionmaker().begin() as session:
+                choices = compare.finished_runs(run_summaries(session))
+            if all(value != run_id for _, value in choices):
+                said = f"run {int(run_id)} has no adapter to sample yet: Compare offers a run once it has saved one"
+                return [*keep, problem(said)]
+            return [
+                gr.update(choices=choices, value=run_id),
+                gr.Tabs(selected="compare"),
+                *_switch(every_poll, polls["compare"])(),
+                "",
+            ]
+
+        sweeps_page.open_compare.click(
+            follow_compare,
+            sweeps_page.member,
+            [compare_picker, tabs, *every_poll, sweeps_page.message],
+            show_progress="hidden",
+        ).then(None, compare_picker, None, js=SHOW_COMPARED)
+
+        def follow_sweep(sweep_id: int | None) -> list:
+            """A sweep launched from the form leads to its Sweeps view, in this browser tab, its poll going."""
+            if sweep_id is None:  # refused: the form says why
+                return [gr.update(), gr.update(), *[gr.update() for _ in every_poll]]
+            return [
+                gr.update(choices=sweeps.sweep_choices(), value=sweep_id),
+                gr.Tabs(selected="sweeps"),
+                *_switch(every_poll, polls["sweeps"])(),
+            ]
+
+        form.swept.change(
+            follow_sweep, form.swept, [sweeps_page.picker, tabs, *every_poll], show_progress="hidden"
+        ).then(None, sweeps_page.picker, None, js=SHOW_SWEEP)
 
         def land(request: gr.Request):
             with get_sessionmaker().begin() as session:
                 summaries = run_summaries(session)
-            landed = landing(dict(request.query_params), summaries)
+            sweep_list = actions.sweeps()
+            landed = landing(dict(request.query_params), summaries, [s.id for s in sweep_list])
             choices = runs.run_choices(summaries)
             return (
                 gr.update(choices=choices, value=landed.shown),
                 gr.update(choices=overlay_choices(choices, landed.shown)),
                 gr.update(choices=compare.finished_runs(summaries), value=landed.compared),
                 landed.shown if landed.tab == "runs" else gr.update(),
+                gr.update(choices=sweeps.sweep_choices(sweep_list), value=landed.sweep),
                 landed.notice,
             )
 
         # the tab opens once the pickers are filled (earlier, the first tab's start-up selection wins)
-        demo.load(land, None, [run_picker, overlay, compare_picker, runs_id, landing_notice]).then(
+        landed_in = [run_picker, overlay, compare_picker, runs_id, sweeps_page.picker, landing_notice]
+        demo.load(land, None, landed_in).then(
             None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
         )
         demo.load(new_run.draft_values, form.draft, form.fields)

@@ -47,10 +47,16 @@ CSS = (
 /* tables keep readable columns and scroll sideways inside their box on a narrow screen (the pinned first columns
    stay); without this a phone squeezed every column until "status" wrapped one letter per line */
 #runs-table th, #runs-table td, #completions-table th, #completions-table td,
-#compare-base th, #compare-base td, #compare-tuned th, #compare-tuned td {{ word-break: normal; overflow-wrap: normal; }}
+#compare-base th, #compare-base td, #compare-tuned th, #compare-tuned td,
+#sweeps-table th, #sweeps-table td {{ word-break: normal; overflow-wrap: normal; }}
+/* the five tabs in one row on a phone (390 px): at Gradio's padding the last two went into its overflow menu, where a
+   deep link's tab (?tab=sweeps) has no tab button to open */
+@media (max-width: 480px) {{
+    .tab-container button, button[role=tab] {{ padding-left: 8px !important; padding-right: 8px !important; }}
+}}
 /* the first column (a run's id, a completion's step) stays in view while the table scrolls sideways: Gradio 6's
    pinned_columns marks it (.first-column) but its virtual table body leaves it static */
-#runs-table .first-column, #completions-table .first-column {{
+#runs-table .first-column, #completions-table .first-column, #sweeps-table .first-column {{
     position: sticky !important; left: 0; z-index: 3; background: var(--table-even-background-fill, var(--background-fill-primary));
 }}
 """

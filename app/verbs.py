@@ -132,7 +132,6 @@ UNISOLATED = _flag(
 API_ONLY = None  # Param.flags for a parameter the CLI does not take
 
 BOTH, CLI_ONLY, API_PAGE = frozenset({CLI, API, PAGE}), frozenset({CLI}), frozenset({API, PAGE})
-CLI_API = frozenset({CLI, API})  # not on a page yet: the Sweeps view (issue 41 item 4) is to come
 
 VERBS: tuple[Verb, ...] = (
     Verb(
@@ -174,7 +173,7 @@ VERBS: tuple[Verb, ...] = (
         "sweep",
         "sweep",
         "create a sweep: one run per point of its settings, each checked (and probed) before any is queued",
-        CLI_API,
+        BOTH,
         (
             CONFIG,
             Param(
@@ -192,12 +191,13 @@ VERBS: tuple[Verb, ...] = (
             'grpo-studio sweep tiny-offline --grid "beta=0,0.04 learning_rate=1e-5,5e-5"',
             "grpo-studio sweep tiny-grid --detach",
         ),
+        reads=("sweepable",),
     ),
     Verb(
         "sweeps",
         "sweeps",
         "list sweeps, or one sweep's table: each member's point, status, objective now and best, reward, KL, why it stopped",
-        CLI_API,
+        BOTH,
         (
             Param(
                 "sweep_id",
@@ -209,7 +209,7 @@ VERBS: tuple[Verb, ...] = (
                 {"metavar": "ID"},
             ),
         ),
-        reads=("sweep_detail", "summary_json"),
+        reads=("sweep_detail", "summary_json", "point_text"),
         examples=("grpo-studio sweeps", "grpo-studio sweeps --id 1"),
     ),
     Verb(

@@ -340,7 +340,7 @@ def test_monitor_without_a_run_clears_every_chart():
 
 def test_a_pages_polls_run_only_while_its_tab_is_shown():
     """The Monitor's poll and the learning map's follow run while the Monitor is shown, the held-out evaluation's
-    while Compare is; none runs under New run or Runs, and none before its tab opens. The run lists' tick (every
+    while Compare is, the Sweeps view's while Sweeps is; none runs under New run or Runs, and none before its tab opens. The run lists' tick (every
     tab's pickers) always runs."""
     import gradio as gr
 
@@ -348,7 +348,7 @@ def test_a_pages_polls_run_only_while_its_tab_is_shown():
 
     demo = server.build_app()
     timers = {block._id: block for block in demo.blocks.values() if isinstance(block, gr.Timer)}
-    assert sorted(timer.value for timer in timers.values()) == [2.0, 2.0, 3.0, 5.0]
+    assert sorted(timer.value for timer in timers.values()) == [2.0, 2.0, 3.0, 4.0, 5.0]
     assert [t.value for t in timers.values() if t.active] == [3.0]  # on load: the run lists only (New run is shown)
     tabs = {block._id: block.id for block in demo.blocks.values() if isinstance(block, gr.Tab)}
     running, switched = {}, set()
@@ -361,3 +361,4 @@ def test_a_pages_polls_run_only_while_its_tab_is_shown():
     assert running["new"] == running["runs"] == set()
     assert sorted(timers[i].value for i in running["monitor"]) == [2.0, 5.0]
     assert [timers[i].value for i in running["compare"]] == [2.0] and not running["compare"] & running["monitor"]
+    assert [timers[i].value for i in running["sweeps"]] == [4.0]  # the Sweeps view's, on its tab only

@@ -75,7 +75,7 @@ def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
     # what the address names and is not here is said (issue 36), and no other run stands in for it: New run, no run
     lost = landing({"tab": "nope", "run": "x"}, summaries)
     assert (lost.tab, lost.shown, lost.compared) == ("new", None, None)
-    assert "there is no tab `nope` (the tabs are new, runs, monitor, compare)" in lost.notice
+    assert "there is no tab `nope` (the tabs are new, runs, monitor, compare, sweeps)" in lost.notice
     assert "`x` is not a run id" in lost.notice
     gone = landing({"tab": "monitor", "run": "999"}, summaries)
     assert (gone.tab, gone.shown, gone.compared) == ("monitor", None, None) and "there is no run 999" in gone.notice

@@ -23,11 +23,11 @@ validate         validate           -                   /validate   new_run
 probe            probe              probe               /probe      new_run
 preview          prompt_preview     -                   -           new_run
 launch           launch             launch (run)        /launch     new_run
-sweep            sweep              sweep               /sweep      -
-sweeps           sweeps             sweeps              /sweeps     -
+sweep            sweep              sweep               /sweep      new_run
+sweeps           sweeps             sweeps              /sweeps     sweeps
 stop             stop               stop                /stop       runs
 resume           resume             resume              /resume     runs
-fork             fork               fork                /fork       runs
+fork             fork               fork                /fork       runs, sweeps
 clone            clone              -                   -           runs
 delete           delete             -                   /delete     runs
 export           export             export              -           compare, runs

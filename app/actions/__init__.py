@@ -60,7 +60,18 @@ from app.actions.runs import (
     stop,
     validate,
 )
-from app.actions.sweeps import SweepSummary, SweepTable, Swept, summary_json, sweep, sweep_detail, sweeps
+from app.actions.sweeps import (
+    MemberRow,
+    SweepSummary,
+    SweepTable,
+    Swept,
+    point_text,
+    summary_json,
+    sweep,
+    sweep_detail,
+    sweepable,
+    sweeps,
+)
 
 # What the pages name without an action to read it through: the types they show (a config, a row of the runs list,
 # an evaluation and the statuses), the form's presets and reward names, the sentence for a database that failed, and
@@ -80,6 +91,7 @@ __all__ = [
     "Checked",
     "Evaluation",
     "Launched",
+    "MemberRow",
     "MonitorRead",
     "OPERATOR",
     "REWARDS",
@@ -125,6 +137,7 @@ __all__ = [
     "new_export_dir",
     "newest_steps",
     "places",
+    "point_text",
     "presets",
     "probe",
     "prompt_preview",
@@ -144,6 +157,7 @@ __all__ = [
     "summary_json",
     "sweep",
     "sweep_detail",
+    "sweepable",
     "sweeps",
     "token_completions",
     "token_values",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from app.actions.base import ActionError, ConfigSource, problems_message, read_mapping_of
@@ -181,6 +181,7 @@ class MemberRow:
     stop_reason: str | None
     error: str | None
     best: bool = False  # the member whose objective at its last evaluation is the sweep's best
+    seconds: float | None = None  # how long it has trained (to now while it trains); None before it started
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,9 @@ class SweepTable:
     summary: SweepSummary
     definition: dict[str, Any]
     rows: list[MemberRow]
+    # each member's objective at each logged step, (step, value) oldest first, by run id: the Sweeps view's curves
+    # (not in to_json: /metrics reads a member's whole series)
+    curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {**summary_json(self.summary), "definition": self.definition, "rows": [vars(r) for r in self.rows]}
@@ -232,6 +236,7 @@ def _table(session, row) -> SweepTable:
             m.stop_reason,
             m.error,
             best is not None and m.run_id == best.run_id,
+            _seconds(m.started_at, m.finished_at),
         )
         for m in members
     ]
@@ -248,7 +253,22 @@ def _table(session, row) -> SweepTable:
         best.objective_now if best else None,
         row.created_at,
     )
-    return SweepTable(summary, dict(row.definition), rows)
+    return SweepTable(summary, dict(row.definition), rows, {m.run_id: list(m.objective) for m in members})
+
+
+def _seconds(started: datetime | None, finished: datetime | None) -> float | None:
+    """Seconds from ``started`` to ``finished`` (to now while unfinished); the database hands back naive UTC."""
+    if started is None:
+        return None
+    start = started if started.tzinfo else started.replace(tzinfo=UTC)
+    end = finished or datetime.now(UTC)
+    end = end if end.tzinfo else end.replace(tzinfo=UTC)
+    return max(0.0, (end - start).total_seconds())
+
+
+def sweepable() -> list[str]:
+    """The settings a sweep may vary (trainer.config.sweep.sweepable), for the New run form's Sweep section."""
+    return sweeps_config.sweepable()
 
 
 def sweeps() -> list[SweepSummary]:

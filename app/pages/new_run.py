@@ -26,6 +26,7 @@ from app.form import (
 )
 from app.markup import code, fenced, md
 from app.pages.data_files import upload_dataset
+from app.sweep_form import EXAMPLE, SHAPES, sweep_block
 from app.verdict import problem as problem_text
 from app.verdict import verdict
 
@@ -141,6 +142,47 @@ def launch_report(access: Access, probed: dict | None, values: FormValues) -> tu
     )
 
 
+@dataclass(frozen=True)
+class SweepAsked:
+    """The Sweep section's values besides the form's settings: the settings to vary (one a line, app.sweep_form), how
+    points are chosen, and what is optimised."""
+
+    settings: str | None
+    method: str | None = "grid"
+    members: float | None = 8
+    seed: float | None = 0
+    objective: str | None = "heldout/correct"
+    direction: str | None = "max"
+
+
+def launch_sweep(access: Access, values: FormValues, asked: SweepAsked) -> tuple[str, list[str], int | None]:
+    """Create a sweep of the form's config over the Sweep section's settings (app.actions.sweep: the definition, the
+    base config and every member are checked, and each point probed, before anything is created): the message, the
+    problems that stopped it, and the sweep's id (None when nothing was created)."""
+    block, unread = sweep_block(
+        asked.settings, asked.method, asked.members, asked.seed, asked.objective, asked.direction
+    )
+    if unread:
+        return problems_markdown(unread), unread, None
+    try:
+        swept = actions.sweep({**form_mapping(values), "sweep": block}, access)
+    except actions.ActionError as exc:
+        found = exc.problems or [exc.message]
+        return problems_markdown(found), found, None
+    skipped = sum(1 for m in swept.members if m.skipped)
+    held = f", {skipped} skipped by the probe (their points would learn nothing)" if skipped else ""
+    return (
+        verdict(
+            "go",
+            "Launched:",
+            f"sweep {swept.sweep_id} (**{md(swept.name)}**): {len(swept.members)} members{held}. They queue like any "
+            "run; the Sweeps tab follows them.",
+        ),
+        [],
+        swept.sweep_id,
+    )
+
+
 def field_help(spec: FieldSpec, allow_custom: bool) -> str:
     """A field's help under its label; the rewards' offers the custom ``file.py:function`` form only where the
     operator allowed custom reward code."""
@@ -242,6 +284,7 @@ class Form:
     status: gr.Markdown
     draft: gr.BrowserState
     launched: gr.State  # the id of the run this browser launched last (app/server.py opens its Monitor)
+    swept: gr.State  # the id of the sweep this browser launched last (app/server.py opens the Sweeps tab on it)
 
 
 def _widget(spec: FieldSpec, allow_custom: bool):
@@ -269,6 +312,47 @@ def _widget(spec: FieldSpec, allow_custom: bool):
     if spec.kind == "multiline":
         return gr.Textbox(lines=4, **common)
     return gr.Textbox(**common)
+
+
+def _sweep_section() -> tuple[list[gr.components.Component], gr.Button, gr.Markdown]:
+    """The closed Sweep section under the settings: its widgets in :class:`SweepAsked`'s order, its button, and the
+    line its answer goes to."""
+    with gr.Accordion("Sweep: one run per point of some settings", open=False, elem_id="sweep-section"):
+        gr.Markdown(
+            "The settings above are the base every member starts from. Name the settings to vary, one a line: "
+            f"{md(SHAPES)}. The members are ranked by the objective (read at each member's last evaluation for "
+            "heldout/...), and the sweep stops the ones that won't pay early (docs/sweeps.md). Settings a sweep can "
+            "vary: " + ", ".join(f"`{name}`" for name in actions.sweepable()) + "."
+        )
+        text = gr.Textbox(
+            label="Settings to vary (setting = values or range)",
+            placeholder=EXAMPLE,
+            lines=3,
+            elem_id="sweep-settings",
+        )
+        with gr.Row(equal_height=False):
+            method = gr.Radio(
+                ["grid", "random", "tpe"],
+                value="grid",
+                label="Method",
+                info="grid: every combination; random or tpe (model-based): the members below, drawn under the seed",
+                elem_id="sweep-method",
+            )
+            members = gr.Number(8, precision=0, label="Members (random and tpe)", elem_id="sweep-members")
+            seed = gr.Number(0, precision=0, label="Seed (random and tpe)", elem_id="sweep-seed")
+        with gr.Row(equal_height=False):
+            objective = gr.Dropdown(
+                ["heldout/correct", "heldout/format", "reward", "kl"],
+                value="heldout/correct",
+                allow_custom_value=True,
+                label="Objective (any logged metric)",
+                info="heldout/... needs eval_steps above 0",
+                elem_id="sweep-objective",
+            )
+            direction = gr.Radio(["max", "min"], value="max", label="Better is", elem_id="sweep-direction")
+        button = gr.Button("Launch sweep", variant="primary", elem_id="launch-sweep")
+        status = gr.Markdown(elem_id="sweep-status")
+    return [text, method, members, seed, objective, direction], button, status
 
 
 def build(access: Access) -> Form:
@@ -321,8 +405,9 @@ def build(access: Access) -> Form:
             if group == "data":
                 preview_button = gr.Button("Preview the first three prompts", size="sm")
                 preview_box = gr.Markdown()
-    launched = gr.State(None)
-    form = Form(widgets, status, draft, launched)
+    sweep_inputs, sweep_button, sweep_status = _sweep_section()
+    launched, swept = gr.State(None), gr.State(None)
+    form = Form(widgets, status, draft, launched, swept)
 
     def marked(report):
         text, problems = report[:2]
@@ -360,6 +445,15 @@ def build(access: Access) -> Form:
 
     launch_button.click(launched_marked, {probed, *form_inputs}, [*widgets, status, launched]).then(
         None, js=SHOW_STATUS
+    )
+
+    def swept_marked(values):
+        asked = SweepAsked(*(values[widget] for widget in sweep_inputs))
+        text, problems, sweep_id = launch_sweep(values[allow], settings(values), asked)
+        return [*field_marks(problems, allow_custom), text, sweep_id]
+
+    sweep_button.click(swept_marked, {*sweep_inputs, *form_inputs}, [*widgets, sweep_status, swept]).then(
+        None, js=show("sweep-status")
     )
     export_button.click(lambda v: exported_file(v[allow], settings(v)), form_inputs, [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status])

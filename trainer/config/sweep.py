@@ -225,14 +225,25 @@ def _fields() -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
+def sweepable() -> list[str]:
+    """The settings a sweep may vary, in RunConfig's order: its numeric and choice fields, less :data:`NOT_SWEPT`
+    (the New run form's Sweep section offers these)."""
+    hints = typing.get_type_hints(RunConfig)
+    return [
+        f.name
+        for f in dataclasses.fields(RunConfig)
+        if f.name not in NOT_SWEPT
+        and (hints[f.name] in (int, float, bool) or hints[f.name] is str and f.metadata.get("choices"))
+    ]
+
+
 def _dimension(name: str, given: Any, method: str) -> tuple[Dimension | None, list[str]]:
     """One swept setting read as its field's type, or the problems with it."""
     fields = _fields()
     if name not in fields:
         return None, [f"sweep.settings.{unknown_setting(name, fields)}"]
-    f = fields[name]
     hint = typing.get_type_hints(RunConfig)[name]
-    if name in NOT_SWEPT or hint not in (int, float, bool) and not (hint is str and f.metadata.get("choices")):
+    if name not in sweepable():
         return None, [f"sweep.settings.{name}: only numeric and choice settings are swept, and {name} is neither"]
     where = f"sweep.settings.{name}"
     if isinstance(given, Mapping):

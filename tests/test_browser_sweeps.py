@@ -1,6 +1,6 @@
 """A sweep defined, launched and read in the dashboard, in headless Chromium against a real `grpo-studio serve`
-(issue 41): a 2 x 2 grid typed into New run → Sweep (top_p 1.0, 0.01 × beta 0, 0.04 on the tiny config, so the
-probe skips the two top_p 0.01 points as wasted: every answer of a group is the same, as tests/test_sweep_e2e.py
+(issue 41): a 2 x 2 grid typed into New run → Sweep (top_p 1.0, 0.01 × learning_rate 1e-5, 5e-3 on the tiny config, so
+the probe skips the two top_p 0.01 points as wasted: every answer of a group is the same, as tests/test_sweep_e2e.py
 does from the command line), launched, lands on the Sweeps tab; once the server's scheduler has trained the other
 two, the table, the parallel coordinates and the curves say what the stored rows say, and the best member is one
 click from its Monitor and from Compare.
@@ -12,6 +12,7 @@ issue 40); tests/test_sweep_view.py holds the same rules as plain functions. Scr
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -24,7 +25,7 @@ from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, launch_browser,
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
 
 LAPTOP, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}
-GRID = "top_p = 1.0, 0.01\nbeta = 0, 0.04"
+GRID = "top_p = 1.0, 0.01\nlearning_rate = 1e-5, 5e-3"  # a step size that barely moves the adapter, one that does
 # The tiny config of tests/helpers.py, typed into the form: a step well under a second, a held-out score at steps
 # 0, 2 and 4 (the objective), a checkpoint at 2 and 4
 SETTINGS = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "learning_rate": 1e-3}
@@ -107,10 +108,16 @@ def test_the_table_shows_each_point_its_status_the_probes_reason_and_the_best(sw
     best, scores = _stored_best(sweep_id)
     ids = [row.run_id for row in table.rows]
     assert set(scores) == set(ids[:2])  # the two skipped never trained
+    assert len(set(scores.values())) == 2, scores  # the two step sizes learn apart: "best" is not a tie
     wait_for(lambda: len(page.evaluate(ROWS, "#sweeps-table")) == 4, 30, "four rows")
     rows = page.evaluate(ROWS, "#sweeps-table")
     assert [r[1] for r in rows] == [str(i) for i in ids]
-    assert [r[2] for r in rows] == ["top_p=1 beta=0", "top_p=1 beta=0.04", "top_p=0.01 beta=0", "top_p=0.01 beta=0.04"]
+    assert [r[2] for r in rows] == [
+        "top_p=1 learning_rate=1e-05",
+        "top_p=1 learning_rate=0.005",
+        "top_p=0.01 learning_rate=1e-05",
+        "top_p=0.01 learning_rate=0.005",
+    ]
     assert [r[3] for r in rows] == ["completed", "completed", "stopped", "stopped"]
     assert [r[4] for r in rows] == ["4/4", "4/4", "0/4", "0/4"]
     for row in rows[2:]:
@@ -135,8 +142,9 @@ def test_the_parcoords_draws_the_scored_points_coloured_by_the_objective(swept):
     drawn = list(scores)  # the members with a score, in point order
     assert trace["meta"] == drawn
     axes = {d["label"]: d["values"] for d in trace["dimensions"]}
-    assert list(axes) == ["top_p", "beta", "heldout/correct (max)"]
-    assert axes["top_p"] == [1.0, 1.0] and axes["beta"] == [0.0, 0.04]
+    assert list(axes) == ["top_p", "learning_rate (log)", "heldout/correct (max)"]
+    # the learning rates span more than two decades: drawn in log10
+    assert axes["top_p"] == [1.0, 1.0] and axes["learning_rate (log)"] == pytest.approx([-5.0, math.log10(5e-3)])
     assert axes["heldout/correct (max)"] == pytest.approx([scores[r] for r in drawn])
     assert trace["color"] == pytest.approx([scores[r] for r in drawn])
     notes = page.locator("#sweeps-parcoords").inner_text()

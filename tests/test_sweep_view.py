@@ -218,6 +218,22 @@ def test_a_poll_of_the_sweep_picked_draws_it_once_then_sends_nothing_new(probed)
     assert again.live
 
 
+def test_the_member_picker_follows_the_best_member_until_the_user_picks_one(probed):
+    """A live sweep is first drawn before any member has scored (the first member picked); when a later member
+    becomes the best, the picker follows it, unless the user picked a member of their own."""
+    _, _, sweep_id = new_run.launch_sweep(Access(), _form(), new_run.SweepAsked("top_p = 1.0, 0.01\nbeta = 0, 0.04"))
+    first, second = (r.run_id for r in actions.sweep_detail(sweep_id).rows[:2])
+    view = page.refresh(sweep_id, None, None, None)
+    assert view.members["value"] == first  # nothing scored yet
+    with get_sessionmaker().begin() as s:
+        scores = ((first, 0, 0.25), (first, 2, 0.25), (second, 0, 0.25), (second, 2, 0.75))
+        queries.add_metric_rows(
+            s, [r for run, step, v in scores for r in queries.metric_rows(run, step, {"heldout/correct": v}, 1)]
+        )
+    assert page.refresh(sweep_id, None, None, view.drawn).members["value"] == second  # the best now
+    assert page.refresh(sweep_id, None, first, view.drawn).members["value"] == first  # the user's own pick stays
+
+
 def test_without_sweeps_the_view_says_how_to_make_one():
     view = page.refresh(None, None, None, None)
     assert "New run → Sweep" in view.header and "grpo-studio sweep tiny-grid" in view.header

@@ -159,8 +159,9 @@ def header_text(table: actions.SweepTable) -> str:
 
 def refresh(sweep_id, sort: str | None, picked, drawn: tuple | None) -> SweepView:
     """One poll of the sweep picked: its table, charts and member picker, rebuilt only when something changed since
-    ``drawn`` (what this browser was sent last). The member picker keeps ``picked`` while it is a member, else it
-    holds the best member."""
+    ``drawn`` (what this browser was sent last). ``picked`` is the member the user chose (in the picker or by a row),
+    None if they chose none: the member picker keeps the user's choice while it is a member, else it follows the best
+    member as the best changes (the first member while none has scored)."""
     if sweep_id in (None, ""):
         # a sweep created elsewhere (the CLI, the API) is offered at the next tick
         found = actions.sweeps()
@@ -301,6 +302,7 @@ def build(access: Access) -> SweepsPage:
             curves = gr.Plot(elem_id="sweeps-curves", show_label=False)
             gr.Markdown("<small>Each member's objective at each step it was scored; the best one in red.</small>")
     drawn = gr.State(None)
+    chosen = gr.State(None)  # the member the user picked; None: the picker follows the best member
     timer = gr.Timer(POLL_SECONDS, active=False)
 
     def shown(sweep_id, sort_by, picked, sent):
@@ -316,7 +318,7 @@ def build(access: Access) -> SweepsPage:
         }
 
     outputs = [header, table, parcoords, curves, member, picker, drawn]
-    inputs = [picker, sort, member, drawn]
+    inputs = [picker, sort, chosen, drawn]
     gr.on(
         [timer.tick, picker.change, sort.change],
         shown,
@@ -325,6 +327,8 @@ def build(access: Access) -> SweepsPage:
         show_progress="hidden",
         trigger_mode="always_last",
     )
+    member.input(lambda value: value, member, chosen, show_progress="hidden")  # the user's pick, not a poll's
+    picker.input(lambda: None, None, chosen, show_progress="hidden")  # another sweep: follow its best again
     member.change(fork_hint, [picker, member], fork_set, show_progress="hidden")
     fork_button.click(partial(fork_from_best, access), [picker, member, fork_set], message).then(
         None, js=show("sweeps-message")
@@ -332,7 +336,8 @@ def build(access: Access) -> SweepsPage:
 
     def pick_row(evt: gr.SelectData):
         row = evt.row_value or []
-        return int(row[1]) if len(row) > 1 and str(row[1]).isdigit() else gr.update()
+        picked = int(row[1]) if len(row) > 1 and str(row[1]).isdigit() else None
+        return (picked, picked) if picked is not None else (gr.update(), gr.update())
 
-    table.select(pick_row, None, member)
+    table.select(pick_row, None, [member, chosen])
     return SweepsPage(picker, member, open_monitor, open_compare, message, timer)

@@ -28,14 +28,20 @@ def _builtin(spec: str, registry: dict[str, Any], setting: str) -> Any:
     return registry[name]
 
 
+def _load(spec: str, registry: dict, setting: str, what: str, kind: str) -> Any:
+    """What ``spec`` names: a built-in of ``registry``, or ``kind`` ``what`` of a user's file (ValueError in one
+    sentence starting with ``setting`` when it can't be had)."""
+    if spec.startswith(BUILTIN):
+        return _builtin(spec, registry, setting)
+    try:
+        return import_object(spec, what, kind)
+    except ValueError as exc:
+        raise ValueError(f"{setting}: {exc}") from None
+
+
 def load_tool(spec: str) -> Callable[..., Any]:
     """The function a ``tools`` entry names (ValueError in one sentence naming the entry when it can't be had)."""
-    if spec.startswith(BUILTIN):
-        return _builtin(spec, TOOLS, "tools")
-    try:
-        tool = import_object(spec, "tool", "function")
-    except ValueError as exc:
-        raise ValueError(f"tools: {exc}") from None
+    tool = _load(spec, TOOLS, "tools", "tool", "function")
     if not callable(tool) or isinstance(tool, type):
         raise ValueError(f"tools: tool {spec!r} is not a function")
     return tool
@@ -43,12 +49,7 @@ def load_tool(spec: str) -> Callable[..., Any]:
 
 def load_environment(spec: str) -> type:
     """The class ``environment`` names (ValueError in one sentence when it can't be had, or is no class)."""
-    if spec.startswith(BUILTIN):
-        return _builtin(spec, ENVIRONMENTS, "environment")
-    try:
-        cls = import_object(spec, "environment", "class")
-    except ValueError as exc:
-        raise ValueError(f"environment: {exc}") from None
+    cls = _load(spec, ENVIRONMENTS, "environment", "environment", "class")
     if not isinstance(cls, type):
         raise ValueError(f"environment: {spec!r} is not a class (TRL makes one instance per rollout)")
     return cls

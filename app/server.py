@@ -60,31 +60,29 @@ OPEN_TAB = """() => {{
     if (wanted && button) button.click();
     return [];
 }}"""
-# After a launch (app/server.py follow_launch): the address names the Monitor and the run launched, as a click on
-# them would have; a refused launch, which leaves the New run tab shown, leaves it as it is. (The run's id comes from
-# the Monitor's run picker: a gr.State's value never reaches the browser.)
-SHOW_LAUNCHED = """(shown) => {
+
+
+def _show_in_address(label: str, tab: str, key: str, drop: str = "") -> str:
+    """The js that writes ``?tab=TAB&KEY=<shown>`` (without ``drop``) into the address once the tab labelled
+    ``label`` is shown, as a click on the tab and the picker would have; a refused step, which leaves another tab
+    shown, leaves the address as it is. (The id comes from a picker: a gr.State's value never reaches the browser.)"""
+    dropped = f'\n    url.searchParams.delete("{drop}");' if drop else ""
+    return f"""(shown) => {{
     const tab = document.querySelector("button[role=tab][aria-selected=true]");
-    if (!tab || tab.innerText.trim() !== "Monitor" || shown === null || shown === undefined) return [];
+    if (!tab || tab.innerText.trim() !== "{label}" || shown === null || shown === undefined) return [];
     const url = new URL(window.location);
-    url.searchParams.set("tab", "monitor");
-    url.searchParams.set("run", shown);
+    url.searchParams.set("tab", "{tab}");{dropped}
+    url.searchParams.set("{key}", shown);
     window.history.replaceState(null, "", url);
     return [];
-}"""
-# The same after "Compare with the base" on the Sweeps tab (the run from Compare's picker), and after a sweep is
-# launched (the sweep from the Sweeps tab's picker).
-SHOW_COMPARED = SHOW_LAUNCHED.replace('"Monitor"', '"Compare"').replace('"monitor"', '"compare"')
-SHOW_SWEEP = """(shown) => {
-    const tab = document.querySelector("button[role=tab][aria-selected=true]");
-    if (!tab || tab.innerText.trim() !== "Sweeps" || shown === null || shown === undefined) return [];
-    const url = new URL(window.location);
-    url.searchParams.set("tab", "sweeps");
-    url.searchParams.delete("run");
-    url.searchParams.set("sweep", shown);
-    window.history.replaceState(null, "", url);
-    return [];
-}"""
+}}"""
+
+
+# After a launch (follow_launch) the Monitor and the run launched; after "Compare with the base" on the Sweeps tab,
+# Compare and its run; after a sweep is launched from the form, the Sweeps tab and the sweep.
+SHOW_LAUNCHED = _show_in_address("Monitor", "monitor", "run")
+SHOW_COMPARED = _show_in_address("Compare", "compare", "run")
+SHOW_SWEEP = _show_in_address("Sweeps", "sweeps", "sweep", drop="run")
 CSS = """
 .field-invalid input, .field-invalid textarea { border-color: var(--error-border-color, #dc2626) !important; }
 .field-invalid [data-testid="block-info"] { color: var(--error-text-color, #dc2626); }

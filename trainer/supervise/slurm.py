@@ -267,20 +267,39 @@ def job_script(config: RunConfig, run_id: int, files: RunFiles, marker: str) -> 
 def submit(session: Session, run: Run, config: RunConfig) -> str | None:
     """Write the run's job script and marker, submit it, and record the job id; returns it. A submission Slurm
     refuses (a bad partition, no sbatch) fails the run with Slurm's message rather than leaving it queued."""
-    files = RunFiles.of(run.output_dir, run.id).create()
-    marker = secrets.token_hex(16)
-    files.shared_marker.write_text(marker)
-    files.node_marker.unlink(missing_ok=True)
+    files, marker = job_files(run)
     files.slurm_script.write_text(job_script(config, run.id, files, marker))
     try:
-        job_id = slurm("sbatch", "--parsable", "--export=ALL", str(files.slurm_script)).strip().split(";")[0]
+        job_id = sbatch(files.slurm_script)
     except SlurmError as exc:
-        queries.finish_run(session, run, RunStatus.FAILED, f"could not submit to Slurm: {exc}")
-        queries.add_log(session, run.id, f"could not submit to Slurm: {exc}", "ERROR")
+        submission_refused(session, run, exc)
         return None
     queries.slurm_submitted(session, run, job_id, str(files.root))
     queries.add_log(session, run.id, f"submitted to Slurm as job {job_id} ({files.slurm_script})")
     return job_id
+
+
+def job_files(run: Run) -> tuple[RunFiles, str]:
+    """The run's directory, ready for a job: its shared-dir token written (the worker checks the node sees it) and
+    an earlier job's node marker gone. Returns the files and the token."""
+    files = RunFiles.of(run.output_dir, run.id).create()
+    marker = secrets.token_hex(16)
+    files.shared_marker.write_text(marker)
+    files.node_marker.unlink(missing_ok=True)
+    return files, marker
+
+
+def sbatch(script: Path) -> str:
+    """Submit ``script`` with the submitting environment (DATABASE_URL among it); returns the job id (SlurmError
+    when Slurm refuses)."""
+    return slurm("sbatch", "--parsable", "--export=ALL", str(script)).strip().split(";")[0]
+
+
+def submission_refused(session: Session, run: Run, exc: SlurmError) -> None:
+    """A submission Slurm refused (a bad partition, no sbatch) fails the run with Slurm's message rather than leaving
+    it queued."""
+    queries.finish_run(session, run, RunStatus.FAILED, f"could not submit to Slurm: {exc}")
+    queries.add_log(session, run.id, f"could not submit to Slurm: {exc}", "ERROR")
 
 
 # A tick's one squeue for every job may take this long: with slurmctld down each call would otherwise wait the full

@@ -19,7 +19,6 @@ job. A submission Slurm refuses fails every member of the array with Slurm's mes
 
 from __future__ import annotations
 
-import secrets
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from storage import queries
 from storage.db import data_dir, slug
-from storage.models import Run, RunStatus
+from storage.models import Run
 from trainer.config.cluster import slurm_seconds
 from trainer.supervise.commands import PACKAGE_ROOT
 from trainer.supervise.run_files import RunFiles
@@ -38,10 +37,12 @@ from trainer.supervise.slurm import (
     MARKER_ENV,
     STARTED_ENV,
     SlurmError,
+    job_files,
     launch_lines,
+    sbatch,
     sbatch_options,
     sbatch_value,
-    slurm,
+    submission_refused,
 )
 
 if TYPE_CHECKING:
@@ -144,11 +145,7 @@ def submit_array(session: Session, members: list[tuple[Run, RunConfig]]) -> str 
     runs = [run for run, _ in members]
     tasks = []
     for run, config in members:
-        files = RunFiles.of(run.output_dir, run.id).create()
-        marker = secrets.token_hex(16)
-        files.shared_marker.write_text(marker)
-        files.node_marker.unlink(missing_ok=True)
-        tasks.append(Member(run.id, config, files, marker))
+        tasks.append(Member(run.id, config, *job_files(run)))
     array = ArrayFiles.of(runs[0].sweep_id, runs[0].id)
     array.root.mkdir(parents=True, exist_ok=True)
     for index, task in enumerate(tasks):
@@ -157,11 +154,10 @@ def submit_array(session: Session, members: list[tuple[Run, RunConfig]]) -> str 
         link.symlink_to(task.files.log)
     array.script.write_text(array_script(runs[0].sweep_id, tasks, array))
     try:
-        job_id = slurm("sbatch", "--parsable", "--export=ALL", str(array.script)).strip().split(";")[0]
+        job_id = sbatch(array.script)
     except SlurmError as exc:
         for run in runs:
-            queries.finish_run(session, run, RunStatus.FAILED, f"could not submit to Slurm: {exc}")
-            queries.add_log(session, run.id, f"could not submit to Slurm: {exc}", "ERROR")
+            submission_refused(session, run, exc)
         return None
     for index, (run, task) in enumerate(zip(runs, tasks, strict=True)):
         task_id = f"{job_id}_{index}"

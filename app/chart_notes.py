@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.charts import CHARTS, Chart
+from app.charts import CHARTS, Chart, words_instead
 
 CLIP_NOTE = (
     "num_iterations = 1: one optimisation pass per batch, within one optimizer step, so the ratio is exactly 1 and "
@@ -105,9 +105,7 @@ def add_notes(
         if note is None or figure is None or not hasattr(figure, "layout"):
             continue
         if not figure.data:
-            figure.layout.annotations = [
-                {"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
-            ]
+            figure.layout.annotations = [words_instead(note)]
         else:
             # between the title and the plot, in a top margin made room for: inside the plot it covered the line
             figure.update_layout(

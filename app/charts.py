@@ -361,15 +361,18 @@ def build_figure(
     if not traces:  # words instead of empty axes with made-up ranges
         layout["xaxis"]["visible"] = False
         layout["yaxis"]["visible"] = False
-        layout["annotations"] = [
-            {"text": chart.empty, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
-        ]
+        layout["annotations"] = [words_instead(chart.empty)]
     if mark is not None and x_axis == "step":
         step, text = mark
         line = {"type": "line", "x0": step, "x1": step, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot"}}
         layout["shapes"] = [line]
         layout["annotations"] = [{"x": step, "yref": "paper", "y": 1, "text": text, "showarrow": False}]
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def words_instead(text: str) -> dict:
+    """An annotation in the middle of an empty chart: ``text`` (markup already made safe) where a plot would be."""
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
 
 
 def _same_line(trace: dict, xs: np.ndarray, ys: np.ndarray) -> bool:

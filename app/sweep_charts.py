@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import plotly.graph_objects as go
 
+from app.charts import words_instead
 from app.markup import html_text
 
 COLORSCALE = "Viridis"
@@ -98,7 +99,9 @@ def parcoords_figure(
         "margin": {"l": 70, "r": 70, "t": 80, "b": 70},
     }
     if not drawn:
-        layout["annotations"] = [_words(f"no member has a value of {objective} yet: the chart fills in as they score")]
+        layout["annotations"] = [
+            words_instead(html_text(f"no member has a value of {objective} yet: the chart fills in as they score"))
+        ]
         layout["xaxis"] = layout["yaxis"] = {"visible": False}
         return go.Figure(layout=layout)
     settings = (definition or {}).get("settings") or {}
@@ -166,13 +169,9 @@ def curves_figure(
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
     }
     if not traces:
-        layout["annotations"] = [_words(f"no member has logged {objective} yet")]
+        layout["annotations"] = [words_instead(html_text(f"no member has logged {objective} yet"))]
         layout["xaxis"]["visible"] = layout["yaxis"]["visible"] = False
     return go.Figure(data=traces, layout=layout)
-
-
-def _words(text: str) -> dict[str, Any]:
-    return {"text": html_text(text), "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
 
 
 def _key(value: Any) -> tuple[str, str]:

@@ -37,6 +37,7 @@ from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
+from trainer.tools.limits import tool_methods
 from trainer.tools.loading import BUILTIN, load_environment, load_tool
 
 # trl 1.16.0 trainer/grpo_trainer.py:628-648
@@ -158,9 +159,8 @@ def _environment_problems(spec: str, schemas: list[dict]) -> list[str]:
             "instance with no argument"
         ]
     found = []
-    for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction):
-        if name not in ("reset", "get_reward") and not name.startswith("_"):
-            found.extend(_schema_problems("environment", spec, getattr(instance, name), schemas))
+    for name in tool_methods(cls):  # the methods TRL offers as tools
+        found.extend(_schema_problems("environment", spec, getattr(instance, name), schemas))
     return found
 
 

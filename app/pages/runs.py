@@ -82,8 +82,15 @@ def _duration(run: actions.RunSummary) -> str:
     start = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
     end = run.finished_at or datetime.now(UTC)
     end = end if end.tzinfo else end.replace(tzinfo=UTC)
-    seconds = int((end - start).total_seconds())
-    return f"{seconds // 60}m{seconds % 60:02d}s"
+    return minutes_seconds((end - start).total_seconds())
+
+
+def minutes_seconds(seconds: float | None) -> str:
+    """``4m05s``, the time column of the run and sweep tables; empty before the run started."""
+    if seconds is None:
+        return ""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s"
 
 
 def run_choices(summaries: list[actions.RunSummary] | None = None) -> list[tuple[str, int]]:

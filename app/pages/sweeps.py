@@ -24,6 +24,7 @@ from app import actions
 from app.actions import Access
 from app.errors import acted, said, show
 from app.markup import md
+from app.pages.runs import minutes_seconds
 from app.sweep_charts import curves_figure, parcoords_figure
 from app.verdict import problem, verdict
 
@@ -82,21 +83,13 @@ def member_row(row: actions.MemberRow) -> list[Any]:
         _round(row.objective_best),
         _round(row.reward),
         _round(row.kl, 4),
-        duration(row.seconds),
+        minutes_seconds(row.seconds),
         why,
     ]
 
 
 def _round(value: float | None, digits: int = 3) -> float | str:
     return "" if value is None or not math.isfinite(value) else round(value, digits)
-
-
-def duration(seconds: float | None) -> str:
-    """``4m05s``; empty before the member started."""
-    if seconds is None:
-        return ""
-    whole = int(seconds)
-    return f"{whole // 60}m{whole % 60:02d}s"
 
 
 def member_label(row: actions.MemberRow) -> str:

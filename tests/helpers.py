@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,8 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     while time.monotonic() < deadline:
         value = predicate()
         if value:
+            if os.environ.get("GRPO_STUDIO_TEST_WAITS"):  # where a slow test's time goes (with pytest -s)
+                print(f"waited {timeout - (deadline - time.monotonic()):.1f} s for {what}", flush=True)
             return value
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")

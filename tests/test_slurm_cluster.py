@@ -198,6 +198,9 @@ def test_a_requeued_job_reads_queued_and_resumes_from_its_checkpoint(on_slurm):
     assert schedule() == [] and run_row(run_id).status == "queued"  # not failed, not submitted twice
     with get_sessionmaker().begin() as s:
         assert any("requeued by Slurm" in line.message for line in queries.log_tail(s, run_id, 20))
+    # Slurm holds a requeued job back (its BeginTime) once the old job's processes have ended: wait for that, then skip
+    # the delay. Set while the job was still COMPLETING, the new start time was overwritten and the job waited ~2 min.
+    wait_for(lambda: slurm.job_state(job_id).state == "PENDING", 120, "Slurm to hold the requeued job")
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)  # skip Slurm's requeue delay
     wait_for(lambda: run_row(run_id).status == "running", 300, "the job to start again")
 

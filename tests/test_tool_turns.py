@@ -65,12 +65,13 @@ FIRST_TURNS = [
 
 def fake_trainer(completions) -> SimpleNamespace:
     """What the callback reads of a GRPOTrainer: its completions table (``_logs``, trl 1.16.0
-    trainer/grpo_trainer.py:1089-1094, 2833-2834), here one group of four."""
+    trainer/grpo_trainer.py:1089-1094, 2833-2834), here one group of four. TRL's tool loop appends each call and
+    answer to the prompt too (trainer/grpo_trainer.py:1972, 2016), so a prompt ends with its completion's turns."""
     prompt = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "What is 12 + 3?"}]
     n = len(completions)
     return SimpleNamespace(
         _logs={
-            "prompt": [prompt] * n,
+            "prompt": [prompt + completion[:-1] for completion in completions],
             "completion": completions,
             "rewards": {"correctness": [2.0, 0.0, 0.0, 0.0][:n]},
             "advantages": [1.5, -0.5, -0.5, -0.5][:n],
@@ -200,3 +201,15 @@ def test_the_tool_chart_draws_the_stored_values_for_a_tool_run_only(tools):
     answers = [t for turns in stored for t in turns if t["role"] == "tool"]
     errors = [t for t in answers if re.match(r"error: ", t["content"])]
     assert drawn == {"tools/call_frequency": [1.0], ERROR_RATE: [len(errors) / len(answers)]} and len(errors) == 2
+
+
+def test_the_learning_map_and_an_alerts_completions_read_a_tool_run():
+    """The learning map groups a tool run's samples by their question (the last user message of a prompt that TRL
+    extends with the tool turns) and scores them as any run's; an alert's completions show the turns."""
+    from app.pages.learning import alert_completions
+
+    run_id = tool_run()
+    mapped = orjson.loads(orjson.dumps(endpoints(Access())["prompts"](run_id)))
+    assert [(p["prompt"], p["pass_rate"]) for p in mapped["prompts"]] == [("What is 12 + 3?", {"1": 0.25})]
+    best = alert_completions(run_id, "1:1")[0]
+    assert best[3].splitlines()[:3] == ["Let me add.", "→ calculator(expression='12+3')", "← 15"]

@@ -180,13 +180,14 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "tools",
         "Tool calls and errors",
-        ("tools/call_frequency", "tools/error_rate"),
+        ("tools/call_frequency", "tools/error_rate", "tools/failure_frequency"),
         "Tool calls per completion (TRL's call_frequency), and the share of the tools' answers that were errors: a "
-        "call that raised, hung past tool_timeout_s or named no tool (grpo-studio's count of the error answers, "
-        "trainer/job/turns.py: TRL's failure_frequency misses the ones the time limit answers). Runs with tools only.",
+        "call that raised, hung past tool_timeout_s or named no tool (grpo-studio's count of the error answers). "
+        "TRL's failure_frequency counts only the calls that raised into TRL, which the time limit answers first, so "
+        "it stays near 0. Runs with tools only.",
         unit="calls per completion",
         empty="no tool call logged yet",
-        right=("tools/error_rate",),
+        right=("tools/error_rate", "tools/failure_frequency"),
         right_unit="share of answers",
         with_tools=True,
     ),
@@ -224,6 +225,7 @@ SERIES_NAMES = {
     "step_time": "step time",
     "tools/call_frequency": "calls per completion",
     "tools/error_rate": "error answers",
+    "tools/failure_frequency": "failures TRL counted",
 }
 
 

@@ -213,3 +213,12 @@ def test_the_learning_map_and_an_alerts_completions_read_a_tool_run():
     assert [(p["prompt"], p["pass_rate"]) for p in mapped["prompts"]] == [("What is 12 + 3?", {"1": 0.25})]
     best = alert_completions(run_id, "1:1")[0]
     assert best[3].splitlines()[:3] == ["Let me add.", "→ calculator(expression='12+3')", "← 15"]
+
+
+def test_compare_says_a_tool_runs_sides_were_sampled_without_its_tools():
+    """The Compare panel has no tool loop yet (docs/tools.md): for a tool run it says so beside the two sides."""
+    from trainer.evaluation.compare import WITHOUT_TOOLS, notes_for
+
+    assert notes_for(tiny_config(tools=["builtin:calculator"])) == [WITHOUT_TOOLS]
+    assert notes_for(tiny_config(environment="builtin:calculator")) == [WITHOUT_TOOLS]
+    assert notes_for(tiny_config()) == []

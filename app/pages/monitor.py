@@ -117,6 +117,16 @@ def completion_detail(evt: gr.SelectData) -> str:
     )
 
 
+def _figure_update(chart, noted: dict[str, Any], in_sight: list) -> dict:
+    """A chart's update in a redraw: its figure where one was built (``noted``), hidden where it is in sight but the
+    run has nothing for it (the tool chart of a run without tools), else left as the browser has it."""
+    if chart.name in noted:
+        return gr.update(value=noted[chart.name], elem_classes=[CHART_SHOWN])
+    if chart in in_sight:
+        return gr.update(value=None, elem_classes=[CHART_NONE])
+    return gr.update()
+
+
 def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 3)
 
@@ -214,14 +224,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         built = [build_figure(chart, labels, *view) for chart in drawn_now]
         notes = add_notes(built, main.config or {}, drawn_now, off=read.measures_off)
         noted = dict(zip((chart.name for chart in drawn_now), notes))
-        figures = [
-            gr.update(value=noted[chart.name], elem_classes=[CHART_SHOWN])
-            if chart.name in noted
-            else gr.update(value=None, elem_classes=[CHART_NONE])
-            if chart in in_sight
-            else gr.update()
-            for chart in CHARTS
-        ]
+        figures = [_figure_update(chart, noted, in_sight) for chart in CHARTS]
         other_plot = other_figure(labels, picked, *view[:2]) if more else gr.update()
         caches[int(run_id)].drawn = drawn
     cache = caches[int(run_id)]

@@ -37,6 +37,7 @@ class Chart:
     right: tuple[str, ...] = ()
     right_unit: str = ""
     smoothed: bool = True  # False: a few sparse points (the held-out curve) are drawn as measured, never smoothed
+    with_tools: bool = False  # drawn for a run with tools only (shown_charts)
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -178,13 +179,26 @@ CHARTS: tuple[Chart, ...] = (
     ),
     Chart(
         "tools",
-        "Tool calls",
-        ("tools/",),
-        "Share of completions that call a tool, and of calls that fail (runs with tools only).",
-        unit="share",
-        empty="no tool calls in this run",
+        "Tool calls and errors",
+        ("tools/call_frequency", "tools/error_rate", "tools/failure_frequency"),
+        "Tool calls per completion (TRL's call_frequency), and the share of the tools' answers that were errors: a "
+        "call that raised, hung past tool_timeout_s or named no tool (grpo-studio's count of the error answers). "
+        "TRL's failure_frequency counts only the calls that raised into TRL, which the time limit answers first, so "
+        "it stays near 0. Runs with tools only.",
+        unit="calls per completion",
+        empty="no tool call logged yet",
+        right=("tools/error_rate", "tools/failure_frequency"),
+        right_unit="share of answers",
+        with_tools=True,
     ),
 )
+
+
+def shown_charts(config: Mapping) -> tuple[Chart, ...]:
+    """The charts that have something to say for a run of ``config``: the tool chart only for a run with tools or
+    an environment (a run without them would show an empty chart)."""
+    has_tools = bool(config.get("tools") or config.get("environment"))
+    return tuple(chart for chart in CHARTS if has_tools or not chart.with_tools)
 
 
 # One run: a chart's series differ by colour and dash (dash alone was hard to tell apart). Overlaid runs: one colour
@@ -209,6 +223,9 @@ SERIES_NAMES = {
     "completions/clipped_ratio": "clipped share",
     "grad_norm": "gradient norm",
     "step_time": "step time",
+    "tools/call_frequency": "calls per completion",
+    "tools/error_rate": "error answers",
+    "tools/failure_frequency": "failures TRL counted",
 }
 
 

@@ -19,7 +19,7 @@ from .test_migrations import _database_from_0_1
 def test_an_old_database_gains_the_sweeps_table_and_its_runs_belong_to_no_sweep(tmp_path):
     path = _database_from_0_1(tmp_path / "old.db")
     engine = make_engine(f"sqlite:///{path}")
-    assert current_revision(engine) == HEAD == "0009"
+    assert current_revision(engine) == HEAD  # 0009 or later
     Session = sessionmaker(engine, expire_on_commit=False)
     with Session.begin() as s:
         runs = queries.list_runs(s)

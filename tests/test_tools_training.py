@@ -99,3 +99,78 @@ def test_a_hung_tool_ends_its_turn_with_the_error_not_the_step(tool_model, tmp_p
     assert len(logged) == 1 and math.isfinite(logged[0]["loss"])
     assert answers == ["error: the tool took longer than 0.2 s"] * 4
     assert logged[0]["tools/call_frequency"] > 0 and logged[0]["tools/failure_frequency"] == 0
+
+
+@pytest.mark.slow
+def test_a_step_with_the_calculator_stores_its_rollouts_turn_by_turn(tool_model, tmp_path, monkeypatch):
+    """A real step with the built-in calculator, through the worker's callback: the stored samples have the call with
+    its arguments, the calculator's own answer (or its error, for a call that raises) and the final answer as turns,
+    ``/samples`` returns them, and the error rate is logged. The tiny model never writes a tool call itself, so TRL's parser reads one in each
+    first-pass completion and a final answer after the tool's (trl 1.16.0
+    trainer/grpo_trainer.py:1945-2191 runs on the worker's wrapped calculator)."""
+    import threading
+    from types import SimpleNamespace
+
+    import trl.trainer.grpo_trainer as grpo_trainer
+
+    from app.api import endpoints
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from trainer.config.access import Access
+    from trainer.job.callback import make_callback
+    from trainer.job.worker import build_trainer
+
+    from .helpers import create_run
+    from .test_tool_turns import Writer
+
+    parsed = {"calls": 0}
+    expressions = ["12+3", "12+3", "1/0", "1/0"]  # one group's calls answered, the other's raise in the calculator
+
+    def parse(tokenizer, ids, prefix=None, tools=None):
+        parsed["calls"] += 1
+        if parsed["calls"] <= 4:  # the batch's four first-pass completions
+            arguments = {"expression": expressions[parsed["calls"] - 1]}
+            call = {"type": "function", "function": {"name": "calculator", "arguments": arguments}}
+            return {"role": "assistant", "content": "", "tool_calls": [call]}
+        return {"role": "assistant", "content": "<answer>15</answer>"}
+
+    monkeypatch.setattr(grpo_trainer, "parse_response", parse)
+    config = tiny_config(
+        model_name_or_path=str(tool_model),
+        tools=["builtin:calculator"],
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        max_prompt_length=2048,
+        max_seq_length=4096,
+        max_steps=1,
+        logging_steps=1,
+        save_steps=100,
+        measured_kl_steps=0,
+        token_samples_per_step=0,
+    )
+    run_id = create_run(config)
+    callback = make_callback(run_id, Writer(), SimpleNamespace(requested=False, event=threading.Event()), config)
+    trainer = build_trainer(config, tmp_path / "run", [callback], lambda line: None)
+    callback.trainer = trainer
+    # The tiny model never ends a turn, so its first one fills max_new_tokens (8, fixed when the trainer was made,
+    # trl 1.16.0 trainer/grpo_trainer.py:1156) and any tool answer would push the completion past a budget of 8:
+    # TRL would drop it (trainer/grpo_trainer.py:2043-2070). A larger budget keeps the answer and the next turn.
+    trainer.max_completion_length = 256  # the tiny tokenizer spells an error answer out in some 50 tokens
+    # TRL also drops a tool answer that takes the sequence to the model's max_position_embeddings (512 here), which
+    # the Qwen2.5 template's tool block alone passes (some 800 tokens: docs/tools.md). The tiny model's rotary
+    # positions run past 512 (every step here already does), so only TRL's ceiling is raised.
+    trainer.model.config.max_position_embeddings = 4096
+    trainer.train()
+    with get_sessionmaker().begin() as s:
+        stored = [row.turns for row in queries.samples_at(s, run_id, 1)]
+        rate = queries.last_metric(s, run_id, "tools/error_rate")
+    assert len(stored) == 4
+    answers = {"12+3": "15", "1/0": "error: ZeroDivisionError: division by zero"}  # the wrapper's answer to a raise
+    for expression, turns in zip(expressions, stored):
+        call = {"role": "tool_call", "content": "", "name": "calculator", "arguments": {"expression": expression}}
+        assert turns[:2] == [call, {"role": "tool", "content": answers[expression], "name": "calculator"}]
+        assert turns[-1] == {"role": "assistant", "content": "<answer>15</answer>"}
+    assert rate == 0.5  # two of the four answers were errors; the step trained on regardless
+    sampled = endpoints(Access())["samples"](run_id, None, 200)["samples"]
+    assert [s["turns"] for s in sampled] == stored

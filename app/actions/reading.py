@@ -58,7 +58,7 @@ def columns(series: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str, lis
 
 def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_missing: bool = False) -> dict[str, Any]:
     """The completions sampled at ``step`` (default: the newest sampled step), at most ``limit``, with their rewards
-    and advantages, and the steps that have samples. A step without samples is refused, or with
+    and advantages (and a tool run's turns), and the steps that have samples. A step without samples is refused, or with
     ``newest_if_missing`` read as the newest (the Monitor's slider before the first samples arrive)."""
     limit = max(1, min(int(limit), MAX_SAMPLES))
     with get_sessionmaker().begin() as session:
@@ -81,6 +81,8 @@ def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_mi
                 "total_reward": s.total_reward,
                 "advantage": s.advantage,
             }
+            # a tool run's sample also has its turns (trainer.job.turns); a plain run's reads as it always did
+            | ({"turns": [dict(turn) for turn in s.turns]} if s.turns is not None else {})
             for s in rows
         ]
     return {"step": chosen, "sampled_steps": steps, "samples": found}

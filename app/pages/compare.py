@@ -161,7 +161,7 @@ def run_compare(
     )
     note = "Greedy decoding: one answer a side (it is the same however often it is asked). " if greedy else ""
     # under both tables, not in the tuned column: an extra paragraph there pushed the tuned table below the base one
-    why = note + result.why()
+    why = note + result.why() + "".join(f"\n\n{md(line)}" for line in result.notes)
     return (
         _rows(result.base),
         _rows(result.tuned),

@@ -21,6 +21,7 @@ import gradio as gr
 
 from app import actions
 from app.charts_learning import learning_heatmap, signal_figure, token_html
+from app.completions import turns_text
 from app.markup import code, md
 from app.verdict import verdict
 
@@ -108,9 +109,14 @@ def alert_completions(run_id, span) -> list[list[Any]]:
     samples = actions.samples_between(run_id, first, last)
     samples.sort(key=lambda s: s.total_reward if s.total_reward is not None else float("-inf"), reverse=True)
     return [
-        [s.step, s.group_index, s.prompt, s.completion, _round(s.total_reward), _round(s.advantage)]
+        [s.step, s.group_index, s.prompt, _shown(s), _round(s.total_reward), _round(s.advantage)]
         for s in samples[:ALERT_ROWS]
     ]
+
+
+def _shown(sample) -> str:
+    """A sample's completion as the Monitor's table shows it: a tool run's turn by turn (app.completions)."""
+    return turns_text(sample.turns) if sample.turns is not None else sample.completion
 
 
 def token_choices(run_id, step) -> dict:

@@ -14,8 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import actions
 from app.actions.reading import MAX_SAMPLES
 from app.chart_notes import add_notes
-from app.charts import CHARTS, build_figure
-from app.completions import group_marks
+from app.charts import CHARTS, build_figure, shown_charts
+from app.completions import group_marks, turns_text
 from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
@@ -75,7 +75,8 @@ def health_markdown(series, max_completion_length: int | None, run=None, watch_a
 
 def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
     """The sampled completions of one step (app.actions.samples; a step without samples shows the newest): group,
-    prompt, completion, each reward, total, advantage, and a mark on the best and worst answer of each group."""
+    prompt, completion (a tool run's turn by turn: app.completions.turns_text), each reward, total, advantage, and a
+    mark on the best and worst answer of each group."""
     if run_id is None:
         return []
     try:
@@ -93,7 +94,7 @@ def completions_table(run_id: int | None, step: int | None) -> list[list[Any]]:
                 s["group"],
                 mark,
                 s["prompt"],
-                s["completion"],
+                turns_text(s["turns"]) if "turns" in s else s["completion"],
                 s["reference_answer"] or "",
                 scores,
                 _round(s["total_reward"]),
@@ -114,6 +115,16 @@ def completion_detail(evt: gr.SelectData) -> str:
         f"{md(scores)}\n\n**Prompt**\n{fenced(prompt)}\n**Completion**\n{fenced(completion)}\n"
         f"reference answer: {code(reference)}"
     )
+
+
+def _figure_update(chart, noted: dict[str, Any], in_sight: list) -> dict:
+    """A chart's update in a redraw: its figure where one was built (``noted``), hidden where it is in sight but the
+    run has nothing for it (the tool chart of a run without tools), else left as the browser has it."""
+    if chart.name in noted:
+        return gr.update(value=noted[chart.name], elem_classes=[CHART_SHOWN])
+    if chart in in_sight:
+        return gr.update(value=None, elem_classes=[CHART_NONE])
+    return gr.update()
 
 
 def _round(value: float | None) -> float | str:
@@ -208,13 +219,12 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         figures, other_plot = [gr.update()] * len(CHARTS), gr.update()
     else:
         in_sight = [chart for chart in CHARTS if more or chart.name in FIRST]
-        built = [build_figure(chart, labels, *view) for chart in in_sight]
-        notes = add_notes(built, main.config or {}, in_sight, off=read.measures_off)
-        noted = dict(zip((chart.name for chart in in_sight), notes))
-        figures = [
-            gr.update(value=noted[chart.name], elem_classes=[CHART_SHOWN]) if chart.name in noted else gr.update()
-            for chart in CHARTS
-        ]
+        charted = shown_charts(main.config or {})  # a run without tools has no tool chart, not an empty one
+        drawn_now = [chart for chart in in_sight if chart in charted]
+        built = [build_figure(chart, labels, *view) for chart in drawn_now]
+        notes = add_notes(built, main.config or {}, drawn_now, off=read.measures_off)
+        noted = dict(zip((chart.name for chart in drawn_now), notes))
+        figures = [_figure_update(chart, noted, in_sight) for chart in CHARTS]
         other_plot = other_figure(labels, picked, *view[:2]) if more else gr.update()
         caches[int(run_id)].drawn = drawn
     cache = caches[int(run_id)]

@@ -29,6 +29,18 @@ from trainer.scoring.rewards import correctness_reward, get_rewards, strict_form
 log = logging.getLogger(__name__)
 
 
+# Said beside a comparison of a run with tools: the panel does not run the tool loop (docs/tools.md, "Not yet")
+WITHOUT_TOOLS = (
+    "This run trained with tools, but this panel samples both sides without them (no tool is offered or called), "
+    "so neither side is a rollout as training drew it."
+)
+
+
+def notes_for(config: RunConfig) -> list[str]:
+    """What a comparison of a run of ``config`` says beside its two sides: that a tool run's tools were left out."""
+    return [WITHOUT_TOOLS] if config.tools or config.environment else []
+
+
 @dataclass
 class Side:
     """One column of the comparison: the completions and their scores."""
@@ -298,6 +310,7 @@ def compare(
             tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
             kl = token_kl(model, tokenizer, messages, tuned)
     result = Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
+    result.notes = notes_for(config)
     result.identical = sum(1 for b, t in zip(base, tuned) if b == t)
     result.kl = kl
     return result

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from storage import queries
 from trainer.job.db_writer import DatabaseMoved
+from trainer.job.turns import completion_turns, tool_error_rate
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -58,6 +59,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
 
     weights = config.weights()
     group_size = config.num_generations
+    with_tools = bool(config.tools or config.environment)  # its samples keep their turns (trainer.job.turns)
     if writer is not None:
         from trainer.job.tracker_alerts import trackio_forwarder
 
@@ -104,7 +106,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
             writer.metrics(queries.metric_rows(run_id, state.global_step, logs, time.time()))
             rows = []
             if state.global_step != self.last_sample_step:
-                rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size)
+                rows = sample_rows(self.trainer, run_id, state.global_step, weights, group_size, with_tools)
                 if rows:
                     writer.samples(rows)
                     if self.tokens is not None:
@@ -115,7 +117,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                         if drawn is not None:
                             record = {"run_id": run_id, "step": state.global_step, "drawn": drawn.questions}
                             writer.rows("curriculum_steps", [record | {"skipped": drawn.skipped}])
-                    shares = zero_std_shares(rows)
+                    shares = zero_std_shares(rows) | (tool_error_rate(rows) if with_tools else {})
                     writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
                     self.last_sample_step = state.global_step
             if forwarder is not None:
@@ -128,8 +130,12 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
     return StudioCallback()
 
 
-def sample_rows(trainer: Any, run_id: int, step: int, weights: list[float], group_size: int) -> list[dict]:
-    """The completions table of the latest generation batch, from GRPOTrainer's ``_logs`` buffer."""
+def sample_rows(
+    trainer: Any, run_id: int, step: int, weights: list[float], group_size: int, with_turns: bool = False
+) -> list[dict]:
+    """The completions table of the latest generation batch, from GRPOTrainer's ``_logs`` buffer; ``with_turns`` (a
+    run with tools): each row also keeps its completion turn by turn (trainer.job.turns), and ``completion`` stays
+    the text of its messages, which the rest of the worker reads."""
     buffer = getattr(trainer, "_logs", None)
     if not buffer or not buffer.get("prompt"):
         return []
@@ -152,6 +158,7 @@ def sample_rows(trainer: Any, run_id: int, step: int, weights: list[float], grou
                 "total_reward": sum(w * s for w, s in applied) if applied else None,
                 "advantage": _finite_or_none(advantages[i]) if i < len(advantages) else None,
                 "reference_answer": str(answers[i]) if i < len(answers) and answers[i] is not None else None,
+                "turns": completion_turns(completion) if with_turns else None,
             }
         )
     return rows

@@ -69,7 +69,7 @@ def swept(browser, server):
     page.get_by_text("Sweep: one run per point of some settings").click()
     page.locator("#sweep-settings textarea").fill(GRID)
     page.click("#launch-sweep")
-    # four probes first (a child process each), then the Sweeps tab: hang bounds, not speed targets
+    # four probes first (in one child process), then the Sweeps tab: hang bounds, not speed targets
     wait_for(lambda: _selected_tab(page) == "Sweeps", 300, "the Sweeps tab after the launch")
     assert "Launched:" in page.locator("#sweep-status").inner_text()
     assert "4 members, 2 skipped by the probe" in page.locator("#sweep-status").inner_text()

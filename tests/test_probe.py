@@ -112,6 +112,21 @@ def test_probe_job_reports_a_failure_in_plain_words():
         probe_in_child(tiny_config(dataset_name="/nonexistent/data.jsonl"))
 
 
+@pytest.mark.slow
+def test_a_sweeps_probes_run_in_one_child_in_order_and_a_failure_names_its_member(tiny_model_path):
+    from trainer.probe.job import ProbeError, probe_each_in_child
+
+    # top_p 0.01 keeps only the likeliest token: every answer of a group is the same, so that probe says "wasted"
+    healthy, same = tiny_config(name="healthy"), tiny_config(name="same", top_p=0.01)
+    reports = probe_each_in_child([healthy, same, healthy])
+    assert [r.verdict for r in reports] == ["ok", "wasted", "ok"]
+    # one config probed twice in one child: the same samples and scores (each probe loads the model afresh)
+    assert reports[0].samples == reports[2].samples and reports[0].rewards == reports[2].rewards
+    with pytest.raises(ProbeError, match="the probe failed") as failed:
+        probe_each_in_child([healthy, tiny_config(dataset_name="/nonexistent/data.jsonl")], prompts=2)
+    assert failed.value.index == 1  # the second config's probe failed, after the first's report
+
+
 def test_gpu_memory_is_reported_with_the_training_estimate():
     """The CUDA-only part of the report, from measured values as a GPU probe hands them over (no GPU needed)."""
     from trainer.probe.report import Measured, build_report

@@ -33,13 +33,13 @@ def probed(monkeypatch):
     configs probed, in order."""
     seen = []
 
-    def probe(config, access, prompts=8):
+    def report(config):
         seen.append(config)
         wasted = config.beta == 0.04 and config.learning_rate == 5e-5
         risks = [SimpleNamespace(message=WASTED, fatal=True)] if wasted else []
-        return SimpleNamespace(report=SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks))
+        return SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks)
 
-    monkeypatch.setattr(jobs, "probe", probe)
+    monkeypatch.setattr(jobs, "probe_each", lambda configs, access, prompts=8: [report(c) for c in configs])
     return seen
 
 
@@ -114,10 +114,12 @@ def test_a_config_with_no_sweep_and_no_grid_is_refused():
 
 
 def test_a_probe_that_cannot_run_creates_nothing(monkeypatch):
-    def failing(config, access, prompts=8):
-        raise actions.ActionError("the probe ran out of memory", exit_code=1)
+    from trainer.probe import job
 
-    monkeypatch.setattr(jobs, "probe", failing)
+    def failing(configs, prompts, timeout):  # the child failed on the first member's probe
+        raise job.ProbeError("the probe failed (exit 1); the details are in the server's log", 0)
+
+    monkeypatch.setattr(job, "probe_each_in_child", failing)
     with pytest.raises(actions.ActionError, match="member 1: the probe could not run"):
         actions.sweep(_text(), Access(), GRID)
     assert _counts() == (0, 0)

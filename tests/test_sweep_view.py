@@ -33,12 +33,12 @@ def member(run_id, point, now=None, status="completed", best=False, **more) -> M
 def probed(monkeypatch):
     """A fake probe: top_p 0.01 is "wasted" (every answer of a group the same), every other point "ok"."""
 
-    def probe(config, access, prompts=8):
+    def report(config):
         wasted = config.top_p == 0.01
         risks = [SimpleNamespace(message="every group scored alike", fatal=True)] if wasted else []
-        return SimpleNamespace(report=SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks))
+        return SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks)
 
-    monkeypatch.setattr(jobs, "probe", probe)
+    monkeypatch.setattr(jobs, "probe_each", lambda configs, access, prompts=8: [report(c) for c in configs])
 
 
 def _form(**overrides) -> dict:

@@ -18,7 +18,7 @@ sees the skipped points at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -142,21 +142,13 @@ def point_text(point: Mapping[str, Any]) -> str:
     )
 
 
-def probe_verdicts(
-    configs: list[RunConfig], access: Access, prompts: int, on_probe: Callable[[int], None] | None = None
-) -> dict[int, Stop]:
+def probe_verdicts(configs: list[RunConfig], access: Access, prompts: int) -> dict[int, Stop]:
     """The probe rule over each member's config: the index of each member the probe found wasted, with its stop.
-    Each probe is app.actions.jobs.probe's (a child process, in the dashboard's line of probes)."""
-    from app.actions.jobs import probe
+    The probes are app.actions.jobs.probe_each's (one child process for all, in the dashboard's line of probes)."""
+    from app.actions.jobs import probe_each
 
     skips = {}
-    for index, config in enumerate(configs):
-        if on_probe is not None:
-            on_probe(index)
-        try:
-            report = probe(config, access, prompts).report
-        except ActionError as exc:
-            raise ActionError(f"member {index + 1}: the probe could not run ({exc.message})", exit_code=1) from None
+    for index, report in enumerate(probe_each(configs, access, prompts)):
         stop = probe_skip(report.verdict, [r.message for r in report.risks if r.fatal])
         if stop is not None:
             skips[index] = stop

@@ -10,5 +10,5 @@ risk (trainer.probe.report).
 - :mod:`trainer.probe.sampling`: the model work (imports torch; runs in the CLI or a child process);
 - :mod:`trainer.probe.report`: the report, verdict and text (torch-free);
 - :mod:`trainer.probe.job`: the probe as a child process, for the dashboard, which never imports torch itself;
-- ``python -m trainer.probe CONFIG --json OUT``: that child process.
+- ``python -m trainer.probe CONFIG [CONFIG...] --json OUT``: that child process (a sweep's members in one).
 """

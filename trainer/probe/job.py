@@ -34,31 +34,60 @@ def timeout_s() -> int:
 
 
 class ProbeError(RuntimeError):
-    """The probe itself failed (the model would not load, the data set is missing...): the child's last words."""
+    """The probe itself failed (the model would not load, the data set is missing...): the child's last words.
+    ``index`` is the place, in the configs given, of the one whose probe failed (the ones before it were probed)."""
+
+    def __init__(self, message: str, index: int = 0):
+        super().__init__(message)
+        self.index = index
 
 
 def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -> ProbeReport:
     """Run the probe of ``config`` in a child process and return its report; raises :class:`ProbeError` in one
     sentence when it fails (its output goes to this process's log) or takes longer than ``timeout`` seconds."""
+    return probe_each_in_child([config], prompts, timeout)[0]
+
+
+def probe_each_in_child(configs: list[RunConfig], prompts: int = 8, timeout: float = 1800) -> list[ProbeReport]:
+    """Probe each of ``configs`` (a sweep's members) in one child process, in order, and return their reports: the
+    child's imports (torch, transformers: seconds on a CPU) are paid once, not once a member. ``timeout`` is each
+    probe's; the child is stopped after that times the number of configs. Raises :class:`ProbeError` naming the
+    config whose probe failed (its ``index``)."""
     with tempfile.TemporaryDirectory(prefix="grpo-studio-probe-") as tmp:
-        config_file, out = Path(tmp) / "config.json", Path(tmp) / "report.json"
-        config.with_absolute_paths(Path.cwd()).save(config_file)  # the child runs in its temp dir
+        files, out = [Path(tmp) / f"config-{i}.json" for i in range(len(configs))], Path(tmp) / "reports.json"
+        for config, file in zip(configs, files, strict=True):
+            config.with_absolute_paths(Path.cwd()).save(file)  # the child runs in its temp dir
         env = dict(os.environ)
         # the child must find the packages when grpo-studio runs from a source checkout (as trainer.supervise.start does)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        command = [sys.executable, "-m", "trainer.probe", str(config_file), "--prompts", str(prompts)]
+        command = [sys.executable, "-m", "trainer.probe", *map(str, files), "--prompts", str(prompts)]
+        limit = timeout * len(configs)
         try:
             done = subprocess.run(
-                [*command, "--json", str(out)], capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp
+                [*command, "--json", str(out)], capture_output=True, text=True, timeout=limit, env=env, cwd=tmp
             )
         except subprocess.TimeoutExpired:  # subprocess.run has killed the child
             said = f"the probe took longer than {timeout:.0f} s ({TIMEOUT_VARIABLE}) and was stopped"
-            log.warning("%s: %s", config.name, said)
-            raise ProbeError(said) from None
-        if done.returncode not in (0, WASTED_EXIT) or not out.is_file():
+            if len(configs) > 1:
+                said = f"the {len(configs)} probes took longer than {timeout:.0f} s each ({TIMEOUT_VARIABLE}) and were stopped"
+            log.warning("%s: %s", configs[0].name, said)
+            raise ProbeError(said, len(_reports(out))) from None
+        reports = _reports(out)  # the child rewrites the file after each probe: those before a failure are there
+        if done.returncode not in (0, WASTED_EXIT) or len(reports) < len(configs):
             # The child's last words (a traceback, installed paths) are for the operator: the server's log gets
             # them, the user one sentence.
             output = (done.stderr or done.stdout or "").strip().splitlines()
             log.warning("the probe failed (exit %s); its last output:\n%s", done.returncode, "\n".join(output[-20:]))
-            raise ProbeError(f"the probe failed (exit {done.returncode}); the details are in the server's log")
-        return ProbeReport.from_dict(json.loads(out.read_text()))
+            raise ProbeError(
+                f"the probe failed (exit {done.returncode}); the details are in the server's log", len(reports)
+            )
+        return [ProbeReport.from_dict(report) for report in reports]
+
+
+def _reports(path: Path) -> list[dict]:
+    """The reports the child wrote to ``path`` so far (none when it wrote nothing or was killed while writing)."""
+    try:
+        reports = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return reports if isinstance(reports, list) else []

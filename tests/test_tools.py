@@ -257,3 +257,26 @@ def test_a_prompts_length_counts_its_tools(tool_model):
     data = Dataset.from_list([{"prompt": prompt}])
     assert truncate_prompts(data, tokenizer, 128)[1] == 0
     assert truncate_prompts(data, tokenizer, 128, [calculator])[1] == 1
+
+
+SERVER_SENTENCE = (
+    "vllm_mode server: with tools or an environment on 2 training processes, TRL's server mode hands each process the "
+    "wrong rows of a tool turn's generation (each process re-generates only its rows that called a tool, and server "
+    "mode assumes every process sends as many); set vllm_mode colocate, or num_processes 1"
+)
+
+
+def test_tools_with_vllm_server_mode_on_two_processes_are_refused():
+    """TRL's tool loop re-generates a different number of rows on each process, which server mode cannot split back
+    (trainer/config/review/tools.py says where in TRL): refused before launch, in one sentence."""
+    server = {"backend": "trl", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": "0", "num_processes": 2}
+    assert SERVER_SENTENCE in _problems(tools=["builtin:calculator"], **server)
+    assert SERVER_SENTENCE in _problems(environment="builtin:calculator", **server)
+
+
+def test_tools_with_vllm_colocate_or_one_process_are_not_refused_for_it():
+    """Colocate mode generates each process's rows on its own engine, and one process has nobody to disagree with."""
+    colocate = {"backend": "trl", "use_vllm": True, "vllm_mode": "colocate", "num_processes": 2}
+    one = {"backend": "trl", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": "0", "num_processes": 1}
+    for settings in (colocate, one):
+        assert not [p for p in _problems(tools=["builtin:calculator"], **settings) if p.startswith("vllm_mode server:")]

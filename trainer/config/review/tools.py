@@ -18,6 +18,16 @@ lines earlier):
 - a tool's schema is built by transformers from its signature and Google-style docstring (251-257):
   ``transformers.utils.get_json_schema`` is called here on each tool, and its error reported.
 
+One rule is not TRL's own check but a combination its code cannot run (trl 1.15.0, the GPU path's TRL; 1.16.0 has
+the same code): TRL's vLLM server mode with more than one training process. Each process runs its own tool loop and
+re-generates only its rows that called a tool (trl 1.15.0 trainer/grpo_trainer.py:1896-1897, 2063-2069, 2118), so the
+processes ask for different numbers of rows, or one asks for none and leaves the loop; server mode's ``generate``
+gathers every process's rows and hands each back the slice ``process_index * len(prompts)`` (trl 1.15.0
+generation/vllm_generation.py:593-597, 644, 651-658), which assumes equal counts. A process then gets another's
+completions (or too few), or waits in a gather the others never join. Colocate mode generates each process's rows
+on its own engine (:661-754, with the default tensor parallel size of 1), and is what such a run should use
+(docs/gpu-path-evidence.md, issue 42; read in the source, not run).
+
 A user's own tool or environment is imported (running its code) only when the operator allows custom code, as a
 custom reward is (trainer.config.access.custom_tool_problems refuses it otherwise). The chat template is looked at
 only for a model whose tokenizer is on this machine (builtin:tiny, a local directory, a hub model already
@@ -33,6 +43,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from trainer.config.cluster import vllm_node_layout
 from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
@@ -52,7 +63,7 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     the model's tokenizer (off where the dashboard may not read the model's path)."""
     if not config.tools and not config.environment:
         return []
-    found = _version_problems(config)
+    found = _version_problems(config) + _generation_problems(config)
     schemas: list[dict] = []
     for spec in config.tools:
         if unnamed := _form_problem("tools", spec, TOOLS, "path/to/file.py:function"):
@@ -122,6 +133,26 @@ def _version_problems(config: RunConfig) -> list[str]:
             f"and it is not installed (pip install jmespath, or transformers {NO_JMESPATH_TRANSFORMERS} or later)"
         )
     return found
+
+
+def training_processes(config: RunConfig) -> int:
+    """How many processes train: ``num_processes`` on each training node (a Slurm job's nodes, less the last when
+    ``trl vllm-serve`` takes it, trainer.config.cluster.vllm_node_layout)."""
+    nodes = config.slurm_nodes if config.executor == "slurm" else 1
+    return config.num_processes * max(1, nodes - 1 if vllm_node_layout(config) else nodes)
+
+
+def _generation_problems(config: RunConfig) -> list[str]:
+    """Tools with TRL's vLLM server mode on more than one training process (the module docstring says why)."""
+    processes = training_processes(config)
+    if config.use_vllm and config.vllm_mode == "server" and processes > 1:
+        return [
+            f"vllm_mode server: with tools or an environment on {processes} training processes, TRL's server mode "
+            "hands each process the wrong rows of a tool turn's generation (each process re-generates only its rows "
+            "that called a tool, and server mode assumes every process sends as many); set vllm_mode colocate, or "
+            "num_processes 1"
+        ]
+    return []
 
 
 def _schema_problems(setting: str, spec: str, tool: Callable[..., Any], schemas: list[dict]) -> list[str]:

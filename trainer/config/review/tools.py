@@ -41,9 +41,11 @@ import difflib
 import importlib.util
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from trainer.config.cluster import vllm_node_layout
+from trainer.config.names import BUILTIN_MODEL
 from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
@@ -195,6 +197,46 @@ def _environment_problems(spec: str, schemas: list[dict]) -> list[str]:
     return found
 
 
+def template_matchers(config: RunConfig) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """TRL's ``add_response_schema`` and ``get_training_chat_template`` as the run's worker will have them. TRL knows
+    a chat template by its exact text and refuses any other, Unsloth's fixed copies (unsloth/...) included; on the
+    Unsloth path Unsloth wraps both to take, instead, the known template that renders the same text (unsloth
+    2026.10.9 models/_trl_tool_templates.py:4-6, 230-300, installed before its trainers are made, rl.py:5387-5393).
+    So a run that may take that path (Unsloth installed, ``backend`` auto or unsloth, not the built-in model) is
+    checked with Unsloth's wrappers: without them the review would refuse a template Unsloth's path trains."""
+    import trl.chat_template_utils as trl_templates
+
+    plain = (trl_templates.add_response_schema, trl_templates.get_training_chat_template)
+    if config.backend not in ("auto", "unsloth") or config.model_name_or_path == BUILTIN_MODEL:
+        return plain
+    module = _unsloth_templates()
+    try:
+        return (
+            module._wrap_add_response_schema(plain[0], trl_templates),
+            module._wrap_get_training_chat_template(plain[1], trl_templates),
+        )
+    except AttributeError:  # no Unsloth (None), or one whose private helpers moved: TRL's own check
+        return plain
+
+
+def _unsloth_templates() -> Any:
+    """Unsloth's module of template matching, read from its file without importing the unsloth package (which
+    patches TRL and looks for a GPU on import; the file needs only the standard library and TRL), or None."""
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "models" / "_trl_tool_templates.py"
+    if not path.is_file():
+        return None
+    loaded = importlib.util.spec_from_file_location("grpo_studio_unsloth_tool_templates", path)
+    module = importlib.util.module_from_spec(loaded)
+    try:
+        loaded.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - a file of another Unsloth version: TRL's own check applies
+        return None
+    return module
+
+
 def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> list[str]:
     """Whether the model's chat template renders a tool call, TRL can parse its tool calls and keep its prefixes
     (the module docstring's list), and a prompt's system prompt and tool schemas leave room for a question within
@@ -209,14 +251,10 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
     except Exception:  # noqa: BLE001 - not downloaded yet: TRL checks the template when the run starts
         return []
     try:  # TRL 1.15.0 and 1.16.0 have all four (trl/chat_template_utils.py); an older TRL has no tools to check
-        from trl.chat_template_utils import (
-            add_response_schema,
-            get_training_chat_template,
-            is_chat_template_prefix_preserving,
-            supports_tool_calling,
-        )
+        from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
     except ImportError:
         return []
+    add_response_schema, get_training_chat_template = template_matchers(config)
 
     if not supports_tool_calling(tokenizer):
         return [

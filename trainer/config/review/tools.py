@@ -18,6 +18,9 @@ lines earlier):
 - a tool's schema is built by transformers from its signature and Google-style docstring (251-257):
   ``transformers.utils.get_json_schema`` is called here on each tool, and its error reported.
 
+The two template checks that go by a template's exact text are made as the run's worker will make them: with
+Unsloth's wrappers of them when the run may take the Unsloth path (:func:`template_matchers`).
+
 One rule is not TRL's own check but a combination its code cannot run (trl 1.15.0, the GPU path's TRL; 1.16.0 has
 the same code): TRL's vLLM server mode with more than one training process. Each process runs its own tool loop and
 re-generates only its rows that called a tool (trl 1.15.0 trainer/grpo_trainer.py:1896-1897, 2063-2069, 2118), so the

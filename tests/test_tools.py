@@ -257,3 +257,82 @@ def test_a_prompts_length_counts_its_tools(tool_model):
     data = Dataset.from_list([{"prompt": prompt}])
     assert truncate_prompts(data, tokenizer, 128)[1] == 0
     assert truncate_prompts(data, tokenizer, 128, [calculator])[1] == 1
+
+
+SERVER_SENTENCE = (
+    "vllm_mode server: with tools or an environment on 2 training processes, TRL's server mode hands each process the "
+    "wrong rows of a tool turn's generation (each process re-generates only its rows that called a tool, and server "
+    "mode assumes every process sends as many); set vllm_mode colocate, or num_processes 1"
+)
+
+
+def test_tools_with_vllm_server_mode_on_two_processes_are_refused():
+    """TRL's tool loop re-generates a different number of rows on each process, which server mode cannot split back
+    (trainer/config/review/tools.py says where in TRL): refused before launch, in one sentence."""
+    server = {"backend": "trl", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": "0", "num_processes": 2}
+    assert SERVER_SENTENCE in _problems(tools=["builtin:calculator"], **server)
+    assert SERVER_SENTENCE in _problems(environment="builtin:calculator", **server)
+
+
+def test_tools_with_vllm_colocate_or_one_process_are_not_refused_for_it():
+    """Colocate mode generates each process's rows on its own engine, and one process has nobody to disagree with."""
+    colocate = {"backend": "trl", "use_vllm": True, "vllm_mode": "colocate", "num_processes": 2}
+    one = {"backend": "trl", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": "0", "num_processes": 1}
+    for settings in (colocate, one):
+        assert not [p for p in _problems(tools=["builtin:calculator"], **settings) if p.startswith("vllm_mode server:")]
+
+
+# Unsloth's module of template matching, faked: the real one (unsloth/models/_trl_tool_templates.py) takes, for a
+# template TRL does not know by its exact text, the known one that renders the same; this one takes Qwen2.5's, which
+# the copy below renders exactly. Written as a file, since the review reads Unsloth's from its file.
+FAKE_UNSLOTH_TEMPLATES = """
+def _wrap_add_response_schema(original, trl_module):
+    def add_response_schema(tokenizer):
+        try:
+            return original(tokenizer)
+        except ValueError:
+            tokenizer.chat_template = trl_module.qwen2_5_chat_template
+            return original(tokenizer)
+    return add_response_schema
+
+
+def _wrap_get_training_chat_template(original, trl_module):
+    return original
+"""
+
+
+@pytest.fixture
+def copied_template_model(tool_model, tmp_path) -> Path:
+    """builtin:tiny with a copy of TRL's Qwen2.5 template that renders the same text but is not the same string (as
+    Unsloth's fixed copies of templates are)."""
+    import shutil
+
+    target = tmp_path / "copied-template"
+    shutil.copytree(tool_model, target)
+    template = target / "chat_template.jinja"
+    template.write_text(template.read_text() + "{#- a copy's comment -#}")
+    return target
+
+
+def test_a_template_trl_knows_only_by_another_copy_is_refused_off_the_unsloth_path(copied_template_model):
+    """On TRL's own path TRL refuses a template it does not know by its exact text (trl add_response_schema)."""
+    found = _problems(
+        model_name_or_path=str(copied_template_model), tools=["builtin:calculator"], backend="trl", **ROOM
+    )
+    assert [p for p in found if "TRL cannot parse its tool calls" in p], found
+
+
+def test_a_template_unsloth_matches_passes_where_the_run_may_take_the_unsloth_path(
+    copied_template_model, tmp_path, monkeypatch
+):
+    """Unsloth installed (here a stand-in package with its template module) and backend auto: the review checks the
+    template as Unsloth's wrapped TRL will, and does not refuse what that path trains."""
+    package = tmp_path / "site" / "unsloth"
+    (package / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the review must not import unsloth')\n")
+    (package / "models" / "_trl_tool_templates.py").write_text(FAKE_UNSLOTH_TEMPLATES)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    model = str(copied_template_model)
+    assert _problems(model_name_or_path=model, tools=["builtin:calculator"], **ROOM) == []
+    refused = _problems(model_name_or_path=model, tools=["builtin:calculator"], backend="trl", **ROOM)
+    assert [p for p in refused if "TRL cannot parse its tool calls" in p], refused

@@ -18,6 +18,19 @@ lines earlier):
 - a tool's schema is built by transformers from its signature and Google-style docstring (251-257):
   ``transformers.utils.get_json_schema`` is called here on each tool, and its error reported.
 
+The two template checks that go by a template's exact text are made as the run's worker will make them: with
+Unsloth's wrappers of them when the run may take the Unsloth path (:func:`template_matchers`).
+
+One rule is not TRL's own check but a combination its code cannot run (trl 1.15.0, the GPU path's TRL; 1.16.0 has
+the same code): TRL's vLLM server mode with more than one training process. Each process runs its own tool loop and
+re-generates only its rows that called a tool (trl 1.15.0 trainer/grpo_trainer.py:1896-1897, 2063-2069, 2118), so the
+processes ask for different numbers of rows, or one asks for none and leaves the loop; server mode's ``generate``
+gathers every process's rows and hands each back the slice ``process_index * len(prompts)`` (trl 1.15.0
+generation/vllm_generation.py:593-597, 644, 651-658), which assumes equal counts. A process then gets another's
+completions (or too few), or waits in a gather the others never join. Colocate mode generates each process's rows
+on its own engine (:661-754, with the default tensor parallel size of 1), and is what such a run should use
+(docs/gpu-path-evidence.md, issue 42; read in the source, not run).
+
 A user's own tool or environment is imported (running its code) only when the operator allows custom code, as a
 custom reward is (trainer.config.access.custom_tool_problems refuses it otherwise). The chat template is looked at
 only for a model whose tokenizer is on this machine (builtin:tiny, a local directory, a hub model already
@@ -31,8 +44,11 @@ import difflib
 import importlib.util
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from trainer.config.cluster import vllm_node_layout
+from trainer.config.names import BUILTIN_MODEL
 from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import model_path
@@ -52,7 +68,7 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     the model's tokenizer (off where the dashboard may not read the model's path)."""
     if not config.tools and not config.environment:
         return []
-    found = _version_problems(config)
+    found = _version_problems(config) + _generation_problems(config)
     schemas: list[dict] = []
     for spec in config.tools:
         if unnamed := _form_problem("tools", spec, TOOLS, "path/to/file.py:function"):
@@ -124,6 +140,26 @@ def _version_problems(config: RunConfig) -> list[str]:
     return found
 
 
+def training_processes(config: RunConfig) -> int:
+    """How many processes train: ``num_processes`` on each training node (a Slurm job's nodes, less the last when
+    ``trl vllm-serve`` takes it, trainer.config.cluster.vllm_node_layout)."""
+    nodes = config.slurm_nodes if config.executor == "slurm" else 1
+    return config.num_processes * max(1, nodes - 1 if vllm_node_layout(config) else nodes)
+
+
+def _generation_problems(config: RunConfig) -> list[str]:
+    """Tools with TRL's vLLM server mode on more than one training process (the module docstring says why)."""
+    processes = training_processes(config)
+    if config.use_vllm and config.vllm_mode == "server" and processes > 1:
+        return [
+            f"vllm_mode server: with tools or an environment on {processes} training processes, TRL's server mode "
+            "hands each process the wrong rows of a tool turn's generation (each process re-generates only its rows "
+            "that called a tool, and server mode assumes every process sends as many); set vllm_mode colocate, or "
+            "num_processes 1"
+        ]
+    return []
+
+
 def _schema_problems(setting: str, spec: str, tool: Callable[..., Any], schemas: list[dict]) -> list[str]:
     """The tool's JSON schema as transformers builds it (appended to ``schemas``), or the one sentence why it can't."""
     from transformers.utils import get_json_schema
@@ -164,6 +200,46 @@ def _environment_problems(spec: str, schemas: list[dict]) -> list[str]:
     return found
 
 
+def template_matchers(config: RunConfig) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """TRL's ``add_response_schema`` and ``get_training_chat_template`` as the run's worker will have them. TRL knows
+    a chat template by its exact text and refuses any other, Unsloth's fixed copies (unsloth/...) included; on the
+    Unsloth path Unsloth wraps both to take, instead, the known template that renders the same text (unsloth
+    2026.10.9 models/_trl_tool_templates.py:4-6, 230-300, installed before its trainers are made, rl.py:5387-5393).
+    So a run that may take that path (Unsloth installed, ``backend`` auto or unsloth, not the built-in model) is
+    checked with Unsloth's wrappers: without them the review would refuse a template Unsloth's path trains."""
+    import trl.chat_template_utils as trl_templates
+
+    plain = (trl_templates.add_response_schema, trl_templates.get_training_chat_template)
+    if config.backend not in ("auto", "unsloth") or config.model_name_or_path == BUILTIN_MODEL:
+        return plain
+    module = _unsloth_templates()
+    try:
+        return (
+            module._wrap_add_response_schema(plain[0], trl_templates),
+            module._wrap_get_training_chat_template(plain[1], trl_templates),
+        )
+    except AttributeError:  # no Unsloth (None), or one whose private helpers moved: TRL's own check
+        return plain
+
+
+def _unsloth_templates() -> Any:
+    """Unsloth's module of template matching, read from its file without importing the unsloth package (which
+    patches TRL and looks for a GPU on import; the file needs only the standard library and TRL), or None."""
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "models" / "_trl_tool_templates.py"
+    if not path.is_file():
+        return None
+    loaded = importlib.util.spec_from_file_location("grpo_studio_unsloth_tool_templates", path)
+    module = importlib.util.module_from_spec(loaded)
+    try:
+        loaded.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - a file of another Unsloth version: TRL's own check applies
+        return None
+    return module
+
+
 def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> list[str]:
     """Whether the model's chat template renders a tool call, TRL can parse its tool calls and keep its prefixes
     (the module docstring's list), and a prompt's system prompt and tool schemas leave room for a question within
@@ -178,14 +254,10 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
     except Exception:  # noqa: BLE001 - not downloaded yet: TRL checks the template when the run starts
         return []
     try:  # TRL 1.15.0 and 1.16.0 have all four (trl/chat_template_utils.py); an older TRL has no tools to check
-        from trl.chat_template_utils import (
-            add_response_schema,
-            get_training_chat_template,
-            is_chat_template_prefix_preserving,
-            supports_tool_calling,
-        )
+        from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
     except ImportError:
         return []
+    add_response_schema, get_training_chat_template = template_matchers(config)
 
     if not supports_tool_calling(tokenizer):
         return [

@@ -128,7 +128,7 @@ BAD_CONFIGS = [
         "values.py",
     ),
     ("a key", {"learning_rte": 0.1}, None, "is not a setting: did you mean", None, "keys.py"),
-    ("model", {"model_name_or_path": "builtin:huge"}, None, "the only built-in model is", None, "review/model.py"),
+    ("model", {"model_name_or_path": "builtin:huge"}, None, "the built-in models are", None, "review/model.py"),
     ("GPU path", {"deepspeed_stage": 2}, None, "needs num_processes of 2 or more", None, "review/model.py"),
     ("data", {"dataset_name": "builtin:nothing"}, None, "built-in data sets are", None, "review/data.py"),
     (

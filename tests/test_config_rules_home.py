@@ -28,6 +28,7 @@ NOT_CONFIG_RULES = {
     "load_problems": "a data set's rows",
     "_file_problems": "a data file's rows",
     "warm_up_problems": "the built-in model's warm-up rows",
+    "arithmetic3_problems": "builtin:arithmetic3's rows (the calculator demo's task)",
     "heldout_problems": "the held-out rows an evaluation scores",
     # what a text is, shared by everything that stores or prints one (what a name names is trainer.config.names's)
     "text_problem": "control characters in any text grpo-studio stores or prints, a run's name among them",

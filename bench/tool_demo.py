@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory(prefix="tool-demo-") as home:
             figures = run_seed(seed, changes, Path(home))
-        correct, rate, calls = figures["heldout_correct"], figures["heldout_tool_calls"], figures["tools_call_frequency"]
+        correct, rate, calls = (
+            figures["heldout_correct"],
+            figures["heldout_tool_calls"],
+            figures["tools_call_frequency"],
+        )
         gain = 100 * (correct[-1][1] - correct[0][1])
         ok = gain >= BAR_POINTS and figures["seconds"] <= BAR_SECONDS
         met += ok

@@ -28,13 +28,13 @@ def tokenizer():
 
 
 def _calculator_config(**changes):
-    return tiny_config(
+    settings = dict(
         model_name_or_path="builtin:tiny-tools",
         dataset_name="builtin:arithmetic3",
         tools=["builtin:calculator"],
         reward_funcs=["correctness"],
-        **changes,
     )
+    return tiny_config(**{**settings, **changes})
 
 
 def test_the_template_writes_a_tool_call_and_its_answer_compactly(tokenizer):
@@ -58,6 +58,7 @@ def test_the_template_writes_a_tool_call_and_its_answer_compactly(tokenizer):
         [{"role": "system", "content": tiny_config().system_prompt}, messages[0]],
         tools=[calculator],
         add_generation_prompt=True,
+        return_dict=False,
     )
     assert len(prompt) < 64
 
@@ -68,9 +69,9 @@ def test_trl_reads_the_tool_call_back(tokenizer):
     from trainer.tools.builtin import calculator
 
     asked = [{"role": "user", "content": "What is 123 + 456?"}]
-    prompt = tokenizer.apply_chat_template(asked, tools=[calculator], add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(asked, tools=[calculator], add_generation_prompt=True, return_dict=False)
     whole = tokenizer.apply_chat_template(
-        asked + [{"role": "assistant", "content": "", "tool_calls": [CALL]}], tools=[calculator]
+        asked + [{"role": "assistant", "content": "", "tool_calls": [CALL]}], tools=[calculator], return_dict=False
     )
     turn = whole[len(prompt) : whole.index(tokenizer.eos_token_id, len(prompt)) + 1]
     parsed = parse_response(tokenizer, turn, prefix=prompt, tools=[calculator])

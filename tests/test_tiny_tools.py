@@ -140,3 +140,13 @@ def test_arithmetic3_is_three_digit_and_its_heldout_problems_are_never_trained_o
     first = test[0].question.removeprefix("What is ").removesuffix("?").split()
     assert len(first[0]) == len(first[2]) == 3 and first[1] in "+-"
     assert all(int(p.answer) >= 0 for p in train + test)
+
+
+@pytest.mark.slow
+def test_a_replayed_warm_up_starts_as_the_shipped_tool_build_did():
+    from trainer.loading.tiny_tools import first_warm_up_losses
+
+    info = json.loads((SHIPPED_TOOLS / INFO_FILE).read_text())
+    replayed = first_warm_up_losses()
+    assert replayed == pytest.approx(info["first_losses"], abs=1e-4)
+    assert replayed[-1] < replayed[0]  # and it learns: the loss falls over the first steps

@@ -14,11 +14,14 @@ positions. This model has a compact ChatML template of its own, :data:`CHAT_TEMP
   prefix-preserving and TRL needs no training version of it.
 
 The task, ``builtin:arithmetic3`` (three-digit + and -), is one this model cannot do well alone: its warm-up answers
-each problem in one line ("123 + 456 = 579"), which three layers 96 wide do not learn to compute in a short warm-up.
-In a share :attr:`ToolSpec.tool_share` of the warm-up's examples it calls the calculator and copies its answer
-instead, so it knows the format of a call but makes one only rarely: a group of eight answers now and then holds a
-call, that answer is right where its neighbours are mostly wrong, and the correctness reward makes calling pay.
-The tool answer's tokens are left out of the warm-up's loss, as TRL leaves them out of GRPO's (its ``tool_mask``).
+each problem in one line ("123 + 456 = 579"), which three layers 96 wide do not learn to compute in a short warm-up
+(about 1 % of held-out greedy answers right). In a share :attr:`ToolSpec.tool_share` of the warm-up's examples it
+calls the calculator and copies its answer instead (``<answer>\n579\n</answer>``), so it knows how to call but
+chooses to only rarely: a group of eight sampled answers now and then holds a call, that answer is right where its
+neighbours are wrong, and the correctness reward makes calling pay. A further share :attr:`ToolSpec.use_share`
+shows the same call with its first token, the choice to call, left out of the loss: it trains writing the call
+(copying the question's expression) and using the tool's answer without making the model call more often. The tool
+answer's tokens are left out of the warm-up's loss, as TRL leaves them out of GRPO's (its ``tool_mask``).
 
 Built like ``builtin:tiny`` (trainer.loading.tiny: the same model class, one thread, a fixed seed, a digest of the
 recipe), shipped prebuilt in ``trainer/loading/builtin_tiny_tools/`` and otherwise cached under
@@ -85,8 +88,9 @@ class ToolSpec:
     # the share of warm-up examples that call the calculator: rare enough that greedy answers never call it (the
     # demo's starting point), common enough that a group of eight sampled answers often holds one call
     tool_share: float = 0.1
-    # the share of draws that show a call already made and train only the answer after the tool's: with calls alone
-    # (0.0) the model learned to call but then answered from its own head, ignoring the tool's answer (0 of 5 copied)
+    # the share of draws with a call whose first token (the choice to call) is not trained: with calls in 1 draw in
+    # 10 only, the model called but then answered from its own head (0 of 5 copied the tool's answer); training only
+    # the answer after the tool, it copied the answer but miscopied the question into the call (4 of 5)
     use_share: float = 0.5
     seed: int = 0
 
@@ -150,16 +154,27 @@ def tool_call(problem: Problem) -> dict:
     return {"role": "assistant", "content": "", "tool_calls": [call]}
 
 
+def used_answer(problem: Problem) -> str:
+    """The answer after the calculator's: its value, copied. Not the one-line working again: written so ("123 + 456 =
+    579"), the model re-derived the sum from the expression it had just copied and got it wrong as often as alone
+    (8 of 8 sampled answers after a call were wrong in one step of GRPO)."""
+    return f"<answer>\n{problem.answer}\n</answer>"
+
+
 def conversation(problem: Problem, with_tool: bool) -> list[dict]:
     """A whole warm-up conversation: the prompt, then the answer alone, or the call, its answer and the answer."""
     messages = make_prompt(problem.question, SYSTEM_PROMPT)
-    if with_tool:
-        messages += [tool_call(problem), {"role": "tool", "name": TOOL_NAME, "content": problem.answer}]
-    return messages + [{"role": "assistant", "content": alone_answer(problem)}]
+    if not with_tool:
+        return messages + [{"role": "assistant", "content": alone_answer(problem)}]
+    return messages + [
+        tool_call(problem),
+        {"role": "tool", "name": TOOL_NAME, "content": problem.answer},
+        {"role": "assistant", "content": used_answer(problem)},
+    ]
 
 
 def tokenizer_corpus() -> list[str]:
-    """The text the tokenizer's merges are learned from: a rendering of each warm-up conversation, with a call."""
+    """The text the tokenizer's merges are learned from: each warm-up conversation rendered, alone and with a call."""
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
@@ -167,8 +182,9 @@ def tokenizer_corpus() -> list[str]:
     plain.chat_template = CHAT_TEMPLATE
     schemas = tool_schemas()
     return [
-        plain.apply_chat_template(conversation(p, with_tool=True), tools=schemas, tokenize=False)
+        plain.apply_chat_template(conversation(p, with_tool), tools=schemas, tokenize=False)
         for p in arithmetic3_problems("train")
+        for with_tool in (False, True)
     ]
 
 
@@ -207,10 +223,10 @@ def build_tokenizer():
 
 def warm_up_examples(tokenizer) -> list[tuple[list[int], ...]]:
     """Every warm-up example as token ids and three loss masks, one per training problem: (ids answered alone, its
-    mask, ids answered with a call, the mask of a call, the mask of a call's answer used). A mask is 1 on an
+    mask, ids answered with a call, the mask of a call, the mask of a call made but not decided). A mask is 1 on an
     assistant turn (after its header, through its end-of-turn token) and 0 on the prompt, the headers and the tool's
-    answer, as GRPO's completion mask and TRL's tool mask leave them; the last one trains only the turn after the
-    tool's answer."""
+    answer, as GRPO's completion mask and TRL's tool mask leave them; the last one leaves out the call's first token
+    too, the one that decides to call, so that it teaches writing a call and using its answer, not calling."""
     schemas = tool_schemas()
     header = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
 
@@ -229,15 +245,18 @@ def warm_up_examples(tokenizer) -> list[tuple[list[int], ...]]:
         alone, [alone_mask] = tokens(conversation(problem, with_tool=False))
         called, [call_mask, used_mask] = tokens(conversation(problem, with_tool=True))
         both = [a | b for a, b in zip(call_mask, used_mask)]
-        examples.append((alone, alone_mask, called, both, used_mask))
+        # the call made, not decided: the call's first token (<tool_call>, the choice to call) left out of the loss
+        made = list(both)
+        made[call_mask.index(1)] = 0
+        examples.append((alone, alone_mask, called, both, made))
     return examples
 
 
 def _warm_up(model, tokenizer, spec: ToolSpec, losses: list[float], stop_after: int | None = None) -> None:
     """Supervised warm-up on arithmetic3's train split (:func:`warm_up_examples`). Each draw is answered with a call
-    with probability ``spec.tool_share`` (both turns trained), else, with probability ``spec.use_share``, shows a call
-    already made and trains only the answer after the tool's (so the model learns to use an answer it rarely asks
-    for), else answers alone."""
+    with probability ``spec.tool_share`` (both turns trained), else, with probability ``spec.use_share``, with a call
+    whose first token, the choice to call, is left out of the loss (so the model learns to write a call and use its
+    answer, which it rarely chooses to do), else alone."""
     import torch
 
     started = time.monotonic()
@@ -316,6 +335,7 @@ def recipe_digest(spec: ToolSpec = DEFAULT_TOOL_SPEC) -> str:
     digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
     for step in (
         build_tokenizer,
+        tokenizer_corpus,
         _new_model,
         _warmed_up,
         build_tool_model,
@@ -323,6 +343,7 @@ def recipe_digest(spec: ToolSpec = DEFAULT_TOOL_SPEC) -> str:
         _warm_up,
         conversation,
         alone_answer,
+        used_answer,
         tool_call,
     ):
         digest.update(inspect.getsource(step).encode())

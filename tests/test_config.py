@@ -49,7 +49,7 @@ def test_every_field_has_help_group_and_range_metadata():
         ({"reward_funcs": []}, "reward_funcs is empty"),
         ({"reward_weights": [1.0, 2.0]}, "2 reward weights for 5 reward functions"),
         ({"model_name_or_path": "./no/such/dir"}, "model './no/such/dir': no such directory"),
-        ({"model_name_or_path": "builtin:huge"}, "the only built-in model is builtin:tiny"),
+        ({"model_name_or_path": "builtin:huge"}, "the built-in models are builtin:tiny, builtin:tiny-tools"),
         ({"dataset_name": "missing.jsonl"}, "dataset 'missing.jsonl': no such file"),
         ({"dataset_name": "builtin:poetry"}, "built-in data sets are builtin:arithmetic"),
         ({"max_completion_length": 1000}, "exceeds max_seq_length 1024"),

@@ -28,6 +28,7 @@ NOT_CONFIG_RULES = {
     "load_problems": "a data set's rows",
     "_file_problems": "a data file's rows",
     "warm_up_problems": "the built-in model's warm-up rows",
+    "arithmetic3_problems": "builtin:arithmetic3's rows (the calculator demo's task)",
     "heldout_problems": "the held-out rows an evaluation scores",
     # what a text is, shared by everything that stores or prints one (what a name names is trainer.config.names's)
     "text_problem": "control characters in any text grpo-studio stores or prints, a run's name among them",
@@ -128,7 +129,7 @@ BAD_CONFIGS = [
         "values.py",
     ),
     ("a key", {"learning_rte": 0.1}, None, "is not a setting: did you mean", None, "keys.py"),
-    ("model", {"model_name_or_path": "builtin:huge"}, None, "the only built-in model is", None, "review/model.py"),
+    ("model", {"model_name_or_path": "builtin:huge"}, None, "the built-in models are", None, "review/model.py"),
     ("GPU path", {"deepspeed_stage": 2}, None, "needs num_processes of 2 or more", None, "review/model.py"),
     ("data", {"dataset_name": "builtin:nothing"}, None, "built-in data sets are", None, "review/data.py"),
     (

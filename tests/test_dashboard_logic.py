@@ -58,13 +58,20 @@ def test_the_values_of_a_set_of_inputs_are_read_by_setting_name():
     assert named({rules: "rules", name: "x", beta: 0.04}, {"name": name, "beta": beta}) == {"name": "x", "beta": 0.04}
 
 
-def test_presets_are_valid_and_the_tiny_one_is_offline():
+def test_presets_are_valid_and_the_tiny_ones_are_offline():
     all_presets = presets()
-    assert len(all_presets) == 4
+    assert len(all_presets) == 5
     for name, config in all_presets.items():
         assert review.problems(config) == [], name
     tiny = all_presets["Tiny offline demo (CPU)"]
     assert (tiny.model_name_or_path, tiny.dataset_name, tiny.use_vllm) == ("builtin:tiny", "builtin:arithmetic", False)
+    tools = all_presets["Tiny calculator demo (CPU)"]
+    assert (tools.model_name_or_path, tools.dataset_name, tools.tools, tools.use_vllm) == (
+        "builtin:tiny-tools",
+        "builtin:arithmetic3",
+        ["builtin:calculator"],
+        False,
+    )
 
 
 def test_launch_with_problems_starts_nothing():

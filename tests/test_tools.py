@@ -130,7 +130,8 @@ def test_a_prompt_with_no_room_for_a_question_is_refused(tool_model):
 def test_the_tiny_models_template_is_said_to_render_no_tool_call():
     assert _problems(tools=["builtin:calculator"]) == [
         "model builtin:tiny: its chat template does not render a tool call (user, assistant with tool_calls, tool), "
-        "so TRL refuses tools with it; choose a model whose template supports tools, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+        "so TRL refuses tools with it; choose a model whose template supports tools, e.g. Qwen/Qwen2.5-0.5B-Instruct "
+        "(offline: builtin:tiny-tools)"
     ]
 
 

@@ -11,7 +11,7 @@ load.py:1047-1054); and it loads ``owner/name`` from a local folder of that name
 
 - a data set is ``builtin:...``, the ``gsm8k`` alias, a hub id with its owner (``owner/name``, checked by
   huggingface_hub's own rules), or a path to a data file; a single word is refused, never handed to ``datasets``;
-- a model is ``builtin:tiny``, a hub id (``name`` or ``owner/name``) or a local directory;
+- a model is ``builtin:tiny`` (or ``builtin:tiny-tools``), a hub id (``name`` or ``owner/name``) or a local directory;
 - a hub id that also names something in the working directory is refused: which one would load depends on where the
   process runs, and the dashboard must never read its working directory.
 """
@@ -22,9 +22,12 @@ import os
 from pathlib import Path
 
 BUILTIN_MODEL = "builtin:tiny"
+# the built-in model's tool-calling variant (trainer.loading.tiny_tools): its template renders tool calls, compactly
+BUILTIN_TOOL_MODEL = "builtin:tiny-tools"
+BUILTIN_MODELS = (BUILTIN_MODEL, BUILTIN_TOOL_MODEL)
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
-BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:code")
+BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:arithmetic3", "builtin:code")
 
 
 def looks_like_path(text: str) -> bool:

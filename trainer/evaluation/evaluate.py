@@ -129,18 +129,29 @@ def side_metrics(
     per_problem: list[bool] | None = None,
 ) -> dict:
     """Greedy correctness, pass@1 over ``samples`` sampled answers, strict-format rate, mean completion length in
-    tokens and the mean of each of the run's rewards (on the greedy answers), for one side. ``on_batch`` hears of
+    tokens, the mean of each of the run's rewards (on the greedy answers) and, for a run with tools, the share of
+    greedy answers that call one, for one side. ``on_batch`` hears of
     each batch of answers generated (``len(problems) * (1 + samples)`` in all); ``per_problem``, when given, is
     extended with each problem's greedy correctness (the learning map's held-out rows)."""
+    from trainer.evaluation.tool_turns import generate_with_tools, run_tools
+
     prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
-    greedy = generate(model, tokenizer, prompts, max_new, on_batch=on_batch)
+    tools_for = run_tools(config) if (config.tools or config.environment) else None
+    calls = None
+    if tools_for is not None:  # answered as TRL's rollouts are, calling the run's tools (trainer.evaluation.tool_turns)
+        rows = [{"question": p.question, "answer": p.answer} for p in problems]
+        greedy, lengths, calls = generate_with_tools(
+            model, tokenizer, prompts, rows, tools_for, max_new, on_batch=on_batch
+        )
+    else:
+        greedy = generate(model, tokenizer, prompts, max_new, on_batch=on_batch)
+        lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
     correct = correctness_reward(prompts, greedy, answer=answers)
     if per_problem is not None:
         per_problem.extend(bool(c) for c in correct)
     formatted = strict_format_reward(prompts, greedy)
-    lengths = [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in greedy]
     rewards = {}
     for name, reward in zip(config.reward_funcs, get_rewards(config)):
         values = [v for v in reward(prompts=prompts, completions=greedy, answer=answers) if v is not None]
@@ -151,8 +162,10 @@ def side_metrics(
         "mean_length": sum(lengths) / len(lengths),
         "rewards": rewards,
         "pass_at_1": None,
+        # the share of greedy answers that call a tool at least once (None for a run without tools)
+        "tool_calls": None if calls is None else sum(1 for c in calls if c) / len(problems),
     }
-    if samples:
+    if samples and tools_for is None:  # sampled answers with tools are not written yet: pass@1 stays None
         many = [p for p in prompts for _ in range(samples)]
         drawn = generate(model, tokenizer, many, max_new, temperature=config.temperature, seed=seed, on_batch=on_batch)
         scores = correctness_reward(many, drawn, answer=[a for a in answers for _ in range(samples)])
@@ -178,7 +191,7 @@ def evaluate_run(
 
     from storage import queries
     from storage.db import get_sessionmaker
-    from trainer.config.names import BUILTIN_MODEL
+    from trainer.config.names import BUILTIN_MODELS
     from trainer.evaluation.compare import CACHE
     from trainer.evaluation.run_lookup import run_adapter
     from trainer.loading.backend import model_path
@@ -197,7 +210,7 @@ def evaluate_run(
 
     # the built-in model on a CPU runs on the worker's thread setting: two threads spin-wait on a busy machine
     # (trainer/loading/tiny.py), and an eval took 13-14 min that way (issue 24)
-    tiny_cpu = config.model_name_or_path == BUILTIN_MODEL and not torch.cuda.is_available()
+    tiny_cpu = config.model_name_or_path in BUILTIN_MODELS and not torch.cuda.is_available()
     with CACHE.lock, tiny_threads(tiny_cpu):
         model, tokenizer = CACHE.get(model_path(config), adapter_dir, progress)
         with model.disable_adapter():

@@ -48,6 +48,8 @@ def heldout_metrics(
         "heldout/format": side["format"],
         "heldout/mean_length": side["mean_length"],
     }
+    if side["tool_calls"] is not None:  # a run with tools: the share of greedy answers that call one
+        metrics["heldout/tool_calls"] = side["tool_calls"]
     for name, value in side["rewards"].items():
         if value is not None:
             metrics[f"heldout/rewards/{name.rsplit(':', 1)[-1]}"] = value

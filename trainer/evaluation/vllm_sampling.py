@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer.config import RunConfig
-from trainer.config.names import BUILTIN_MODEL
+from trainer.config.names import BUILTIN_MODELS
 from trainer.evaluation.sampling import SamplingSettings
 
 # vLLM serves only these LoRA ranks (vllm 0.32 config/lora.py:26); the engine's max_lora_rank is the next one up.
@@ -22,7 +22,7 @@ def uses_vllm_engine(config: RunConfig, caps=None) -> bool:
     with vLLM."""
     from trainer.loading.backend import probe
 
-    if not config.use_vllm or config.backend == "plain" or config.model_name_or_path == BUILTIN_MODEL:
+    if not config.use_vllm or config.backend == "plain" or config.model_name_or_path in BUILTIN_MODELS:
         return False
     caps = caps or probe()
     return caps.cuda and caps.vllm

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.config.names import BUILTIN_MODEL
+from trainer.config.names import BUILTIN_MODELS, BUILTIN_TOOL_MODEL
 from trainer.loading.hub import hub_access
 
 if TYPE_CHECKING:  # for annotations only
@@ -152,7 +152,7 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
     :class:`BackendError` for a machine that cannot run the config as asked."""
     caps = caps or probe()
     device = "cuda" if caps.cuda else "cpu"
-    wants_gpu = config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    wants_gpu = config.backend != "plain" and config.model_name_or_path not in BUILTIN_MODELS
     if wants_gpu and caps.unusable_gpu:
         raise BackendError(
             f"nvidia-smi sees a GPU ({caps.unusable_gpu}) but torch, built for CUDA {caps.torch_cuda or 'none'}, "
@@ -171,7 +171,7 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
         return plain("plain path chosen in the config")
     if not caps.cuda:
         return plain("no GPU")
-    if config.model_name_or_path == BUILTIN_MODEL:
+    if config.model_name_or_path in BUILTIN_MODELS:
         return plain("model architecture not supported by Unsloth: the built-in tiny model")
     if caps.unsloth and config.backend != "trl":
         use_vllm = config.use_vllm and caps.vllm
@@ -199,8 +199,12 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
 
 
 def model_path(config: RunConfig) -> str:
-    """Where to load the model from: the built-in model's cache directory, or the configured id/path."""
-    if config.model_name_or_path == BUILTIN_MODEL:
+    """Where to load the model from: a built-in model's directory (shipped or cached), or the configured id/path."""
+    if config.model_name_or_path == BUILTIN_TOOL_MODEL:
+        from trainer.loading.tiny_tools import tiny_tools_dir
+
+        return str(tiny_tools_dir())
+    if config.model_name_or_path in BUILTIN_MODELS:
         from trainer.loading.tiny import tiny_model_dir
 
         return str(tiny_model_dir())
@@ -270,7 +274,7 @@ def load_model(config: RunConfig, backend: Backend):
         import torch
         from transformers import AutoModelForCausalLM
 
-        if config.model_name_or_path == BUILTIN_MODEL and backend.device == "cpu":
+        if config.model_name_or_path in BUILTIN_MODELS and backend.device == "cpu":
             from trainer.loading.tiny import use_tiny_threads
 
             use_tiny_threads()  # on a busy CPU, two threads made it 10x slower (see trainer/loading/tiny.py)

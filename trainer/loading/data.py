@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 ARITHMETIC_MAX_OPERAND = 30
 ARITHMETIC_HELDOUT = 200  # problems held out of training, fixed by ARITHMETIC_SEED
 ARITHMETIC_SEED = 1234
+# builtin:arithmetic3, the calculator demo's task: three-digit a + b and a - b (a >= b), too hard for the built-in
+# model to work out alone in one line, easy with a calculator. Too many pairs to list (some 1.2 million), so a fixed
+# draw of distinct problems, the first ARITHMETIC3_HELDOUT of them held out (disjoint: the draw has no repeats).
+ARITHMETIC3_PROBLEMS = 5000
+ARITHMETIC3_HELDOUT = 200
+ARITHMETIC3_SEED = 4321
 
 
 class DataError(ValueError):
@@ -76,6 +82,27 @@ def arithmetic_problems(split: str = "train") -> list[Problem]:
     if split == "train":
         return problems[ARITHMETIC_HELDOUT:]
     raise DataError(f"builtin:arithmetic has splits train and test, not {split!r}")
+
+
+def arithmetic3_problems(split: str = "train") -> list[Problem]:
+    """The ``builtin:arithmetic3`` problems of ``split`` ("train", or "test" for the held-out set), in a fixed order:
+    three-digit sums and differences (the result of a difference never negative)."""
+    rng = random.Random(ARITHMETIC3_SEED)
+    seen: set[tuple[int, str, int]] = set()
+    problems = []
+    while len(problems) < ARITHMETIC3_PROBLEMS:
+        a, b, op = rng.randint(100, 999), rng.randint(100, 999), rng.choice("+-")
+        if op == "-" and a < b:
+            a, b = b, a
+        if (a, op, b) in seen:
+            continue
+        seen.add((a, op, b))
+        problems.append(Problem(f"What is {a} {op} {b}?", str(a + b if op == "+" else a - b)))
+    if split in ("test", "heldout", "validation"):
+        return problems[:ARITHMETIC3_HELDOUT]
+    if split == "train":
+        return problems[ARITHMETIC3_HELDOUT:]
+    raise DataError(f"builtin:arithmetic3 has splits train and test, not {split!r}")
 
 
 def arithmetic_solution(problem: Problem, forget_carry: bool = False) -> str:
@@ -140,6 +167,8 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
     name = config.dataset_name
     if name == "builtin:arithmetic":
         return arithmetic_problems(split)
+    if name == "builtin:arithmetic3":
+        return arithmetic3_problems(split)
     if name == "builtin:code":
         # a dozen problems is too few to hold any out: every split is the whole set
         from trainer.scoring.code_tasks import CODE_PROBLEMS

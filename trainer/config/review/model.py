@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from trainer.config.names import BUILTIN_MODEL, hub_id_problem, looks_like_path, protected_file_problem
+from trainer.config.names import BUILTIN_MODEL, BUILTIN_MODELS, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import VLLM_MAX_LORA_RANK
 
@@ -14,10 +14,10 @@ from trainer.loading.backend import VLLM_MAX_LORA_RANK
 def check_model(model: str) -> list[str]:
     """What is wrong with ``model_name_or_path`` before anything loads it: an unknown
     built-in model, a local directory that isn't there, or a name that is no hub id."""
-    if model == BUILTIN_MODEL:
+    if model in BUILTIN_MODELS:
         return []
     if model.startswith("builtin:"):
-        return [f"model {model!r}: the only built-in model is {BUILTIN_MODEL}"]
+        return [f"model {model!r}: the built-in models are {', '.join(BUILTIN_MODELS)}"]
     if looks_like_path(model) or Path(model).expanduser().is_dir():
         if problem := protected_file_problem(model, "model"):
             return [problem]
@@ -33,7 +33,7 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
     problems = []
     if config.deepspeed_stage and config.num_processes < 2:
         problems.append(f"deepspeed_stage {config.deepspeed_stage} needs num_processes of 2 or more")
-    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path != BUILTIN_MODEL
+    will_use_vllm = config.use_vllm and config.backend != "plain" and config.model_name_or_path not in BUILTIN_MODELS
     if will_use_vllm and config.lora_r > VLLM_MAX_LORA_RANK:
         problems.append(
             f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "

@@ -263,6 +263,7 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
         return [
             f"model {model}: its chat template does not render a tool call (user, assistant with tool_calls, tool), "
             "so TRL refuses tools with it; choose a model whose template supports tools, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+            + (" (offline: builtin:tiny-tools)" if model == BUILTIN_MODEL else "")
         ]
     call = {"type": "function", "function": {"name": schemas[0]["function"]["name"], "arguments": {}}}
     conversation = [
@@ -283,6 +284,8 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
                 "knows no parser for its chat template (TRL knows Qwen2.5, Qwen3, Llama 3.1/3.2, GLM-4, gpt-oss and "
                 "a few others)"
             ]
+    if misread := _read_back_problem(tokenizer, schemas[0]):
+        return [f"model {model}: TRL cannot read back a tool call its chat template writes: {misread}"]
     if not is_chat_template_prefix_preserving(tokenizer):
         try:
             get_training_chat_template(tokenizer)
@@ -300,3 +303,36 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
             f"tools' schemas alone take {overhead} tokens, leaving no room for a question; raise it above {overhead}"
         ]
     return []
+
+
+def _read_back_problem(tokenizer, schema: dict) -> str | None:
+    """Whether TRL's parser reads a tool call of the run's first tool back as the template wrote it: the call is
+    rendered after a prompt, its tokens (through the end of the turn) parsed as TRL parses a rollout's
+    (``trl.chat_template_utils.parse_response`` with the prompt as prefix, trl 1.16.0 trainer/grpo_trainer.py:1862),
+    and compared. A template that writes calls in a form other than its response template reads (a model's own
+    template with a parser made for another) fails here; TRL would take each call for plain text and never run a
+    tool. None when it reads back, or when the tokens can't be split into prompt and turn (nothing to say then)."""
+    from trl.chat_template_utils import parse_response
+
+    function = schema["function"]
+    properties = function.get("parameters", {}).get("properties", {})
+    arguments = {name: "1" for name, spec in properties.items() if spec.get("type") == "string"}
+    call = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    asked = [{"role": "user", "content": "hi"}]
+    answered = asked + [{"role": "assistant", "content": "", "tool_calls": [call]}]
+    try:
+        prompt = tokenizer.apply_chat_template(asked, tools=[schema], add_generation_prompt=True, return_dict=False)
+        whole = tokenizer.apply_chat_template(answered, tools=[schema], return_dict=False)
+    except Exception:  # noqa: BLE001 - a template's own error is reported by the rendering check above
+        return None
+    if whole[: len(prompt)] != prompt:
+        return None
+    turn = whole[len(prompt) :]
+    if tokenizer.eos_token_id in turn:
+        turn = turn[: turn.index(tokenizer.eos_token_id) + 1]
+    parsed = parse_response(tokenizer, turn, prefix=prompt, tools=[schema]).get("tool_calls") or []
+    got = [c.get("function", c) for c in parsed]
+    if [(c.get("name"), c.get("arguments")) for c in got] != [(function["name"], arguments)]:
+        shown = ", ".join(f"{c.get('name')}({c.get('arguments')})" for c in got) or "no call"
+        return f"wrote {function['name']}({arguments}), read {shown}"
+    return None

@@ -86,6 +86,16 @@ def test_an_invalid_config_lists_every_problem_and_creates_nothing(client):
     assert api.predict("", api_name="/runs") == []
     refused = api.predict(api_config(dataset_name="text"), api_name="/launch")  # a datasets builder name: refused
     assert refused["run_id"] is None and "owner/name" in " ".join(refused["problems"])
+    # an environment of the user's own: code that would run in the dashboard, which this one was not allowed
+    mine = yaml.safe_dump(
+        tiny_config(model_name_or_path="builtin:tiny-tools", environment="/tmp/mine.py:Env").to_dict()
+    )
+    refused = api.predict(mine, api_name="/launch")
+    assert refused["run_id"] is None and refused["problems"] == [
+        "environment: custom environment /tmp/mine.py:Env: custom environment code runs arbitrary Python, so the "
+        "dashboard only accepts it when started with --allow-custom-rewards"
+    ]
+    assert api.predict("", api_name="/runs") == []
 
 
 def test_a_run_is_launched_followed_stopped_resumed_read_and_deleted_by_name(client):

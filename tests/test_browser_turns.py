@@ -1,10 +1,20 @@
-"""A tool run turn by turn in real Chromium (issue 42 item 2): a run with the calculator, its samples' turns and its
-tool metrics planted in a database, and a plain run beside it. The Monitor of the tool run shows each completion's
-call and answer as text (a tool answer holding a link, an image and Markdown builds nothing) and draws the tool
-chart; the plain run's Monitor has no tool chart. tests/test_tool_turns.py checks the same without a browser."""
+"""A tool run turn by turn in real Chromium (issue 42 item 2).
+
+Planted: a run with the calculator, its samples' turns and its tool metrics in a database, and a plain run beside
+it. The Monitor of the tool run shows each completion's call and answer as text (a tool answer holding a link, an
+image and Markdown builds nothing) and draws the tool chart; the plain run's Monitor has no tool chart.
+tests/test_tool_turns.py checks the same without a browser.
+
+Trained, end to end: the served dashboard (started with --allow-custom-rewards) launches two runs through its API,
+which its scheduler trains in detached workers on builtin:tiny-tools: the calculator demo's preset with the built-in
+calculator, and the same with an environment of the user's own whose tool hangs on subtraction and raises on a sum
+over 1000. Both complete; ``/samples`` returns each rollout's turns, every call answered with the value of its
+expression (computed here), the time limit's error or the raised one; the Monitor shows a real call and its answer.
+The refusal of a user's environment by a dashboard started without the flag is in tests/test_api.py."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -70,7 +80,156 @@ def planted(module_database):
 
 @pytest.fixture(scope="module")
 def server(planted, module_database):
-    yield from start_server("serve-turns.log")
+    yield from start_server("serve-turns.log", "--allow-custom-rewards")
+
+
+# The user's environment: the tool the built-in model's warm-up calls (``calculator``), which hangs past the time
+# limit on a subtraction and raises on a sum over 1000; other sums it answers.
+ENVIRONMENT = """
+import time
+
+
+class Flaky:
+    def reset(self, **row):
+        return None
+
+    def calculator(self, expression: str) -> str:
+        \"\"\"Evaluate an arithmetic expression.
+
+        Args:
+            expression: The expression, for example "123 + 456".
+        \"\"\"
+        if "-" in expression:
+            time.sleep(30)
+        left, right = (int(part) for part in expression.split("+"))
+        if left + right > 1000:
+            raise OverflowError("over 1000")
+        return str(left + right)
+"""
+
+
+def _value(expression: str) -> int | None:
+    """What a sum or difference of two whole numbers the model wrote comes to (the test's own arithmetic, not the
+    tool's); None for an expression of another shape (the warm-up's calls are all ``a + b`` or ``a - b``)."""
+    found = re.fullmatch(r"\s*(\d+)\s*([+-])\s*(\d+)\s*", expression)
+    if found is None:
+        return None
+    left, op, right = found.groups()
+    return int(left) + int(right) if op == "+" else int(left) - int(right)
+
+
+@pytest.fixture(scope="module")
+def trained(server, tmp_path_factory):
+    """The two runs, launched through the served API and trained by its scheduler; (api, calculator run, flaky run)."""
+    import dataclasses
+
+    import yaml
+
+    from trainer.presets import PRESET_DIR, load_preset
+
+    gradio_client = pytest.importorskip("gradio_client")
+    api = gradio_client.Client(server[0], verbose=False)
+    env_file = tmp_path_factory.mktemp("user-env") / "flaky.py"
+    env_file.write_text(ENVIRONMENT)
+    preset = load_preset(PRESET_DIR / "tiny-calculator.yaml")
+    # two steps of 4 prompts x 8 answers: about one sampled answer in five calls (the warm-up's habit)
+    short = dict(max_steps=2, per_device_train_batch_size=32, eval_steps=0, save_steps=100)
+    configs = [
+        dataclasses.replace(preset, name="served-calculator", **short),
+        dataclasses.replace(
+            preset, name="served-flaky", tools=[], environment=f"{env_file}:Flaky", tool_timeout_s=1.0, **short
+        ),
+    ]
+    ids = []
+    for config in configs:
+        launched = api.predict(yaml.safe_dump(config.to_dict()), api_name="/launch")
+        assert launched["problems"] == [] and launched["run_id"], launched
+        ids.append(launched["run_id"])
+    for run_id in ids:  # hang bounds: one at a time, a worker's start and two steps each
+        wait_for(
+            lambda r=run_id: api.predict(r, api_name="/run")["status"] in ("completed", "failed", "stopped"),
+            600,
+            f"run {run_id} to end",
+            interval=1.0,
+        )
+    return api, *ids
+
+
+def _all_turns(api, run_id: int) -> list[list[dict]]:
+    turns = []
+    for step in api.predict(run_id, None, 1000, api_name="/samples")["sampled_steps"]:
+        turns += [s["turns"] for s in api.predict(run_id, step, 1000, api_name="/samples")["samples"]]
+    return turns
+
+
+def _calls(turns: list[dict]) -> list[tuple[dict, dict]]:
+    """Each call of a rollout with the tool's answer to it."""
+    return [(turn, after) for turn, after in zip(turns, turns[1:]) if turn["role"] == "tool_call"]
+
+
+def test_a_served_run_with_the_built_in_calculator_stores_and_serves_its_turns(trained):
+    api, calculator, _ = trained
+    assert api.predict(calculator, api_name="/run")["status"] == "completed"
+    rollouts = _all_turns(api, calculator)
+    assert rollouts and all(r and r[-1]["role"] == "assistant" for r in rollouts)  # each ends with an answer
+    calls = [c for r in rollouts for c in _calls(r)]
+    assert calls, "no sampled answer called the calculator"
+    checked = 0
+    for call, answer in calls:
+        assert call["name"] == "calculator" and answer["role"] == "tool" and answer["name"] == "calculator"
+        value = _value(call["arguments"]["expression"])
+        if value is None:  # another shape of expression: answered with a number or an error, never left unanswered
+            assert re.fullmatch(r"-?[\d.]+|error: .+", answer["content"]), (call, answer)
+            continue
+        assert answer["content"] == str(value), (call, answer)
+        checked += 1
+    assert checked, calls
+    metrics = api.predict(calculator, "tools/call_frequency", -1, api_name="/metrics")
+    assert metrics["step"] == [1, 2] and 0 < sum(metrics["tools/call_frequency"])
+
+
+def test_a_users_environment_whose_tool_hangs_or_raises_does_not_stop_the_run(trained):
+    api, _, flaky = trained
+    run = api.predict(flaky, api_name="/run")
+    assert run["status"] == "completed" and run["step"] == 2, run
+    calls = [c for r in _all_turns(api, flaky) for c in _calls(r)]
+    assert calls, "no sampled answer called the environment's tool"
+    errors = checked = 0
+    for call, answer in calls:
+        expression = call["arguments"]["expression"]
+        value = _value(expression)
+        if "-" in expression:  # whatever its shape: the tool sleeps before it reads it
+            expected = "error: the tool took longer than 1 s"
+        elif value is None:  # another shape: the tool's int() refuses it, or it answers; never left unanswered
+            assert re.fullmatch(r"\d+|error: .+", answer["content"]), (call, answer)
+            errors += answer["content"].startswith("error:")
+            continue
+        elif value > 1000:
+            expected = "error: OverflowError: over 1000"
+        else:
+            expected = str(value)
+        assert answer["content"] == expected, (call, answer)
+        errors += expected.startswith("error:")
+        checked += 1
+    assert checked and errors, calls  # answered calls, and calls that hung or raised, in a run that completed
+    # the worker's own count of error answers (TRL's failure_frequency misses the time limit's), per step
+    rates = api.predict(flaky, "tools/error_rate", -1, api_name="/metrics")["tools/error_rate"]
+    assert any(rate > 0 for rate in rates if rate is not None), rates
+
+
+def test_the_monitor_shows_a_trained_runs_call_and_the_calculators_answer(browser, server, trained):
+    api, calculator, _ = trained
+    shown_step = api.predict(calculator, None, 1000, api_name="/samples")  # the newest step: the Monitor's table
+    call, answer = next(c for s in shown_step["samples"] for c in _calls(s["turns"])[:1])
+    requests: list[str] = []
+    page = _page(browser, requests)
+    try:
+        _monitor(page, server, calculator, "the trained tool run's More charts")
+        table = page.locator("#completions-table")
+        shown = f"→ calculator(expression={call['arguments']['expression']!r})"
+        wait_for(lambda: shown in table.inner_text() and f"← {answer['content']}" in table.inner_text(), 60, shown)
+    finally:
+        page.close()
 
 
 @pytest.fixture(scope="module")

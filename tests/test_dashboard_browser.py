@@ -58,12 +58,13 @@ pytestmark = [
 ]
 
 
-def start_server(log_name: str):
-    """A real `grpo-studio serve` process on a free port, on this process's database; yields (url, process)."""
+def start_server(log_name: str, *flags: str):
+    """A real `grpo-studio serve` process on a free port, on this process's database (``flags`` added to its command
+    line); yields (url, process)."""
     port = free_port()
     log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / log_name, "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *flags],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=log,

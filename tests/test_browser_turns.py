@@ -20,6 +20,7 @@ import time
 import pytest
 
 from .helpers import tiny_config, wait_for
+from .test_browser_answers import SCREENSHOTS
 from .test_browser_markup import _built, _page, payload
 from .test_browser_ux import _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, launch_browser, start_server
@@ -228,6 +229,15 @@ def test_the_monitor_shows_a_trained_runs_call_and_the_calculators_answer(browse
         table = page.locator("#completions-table")
         shown = f"→ calculator(expression={call['arguments']['expression']!r})"
         wait_for(lambda: shown in table.inner_text() and f"← {answer['content']}" in table.inner_text(), 60, shown)
+        table.locator("[role=gridcell]", has_text=shown).first.click()  # the row's detail: the rollout in full
+        detail = page.locator("#completion-detail")
+        detail.filter(has_text=shown).wait_for()
+        SCREENSHOTS.mkdir(exist_ok=True)  # docs/screens/monitor-tools-laptop.png is a copy (README's second demo)
+        top, bottom = table.bounding_box(), detail.bounding_box()  # the table and the detail under it
+        scrolled = page.evaluate("window.scrollY")  # the boxes are the viewport's; the clip is the page's
+        clip = {"x": 0, "y": top["y"] + scrolled - 40, "width": page.viewport_size["width"]}
+        clip["height"] = bottom["y"] + scrolled + bottom["height"] - clip["y"] + 10
+        page.screenshot(path=str(SCREENSHOTS / "monitor-tools-laptop.png"), full_page=True, clip=clip)
     finally:
         page.close()
 

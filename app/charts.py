@@ -52,9 +52,10 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "heldout",
         "Held-out accuracy (greedy)",
-        ("heldout/correct", "heldout/format"),
+        ("heldout/correct", "heldout/format", "heldout/tool_calls"),
         "Share of held-out problems (never trained on) answered right and in the format, scored every eval_steps "
-        "steps from the base model on: whether what GRPO learns carries over beyond the training prompts.",
+        "steps from the base model on: whether what GRPO learns carries over beyond the training prompts. A run with "
+        "tools also draws the share of greedy answers that call one (the calls run as in training).",
         unit="share of problems",
         empty="no held-out evaluation in this run: set eval_steps (the offline demo does) to chart it while training",
         smoothed=False,
@@ -223,6 +224,7 @@ SERIES_NAMES = {
     "completions/clipped_ratio": "clipped share",
     "grad_norm": "gradient norm",
     "step_time": "step time",
+    "heldout/tool_calls": "answers calling a tool",
     "tools/call_frequency": "calls per completion",
     "tools/error_rate": "error answers",
     "tools/failure_frequency": "failures TRL counted",

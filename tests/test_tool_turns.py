@@ -203,6 +203,22 @@ def test_the_tool_chart_draws_the_stored_values_for_a_tool_run_only(tools):
     assert drawn == {"tools/call_frequency": [1.0], ERROR_RATE: [len(errors) / len(answers)]} and len(errors) == 2
 
 
+def test_the_heldout_chart_draws_the_share_of_answers_calling_a_tool_beside_correctness():
+    from app.charts import CHARTS
+    from app.pages import monitor
+
+    run_id = tool_run()
+    with get_sessionmaker().begin() as s:  # what the periodic evaluation stores for a tool run (steps 0 and 10)
+        for step, correct, calling in ((0, 0.01, 0.0), (10, 0.62, 0.71)):
+            rows = queries.metric_rows(run_id, step, {"heldout/correct": correct, "heldout/tool_calls": calling}, 1.0)
+            queries.add_metric_rows(s, rows)
+    figure = monitor.refresh(run_id, [], 0.0, "step", 0, {}).figures[[c.name for c in CHARTS].index("heldout")]
+    drawn = {trace.meta: (list(trace.x), list(trace.y)) for trace in figure["value"].data}
+    assert drawn == {"heldout/correct": ([0, 10], [0.01, 0.62]), "heldout/tool_calls": ([0, 10], [0.0, 0.71])}
+    names = {trace.name for trace in figure["value"].data}
+    assert "answers calling a tool" in names
+
+
 def test_the_learning_map_and_an_alerts_completions_read_a_tool_run():
     """The learning map groups a tool run's samples by their question (the last user message of a prompt that TRL
     extends with the tool turns) and scores them as any run's; an alert's completions show the turns."""

@@ -18,12 +18,9 @@ def tool_model(tmp_path_factory) -> Path:
     return tiny_with_tool_template(tmp_path_factory.mktemp("tool-model") / "tiny-qwen-template")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("settings", [{"tools": ["builtin:calculator"]}, {"environment": "builtin:calculator"}])
-def test_a_step_trains_with_the_calculator(tool_model, tmp_path, settings):
-    from trainer.job.worker import build_trainer
-
-    config = tiny_config(
+def one_step(tool_model: Path, **settings):
+    """One GRPO step of the smallest shape on ``tool_model``, with ``settings`` (the tools) on top."""
+    return tiny_config(
         model_name_or_path=str(tool_model),
         num_generations=2,  # the smallest group
         per_device_train_batch_size=4,  # 2 prompts x 2 completions
@@ -36,6 +33,14 @@ def test_a_step_trains_with_the_calculator(tool_model, tmp_path, settings):
         token_samples_per_step=0,
         **settings,
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("settings", [{"tools": ["builtin:calculator"]}, {"environment": "builtin:calculator"}])
+def test_a_step_trains_with_the_calculator(tool_model, tmp_path, settings):
+    from trainer.job.worker import build_trainer
+
+    config = one_step(tool_model, **settings)
     trainer = build_trainer(config, tmp_path / "run", [], lambda line: None)
     assert [tool.__name__ for tool in trainer.tools] == ["calculator" if "tools" in settings else "calculate"]
     trainer.train()
@@ -71,20 +76,7 @@ def test_a_hung_tool_ends_its_turn_with_the_error_not_the_step(tool_model, tmp_p
         return {"role": "assistant", "content": "done"}
 
     monkeypatch.setattr(grpo_trainer, "parse_response", parse)
-    config = tiny_config(
-        model_name_or_path=str(tool_model),
-        tools=[f"{path}:hang"],
-        tool_timeout_s=0.2,  # short: four hung calls cost under a second
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        max_prompt_length=2048,
-        max_seq_length=4096,
-        max_steps=1,
-        save_steps=100,
-        measured_kl_steps=0,
-        token_samples_per_step=0,
-    )
+    config = one_step(tool_model, tools=[f"{path}:hang"], tool_timeout_s=0.2)  # four hung calls: under a second
     trainer = build_trainer(config, tmp_path / "run", [], lambda line: None)
     tool = trainer.tools[0]
 
@@ -135,20 +127,7 @@ def test_a_step_with_the_calculator_stores_its_rollouts_turn_by_turn(tool_model,
         return {"role": "assistant", "content": "<answer>15</answer>"}
 
     monkeypatch.setattr(grpo_trainer, "parse_response", parse)
-    config = tiny_config(
-        model_name_or_path=str(tool_model),
-        tools=["builtin:calculator"],
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        max_prompt_length=2048,
-        max_seq_length=4096,
-        max_steps=1,
-        logging_steps=1,
-        save_steps=100,
-        measured_kl_steps=0,
-        token_samples_per_step=0,
-    )
+    config = one_step(tool_model, tools=["builtin:calculator"], logging_steps=1)
     run_id = create_run(config)
     callback = make_callback(run_id, Writer(), SimpleNamespace(requested=False, event=threading.Event()), config)
     trainer = build_trainer(config, tmp_path / "run", [callback], lambda line: None)

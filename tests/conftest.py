@@ -15,6 +15,8 @@ from storage.db import reset_engine
 from tests.sigterm import pytest_sessionstart  # noqa: F401  (a SIGTERM ends the run and its processes: sigterm.py)
 from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
     pytest_configure,
+    pytest_fixture_post_finalizer,
+    pytest_fixture_setup,
     pytest_runtest_makereport,
     pytest_runtest_protocol,
     refuse_unmarked_slow_fixtures,

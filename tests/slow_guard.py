@@ -7,6 +7,8 @@ Two checks, because either alone has a blind spot:
 - at collection, a test that asks for a fixture known to train or to start a server is refused whatever ran before
   it: in a whole-suite run a session fixture may already have been set up by a slow test, so the run-time check
   would not see it.
+What a module- or session-scoped fixture runs as it is torn down (PostgreSQL's stop, say) is not charged to the test
+whose teardown it happens to follow: the last test of a module or of an xdist worker's share did not start it.
 """
 
 from __future__ import annotations
@@ -82,13 +84,14 @@ class SlowGuard:
     def __init__(self) -> None:
         self.watching = False
         self.seen: list[str] = []
+        self.wider_teardowns: set[int] = set()  # ids of the wider-scoped fixtures being torn down now
         self._trainer_wrapped = False
         sys.addaudithook(self._audit)
 
     def _audit(self, event: str, args: tuple) -> None:
         if not self._trainer_wrapped and "transformers.trainer" in sys.modules:
             self._wrap_trainer()
-        if not self.watching or event != "subprocess.Popen":
+        if not self.watching or self.wider_teardowns or event != "subprocess.Popen":
             return
         program, argv, _cwd, env = args
         argv = [str(a) for a in argv] if isinstance(argv, list | tuple) else str(argv).split()
@@ -143,6 +146,20 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         GUARD.watching = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A wider-scoped fixture's teardown is marked from its start (this finalizer, added last, runs first) to its end
+    (pytest_fixture_post_finalizer)."""
+    result = yield
+    if fixturedef.scope != "function":
+        fixturedef.addfinalizer(lambda: GUARD.wider_teardowns.add(id(fixturedef)))
+    return result
+
+
+def pytest_fixture_post_finalizer(fixturedef, request) -> None:
+    GUARD.wider_teardowns.discard(id(fixturedef))
 
 
 @pytest.hookimpl(hookwrapper=True)

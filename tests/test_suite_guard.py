@@ -49,6 +49,43 @@ def test_the_same_test_marked_slow_passes(tmp_path):
     assert "1 passed" in done.stdout and "error" not in done.stdout
 
 
+def test_a_session_fixture_torn_down_after_an_unmarked_test_is_not_charged_to_it(tmp_path):
+    """A slow test set up a session-wide server; the suite's last test is an unmarked one, and the server's stop
+    runs in its teardown (as PostgreSQL's did at the end of an xdist worker's share): the unmarked test passes."""
+    body = """
+        import subprocess, sys
+        import pytest
+        @pytest.fixture(scope="session")
+        def server():
+            yield
+            subprocess.run([sys.executable, "-c", "pass", "-m", "trainer.job.worker", "stop"], check=True)
+        @pytest.mark.slow
+        def test_a(server):
+            pass
+        def test_b():
+            pass
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 0 and "2 passed" in done.stdout and "error" not in done.stdout, done.stdout
+
+
+def test_a_function_fixtures_teardown_is_still_the_tests_own(tmp_path):
+    body = """
+        import subprocess, sys
+        import pytest
+        @pytest.fixture
+        def worker():
+            yield
+            subprocess.run([sys.executable, "-c", "pass", "-m", "trainer.job.worker", "1"], check=True)
+        def test_case(worker):
+            pass
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 1 and "test_case is not marked @pytest.mark.slow but it started a training worker" in (
+        done.stdout
+    ), done.stdout
+
+
 def _installed(pattern: str) -> str | None:
     import glob
 

@@ -50,6 +50,8 @@ SET_PARAM = """(value) => {{
     window.history.replaceState(null, "", url);
     return [];
 }}"""
+# The overlay picker's value without the run the Monitor now shows (drawn over itself it adds nothing)
+OVERLAY_WITHOUT_SHOWN = "(shown, overlaid) => [(overlaid || []).filter((run) => run !== shown)]"  # one output: one list
 # Opens the tab the address names (?tab=monitor) by clicking its button, as a person would, once the page has loaded;
 # until then SET_PARAM leaves the address alone (the first tab's start-up selection would overwrite ?tab=).
 OPEN_TAB = """() => {{
@@ -271,7 +273,10 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         ticker = gr.Timer(3.0)
 
         shown = gr.State(None)  # what this browser was last sent (see refresh_lists)
-        run_picker.change(overlay_without, [run_picker, overlay], overlay, show_progress="hidden")
+        # The shown run leaves the overlay in the browser, at once: a value sent back by the server was the overlay as
+        # it stood when the event fired, and on a loaded machine it arrived after the user's next pick and undid it
+        run_picker.change(None, [run_picker, overlay], overlay, js=OVERLAY_WITHOUT_SHOWN)
+        run_picker.change(overlay_offered, run_picker, overlay, show_progress="hidden")
         ticker.tick(
             refresh_lists,
             [search, shown, run_picker],
@@ -293,11 +298,12 @@ def overlay_choices(choices: list, shown: int | None) -> list:
     return [choice for choice in choices if choice[1] != shown]
 
 
-def overlay_without(shown: int | None, overlaid: list | None) -> dict:
-    """The overlay picker once the Monitor shows run ``shown``: offered every other run, and no longer holding it."""
+def overlay_offered(shown: int | None) -> dict:
+    """The overlay picker's choices once the Monitor shows run ``shown``: every other run. Its value is left as the
+    browser holds it (OVERLAY_WITHOUT_SHOWN has let go of ``shown`` there)."""
     with get_sessionmaker().begin() as session:
         choices = runs.run_choices(run_summaries(session))
-    return gr.update(choices=overlay_choices(choices, shown), value=[v for v in overlaid or [] if v != shown])
+    return gr.update(choices=overlay_choices(choices, shown))
 
 
 def refresh_lists(query: str | None, previous: tuple | None, shown: int | None = None) -> tuple:

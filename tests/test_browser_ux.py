@@ -192,7 +192,18 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         page.keyboard.press("Escape")
         # hang bound, not a speed target: a loaded 2-core machine needs minutes for a worker's first steps
         # 4 reward series: 6 points each for the finished run, then the live run's first 3 steps
-        wait_for(lambda: _points(page, "reward") >= 4 * 6 + 4 * 3, 600, "the live run's first steps beside the overlay")
+        # read from one drawing (a redraw may be under way)
+        legend_names = "(sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent)"
+
+        def overlaid() -> bool:  # both runs' series are named "<run> · <series>"; one run's are not
+            names = page.evaluate(legend_names, "#chart-reward .legendtext")
+            return any(n.startswith(f"{finished}: ") for n in names) and any(n.startswith(f"{live}: ") for n in names)
+
+        wait_for(
+            lambda: overlaid() and _points(page, "reward") >= 4 * 6 + 4 * 3,
+            600,
+            "the live run's first steps beside the overlay",
+        )
         assert "running" in page.locator("#monitor-progress").inner_text()
 
         def boxes():  # the chart is redrawn at every tick of a live run: both boxes of one drawing, read in one call
@@ -219,9 +230,9 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         before = _points(page, "reward")
         wait_for(lambda: _points(page, "reward") >= before + 8, 600, "two more steps of the live run")
         assert _x_range(page, "reward") == zoomed
-        # read from one drawing (a redraw may be under way); a series drawn exactly under an earlier one (the runs
-        # share a seed, so their first steps' correctness can be equal) says so: "… · correctness (under …)"
-        legend_names = "(sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent)"
+        # a series drawn exactly under an earlier one (the runs share a seed, so their first steps' correctness can
+        # be equal) says so: "… · correctness (under …)"
+        assert overlaid(), "the overlay let go of the finished run while the live one trained"
         names = wait_for(lambda: page.evaluate(legend_names, "#chart-reward .legendtext"), 30, "the legend's names")
         assert any(re.search(r"· correctness( \(under .+\))?$", n) for n in names), names
         assert not any("rewards/" in n for n in names), names
@@ -237,6 +248,14 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         header = table.locator("th[role=columnheader]", has_text="completion").first.bounding_box()
         page.mouse.click(header["x"] + 20, header["y"] + header["height"] + 25)  # the first row's completion
         page.locator("#completion-detail").filter(has_text="Completion").wait_for()
+        # the overlaid run, once it is the run shown, leaves the overlay (drawn over itself it adds nothing)
+        pick_run(page, "#monitor-run", finished)
+        overlay_tokens = page.locator("#monitor-overlay .token")
+        wait_for(
+            lambda: not any(t.strip().startswith(f"{finished}: ") for t in overlay_tokens.all_inner_texts()),
+            30,
+            "the shown run let go of by the overlay",
+        )
     finally:
         from storage.db import get_sessionmaker
         from trainer.supervise.stop import stop_worker

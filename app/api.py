@@ -121,7 +121,7 @@ def metrics(access: Access, run_id: int, keys: str, since_step: int) -> dict:
 
 def samples(access: Access, run_id: int, step: int | None, limit: int) -> dict:
     """The completions sampled at a step (default the newest): prompt, completion, rewards, total, advantage; a
-    tool run's also its "turns", each {role, content} and a call's name and arguments (trainer.job.turns)."""
+    tool run's also its "turns", each {role, content} and a call's name and arguments (trainer.tools.turns)."""
     return acted(actions.samples, run_id, step, limit)
 
 

@@ -38,7 +38,7 @@ def group_marks(groups: Sequence[int], totals: Sequence[float | None]) -> list[s
 
 
 def turns_text(turns: Sequence[dict[str, Any]]) -> str:
-    """A tool run's answer turn by turn (trainer.job.turns), as plain text: the assistant's text as written, each call
+    """A tool run's answer turn by turn (trainer.tools.turns), as plain text: the assistant's text as written, each call
     as ``→ calculator(expression='12+3')`` and each tool's answer as ``← 15``, a line each (an answer's later lines
     indented under its first). Plain text on purpose: the table shows it as text, and the detail puts it in a code
     fence (app.markup.fenced), so nothing the model or a tool wrote becomes markup."""

@@ -49,6 +49,9 @@ CSS = (
 #runs-table th, #runs-table td, #completions-table th, #completions-table td,
 #compare-base th, #compare-base td, #compare-tuned th, #compare-tuned td,
 #sweeps-table th, #sweeps-table td {{ word-break: normal; overflow-wrap: normal; }}
+/* a Compare answer keeps its lines: a tool run's turns (a call, the tool's answer, the final answer) a line each,
+   and a plain answer's reasoning and answer tags as the model wrote them (else all ran together on one line) */
+#compare-base .cell-wrap .text, #compare-tuned .cell-wrap .text {{ white-space: pre-wrap; }}
 /* the five tabs in one row on a phone (390 px): at Gradio's padding the last two went into its overflow menu, where a
    deep link's tab (?tab=sweeps) has no tab button to open */
 @media (max-width: 480px) {{

@@ -227,7 +227,7 @@ class Sample(RunRow, Base):
     total_reward: Mapped[float | None] = mapped_column(Float)
     advantage: Mapped[float | None] = mapped_column(Float)
     reference_answer: Mapped[str | None] = mapped_column(Text)
-    # A tool run's completion turn by turn (trainer.job.turns: role, content, and a call's name and arguments);
+    # A tool run's completion turn by turn (trainer.tools.turns: role, content, and a call's name and arguments);
     # None for a run without tools and for rows from before revision 0010, whose ``completion`` is all there is.
     turns: Mapped[list[dict] | None] = mapped_column(JSON)
 

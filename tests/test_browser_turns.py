@@ -14,6 +14,7 @@ The refusal of a user's environment by a dashboard started without the flag is i
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 
@@ -238,6 +239,53 @@ def test_the_monitor_shows_a_trained_runs_call_and_the_calculators_answer(browse
         clip = {"x": 0, "y": top["y"] + scrolled - 40, "width": page.viewport_size["width"]}
         clip["height"] = bottom["y"] + scrolled + bottom["height"] - clip["y"] + 10
         page.screenshot(path=str(SCREENSHOTS / "monitor-tools-laptop.png"), full_page=True, clip=clip)
+    finally:
+        page.close()
+
+
+def test_compare_samples_both_sides_of_the_calculator_run_with_its_tools(browser, server, trained):
+    """Compare on the trained tool run: both sides answer with the calculator, each call shown with the answer the
+    calculator gives its expression (computed here), and the panel says the tools were used."""
+    from trainer.tools.builtin import calculator as calculate
+
+    _, calculator, _ = trained
+    page = _page(browser, [])
+    try:
+        page.goto(f"{server[0]}?tab=compare&run={calculator}")
+        wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
+        wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 60, "the final adapter")
+        page.locator("#compare-prompt textarea").fill("What is 482 + 317?")
+        reference = page.locator("#compare-reference input, #compare-reference textarea").first
+        reference.fill("799")
+        reference.press("Tab")
+        n = page.locator("#compare-n input[type=number]")  # 16 a side, so that calls are drawn (one in five)
+        n.fill("16")
+        n.press("Enter")
+        page.click("#compare-go")
+        why = page.locator("#compare-why")
+        wait_for(lambda: "offered this run's tools" in why.inner_text(), 240, "the two sides and their note")
+        lines = [
+            line for side in ("base", "tuned") for line in page.locator(f"#compare-{side}").inner_text().splitlines()
+        ]
+        # a table's text: its cells split by tabs, rows and a cell's own lines by newlines
+        calls = [
+            (line.split("\t")[-1], after.split("\t")[0])
+            for line, after in zip(lines, lines[1:])
+            if "→ calculator(" in line
+        ]
+        assert calls, "neither side called the calculator in 32 sampled answers"
+        for line, after in calls:
+            called = re.fullmatch(r"→ calculator\(expression=(.*)\)", line.strip())
+            assert called, (line, after, lines)
+            expression = ast.literal_eval(called.group(1))
+            try:
+                expected = calculate(expression)
+            except (ValueError, ArithmeticError):
+                assert after.strip().startswith("← error:"), (line, after)
+            else:
+                assert after.strip() == f"← {expected}", (line, after)
+        for side in ("base", "tuned"):
+            assert re.search(r"correct \d+/16", page.locator(f"#compare-{side}-summary").inner_text())
     finally:
         page.close()
 

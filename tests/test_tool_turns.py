@@ -17,8 +17,8 @@ from app.api import endpoints
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
-from trainer.job.turns import ERROR_RATE, completion_turns, is_error_answer, tool_error_rate
 from trainer.tools.limits import error_answer, timeout_answer
+from trainer.tools.turns import ERROR_RATE, completion_turns, is_error_answer, tool_error_rate
 
 from .helpers import create_run, tiny_config
 
@@ -231,10 +231,16 @@ def test_the_learning_map_and_an_alerts_completions_read_a_tool_run():
     assert best[3].splitlines()[:3] == ["Let me add.", "→ calculator(expression='12+3')", "← 15"]
 
 
-def test_compare_says_a_tool_runs_sides_were_sampled_without_its_tools():
-    """The Compare panel has no tool loop yet (docs/tools.md): for a tool run it says so beside the two sides."""
-    from trainer.evaluation.compare import WITHOUT_TOOLS, notes_for
+def test_compare_says_a_tool_runs_sides_answered_with_its_tools_and_not_on_vllm():
+    """The Compare panel answers both sides of a tool run with its tools (tests/test_compare_tools.py) and says so
+    beside them; a run that samples with vLLM is compared on transformers, which it says too."""
+    from trainer.evaluation.compare import WITH_TOOLS, WITH_TOOLS_NOT_VLLM, notes_for
+    from trainer.loading.backend import Capabilities
 
-    assert notes_for(tiny_config(tools=["builtin:calculator"])) == [WITHOUT_TOOLS]
-    assert notes_for(tiny_config(environment="builtin:calculator")) == [WITHOUT_TOOLS]
+    assert notes_for(tiny_config(tools=["builtin:calculator"])) == [WITH_TOOLS]
+    assert notes_for(tiny_config(environment="builtin:calculator")) == [WITH_TOOLS]
+    gpu = Capabilities(cuda=True, bf16=True, unsloth=False, vllm=True)
+    on_vllm = tiny_config(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", tools=["builtin:calculator"], use_vllm=True)
+    assert notes_for(on_vllm, gpu) == [WITH_TOOLS, WITH_TOOLS_NOT_VLLM]
+    assert notes_for(on_vllm, Capabilities(cuda=False, bf16=False, unsloth=False, vllm=False)) == [WITH_TOOLS]
     assert notes_for(tiny_config()) == []

@@ -81,7 +81,7 @@ def samples(run_id: int, step: int | None = None, limit: int = 200, newest_if_mi
                 "total_reward": s.total_reward,
                 "advantage": s.advantage,
             }
-            # a tool run's sample also has its turns (trainer.job.turns); a plain run's reads as it always did
+            # a tool run's sample also has its turns (trainer.tools.turns); a plain run's reads as it always did
             | ({"turns": [dict(turn) for turn in s.turns]} if s.turns is not None else {})
             for s in rows
         ]

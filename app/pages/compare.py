@@ -12,6 +12,7 @@ from pathlib import Path
 import gradio as gr
 
 from app import actions
+from app.completions import turns_text
 from app.errors import acted, user_error
 from app.markup import md
 from app.pages import evaluation
@@ -172,9 +173,11 @@ def run_compare(
 
 
 def _rows(side) -> list[list]:
+    """A side's table: each completion (a tool run's turn by turn, as the Monitor shows it), its rewards and total."""
+    texts = [turns_text(turns) for turns in side.turns] if side.turns is not None else side.completions
     return [
         [i + 1, text, ", ".join(f"{k}={v:.3g}" if v is not None else f"{k}=n/a" for k, v in r.items()), round(t, 3)]
-        for i, (text, r, t) in enumerate(zip(side.completions, side.rewards, side.totals))
+        for i, (text, r, t) in enumerate(zip(texts, side.rewards, side.totals))
     ]
 
 
@@ -234,7 +237,7 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         question = gr.Textbox(label="Prompt", lines=2, elem_id="compare-prompt", scale=4)
         reference = gr.Textbox(label="Reference answer (optional)", elem_id="compare-reference", scale=1)
     with gr.Row():
-        n = gr.Slider(1, 16, value=4, step=1, label="Completions per side")
+        n = gr.Slider(1, 16, value=4, step=1, label="Completions per side", elem_id="compare-n")
         temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.05, label="Temperature")
         seed = gr.Number(value=0, precision=0, label="Seed")
         greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")

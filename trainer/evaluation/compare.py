@@ -25,20 +25,33 @@ from trainer.config import RunConfig
 from trainer.evaluation.sampling import SamplingSettings
 from trainer.evaluation.vllm_sampling import VllmSampler, adapter_signature, uses_vllm_engine
 from trainer.scoring.rewards import correctness_reward, get_rewards, strict_format_reward
+from trainer.tools.turns import completion_turns
 
 log = logging.getLogger(__name__)
 
 
-# Said beside a comparison of a run with tools: the panel does not run the tool loop (docs/tools.md, "Not yet")
-WITHOUT_TOOLS = (
-    "This run trained with tools, but this panel samples both sides without them (no tool is offered or called), "
-    "so neither side is a rollout as training drew it."
+# Said beside a comparison of a run with tools (both sides answer with them: sample_with_tools)
+WITH_TOOLS = (
+    "Both sides were offered this run's tools, and each call was run and its answer given back as in training "
+    "(each call within the run's time limit): a side's answers are rollouts as training drew them. No KL is measured "
+    "between the sides here: a rollout's tool answers are not the model's tokens."
 )
+# and on a run that samples with vLLM, which has no tool loop here
+WITH_TOOLS_NOT_VLLM = "The two sides were sampled with transformers, not vLLM: the panel's vLLM engine runs no tools."
 
 
-def notes_for(config: RunConfig) -> list[str]:
-    """What a comparison of a run of ``config`` says beside its two sides: that a tool run's tools were left out."""
-    return [WITHOUT_TOOLS] if config.tools or config.environment else []
+def uses_tools(config: RunConfig) -> bool:
+    """Whether a run gives its model tools or an environment (its Compare sides then answer with them)."""
+    return bool(config.tools or config.environment)
+
+
+def notes_for(config: RunConfig, caps=None) -> list[str]:
+    """What a comparison of a run of ``config`` says beside its two sides: that a tool run's sides called its tools
+    (and, where the panel would sample that run with vLLM, were sampled without it). ``caps``: the machine's
+    (trainer.loading.backend.probe), probed when not given."""
+    if not uses_tools(config):
+        return []
+    return [WITH_TOOLS] + ([WITH_TOOLS_NOT_VLLM] if uses_vllm_engine(config, caps) else [])
 
 
 @dataclass
@@ -51,6 +64,9 @@ class Side:
     mean_reward: float
     formatted: int
     correct: int
+    # a tool run's answers turn by turn (trainer.tools.turns.completion_turns); None for a run without tools, whose
+    # completions are their text
+    turns: list[list[dict]] | None = None
 
 
 @dataclass
@@ -241,6 +257,42 @@ def sample(model, tokenizer, messages: list[dict], n: int, settings: SamplingSet
     return tokenizer.batch_decode(ids[:, prompt_length:], skip_special_tokens=True)
 
 
+def sample_with_tools(
+    model,
+    tokenizer,
+    messages: list[dict],
+    reference: str | None,
+    n: int,
+    settings: SamplingSettings,
+    tools_for,
+    *,
+    adapter: bool,
+) -> list[list[dict]]:
+    """``n`` answers to one chat prompt with the run's tools, the adapter on or off, as training's rollouts are drawn
+    (trainer.evaluation.tool_turns: each call run within its time limit, its answer given back, the model going on):
+    each answer as chat messages. Seeded with ``settings.seed`` on both sides, as :func:`sample` is; ``tools_for``
+    gives an answer's tools (trainer.evaluation.tool_turns.run_tools), a run with an environment resetting a fresh
+    one with the question and the reference."""
+    import contextlib
+
+    import torch
+
+    from trainer.evaluation.tool_turns import generate_with_tools
+
+    sampling = (
+        {"do_sample": False}
+        if settings.greedy
+        else {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
+    )
+    row = {"question": str(messages[-1].get("content", "")), "answer": reference}
+    with contextlib.nullcontext() if adapter else model.disable_adapter():
+        torch.manual_seed(settings.seed)
+        answers, _, _ = generate_with_tools(
+            model, tokenizer, [messages] * n, [row] * n, tools_for, settings.max_new_tokens, sampling=sampling
+        )
+    return answers
+
+
 def score(
     config: RunConfig,
     messages: list[dict],
@@ -295,7 +347,17 @@ def compare(
     )
     kl = None
     with cache.lock:
-        if uses_vllm_engine(config):
+        if uses_tools(config):  # both sides with the run's tools, on transformers (vLLM's engine has no tool loop here)
+            from trainer.evaluation.tool_turns import run_tools
+
+            model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
+            cache.notice = None
+            if progress:
+                progress(0.8, desc="sampling with the run's tools")
+            tools_for = run_tools(config)
+            base = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=False)
+            tuned = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=True)
+        elif uses_vllm_engine(config):
             engine = cache.engine_for(config, model_path(config), progress)
             if progress:
                 progress(0.8, desc="sampling")
@@ -310,10 +372,20 @@ def compare(
             tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
             kl = token_kl(model, tokenizer, messages, tuned)
     result = Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
+    if uses_tools(config):
+        for side in (result.base, result.tuned):
+            side.turns = [completion_turns(answer) for answer in side.completions]
+            side.completions = [final_text(answer) for answer in side.completions]
     result.notes = notes_for(config)
     result.identical = sum(1 for b, t in zip(base, tuned) if b == t)
     result.kl = kl
     return result
+
+
+def final_text(answer: list[dict]) -> str:
+    """A tool run's answer's last assistant text (what its answer tag is read from)."""
+    said = [str(m.get("content") or "") for m in answer if m.get("role") == "assistant"]
+    return said[-1] if said else ""
 
 
 def token_kl(model, tokenizer, messages: list[dict], completions: list[str]) -> float | None:

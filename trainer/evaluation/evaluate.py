@@ -165,9 +165,21 @@ def side_metrics(
         # the share of greedy answers that call a tool at least once (None for a run without tools)
         "tool_calls": None if calls is None else sum(1 for c in calls if c) / len(problems),
     }
-    if samples and tools_for is None:  # sampled answers with tools are not written yet: pass@1 stays None
+    if samples:
         many = [p for p in prompts for _ in range(samples)]
-        drawn = generate(model, tokenizer, many, max_new, temperature=config.temperature, seed=seed, on_batch=on_batch)
+        if tools_for is None:
+            drawn = generate(
+                model, tokenizer, many, max_new, temperature=config.temperature, seed=seed, on_batch=on_batch
+            )
+        else:  # sampled as training's rollouts are, with the calls run (as generate samples: top_p 1, seeded)
+            import torch
+
+            torch.manual_seed(seed)
+            sampling = {"do_sample": True, "temperature": config.temperature, "top_p": 1.0}
+            many_rows = [row for row in rows for _ in range(samples)]
+            drawn, _, _ = generate_with_tools(
+                model, tokenizer, many, many_rows, tools_for, max_new, on_batch=on_batch, sampling=sampling
+            )
         scores = correctness_reward(many, drawn, answer=[a for a in answers for _ in range(samples)])
         result["pass_at_1"] = sum(1 for s in scores if s) / len(scores)
     return result

@@ -1,7 +1,8 @@
-"""Greedy answers with tools: the held-out evaluation of a run that gives the model tools, answered as TRL's rollouts
-are (trl 1.16.0 trainer/grpo_trainer.py:1902-2060), so that a held-out score of a tool run counts the calls it makes.
+"""Answers with tools, answered as TRL's rollouts are (trl 1.16.0 trainer/grpo_trainer.py:1902-2060): the held-out
+evaluation of a run that gives the model tools (greedy, so that a held-out score of a tool run counts the calls it
+makes, and sampled for its pass@1) and the Compare panel's two sides of a tool run (sampled or greedy).
 
-Each round generates the next assistant turn of every unfinished conversation (greedy, left-padded batches), parses
+Each round generates the next assistant turn of every unfinished conversation (left-padded batches), parses
 it with TRL's parser (``trl.chat_template_utils.parse_response``, the tokenizer's response template), runs the tool
 calls it holds (time-limited, their errors as their answers: trainer.tools.limits), and appends the turn, the tools'
 answers and the template's tokens between them, found as TRL finds them (a conversation rendered with and without the
@@ -77,10 +78,12 @@ def generate_with_tools(
     max_new_tokens: int,
     batch_size: int = 64,
     on_batch: Callable[[int], None] | None = None,
+    sampling: dict[str, Any] | None = None,
 ) -> tuple[list[list[dict]], list[int], list[int]]:
-    """Greedy multi-turn answers to chat ``prompts`` with tools (module docstring): (each answer as chat messages,
-    its token count, tool answers included, and its number of tool calls). ``rows[i]`` is what prompt i's
-    environment is reset with."""
+    """Multi-turn answers to chat ``prompts`` with tools (module docstring): (each answer as chat messages, its token
+    count, tool answers included, and its number of tool calls). ``rows[i]`` is what prompt i's environment is reset
+    with. Greedy unless ``sampling`` gives ``generate``'s sampling arguments (``do_sample``, ``temperature``,
+    ``top_p``); a caller that wants repeatable draws seeds torch first."""
     import torch
     from trl.chat_template_utils import parse_response
 
@@ -108,7 +111,7 @@ def generate_with_tools(
                     input_ids=ids.to(model.device),
                     attention_mask=mask.to(model.device),
                     max_new_tokens=max(left, 1),
-                    do_sample=False,
+                    **(sampling or {"do_sample": False}),
                     pad_token_id=pad,
                     eos_token_id=tokenizer.eos_token_id,
                 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from storage import queries
 from trainer.job.db_writer import DatabaseMoved
-from trainer.job.turns import completion_turns, tool_error_rate
+from trainer.tools.turns import completion_turns, tool_error_rate
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -59,7 +59,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
 
     weights = config.weights()
     group_size = config.num_generations
-    with_tools = bool(config.tools or config.environment)  # its samples keep their turns (trainer.job.turns)
+    with_tools = bool(config.tools or config.environment)  # its samples keep their turns (trainer.tools.turns)
     if writer is not None:
         from trainer.job.tracker_alerts import trackio_forwarder
 
@@ -134,7 +134,7 @@ def sample_rows(
     trainer: Any, run_id: int, step: int, weights: list[float], group_size: int, with_turns: bool = False
 ) -> list[dict]:
     """The completions table of the latest generation batch, from GRPOTrainer's ``_logs`` buffer; ``with_turns`` (a
-    run with tools): each row also keeps its completion turn by turn (trainer.job.turns), and ``completion`` stays
+    run with tools): each row also keeps its completion turn by turn (trainer.tools.turns), and ``completion`` stays
     the text of its messages, which the rest of the worker reads."""
     buffer = getattr(trainer, "_logs", None)
     if not buffer or not buffer.get("prompt"):

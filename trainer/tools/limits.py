@@ -19,7 +19,7 @@ without ``--allow-custom-rewards`` (SECURITY.md); the limit is against a tool th
 
 An error answered here is a normal return for TRL, so its ``tools/failure_frequency`` (the calls that raised into it,
 trl 1.16.0 trainer/grpo_trainer.py:1980-1990, 2316-2320) does not count it; it counts the call. The worker counts
-the error answers itself instead (``tools/error_rate``, trainer.job.turns), which the Monitor charts.
+the error answers itself instead (``tools/error_rate``, trainer.tools.turns), which the Monitor charts.
 
 The wrapper keeps the tool's name, signature and docstring (``functools.wraps``, whose ``__wrapped__`` inspect and
 typing follow), since transformers builds the tool's JSON schema from them (``transformers.utils.get_json_schema``);

@@ -1,5 +1,5 @@
 """A tool run's sampled completion as its turns (issue 42): the assistant's text, each tool call with its arguments,
-each tool's answer, in order (trainer.job.turns says the shape). Runs without tools, and every row from before this
+each tool's answer, in order (trainer.tools.turns says the shape). Runs without tools, and every row from before this
 revision, leave it NULL: their ``completion`` text is all there is, read as before.
 
 Revision ID: 0010

@@ -405,6 +405,11 @@ class RunConfig:
             found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         return found
 
+    def uses_tools(self) -> bool:
+        """Whether the run gives its model tools or an environment (its rollouts, held-out answers and Compare sides
+        are then conversations with tool turns)."""
+        return bool(self.tools or self.environment)
+
     def weights(self) -> list[float]:
         """The reward weights, 1.0 each where none were given."""
         return list(self.reward_weights) if self.reward_weights else [1.0] * len(self.reward_funcs)

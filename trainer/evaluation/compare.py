@@ -40,16 +40,11 @@ WITH_TOOLS = (
 WITH_TOOLS_NOT_VLLM = "The two sides were sampled with transformers, not vLLM: the panel's vLLM engine runs no tools."
 
 
-def uses_tools(config: RunConfig) -> bool:
-    """Whether a run gives its model tools or an environment (its Compare sides then answer with them)."""
-    return bool(config.tools or config.environment)
-
-
 def notes_for(config: RunConfig, caps=None) -> list[str]:
     """What a comparison of a run of ``config`` says beside its two sides: that a tool run's sides called its tools
     (and, where the panel would sample that run with vLLM, were sampled without it). ``caps``: the machine's
     (trainer.loading.backend.probe), probed when not given."""
-    if not uses_tools(config):
+    if not config.uses_tools():
         return []
     return [WITH_TOOLS] + ([WITH_TOOLS_NOT_VLLM] if uses_vllm_engine(config, caps) else [])
 
@@ -231,9 +226,7 @@ def generate_group(model, tokenizer, messages: list[dict], n: int, settings: Sam
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     batch = tokenizer([text] * n, return_tensors="pt", add_special_tokens=False).to(model.device)
-    kwargs = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
-    if settings.greedy:
-        kwargs = {"do_sample": False}
+    kwargs = settings.generation_arguments()
     with torch.no_grad():
         torch.manual_seed(settings.seed)
         ids = model.generate(
@@ -279,16 +272,17 @@ def sample_with_tools(
 
     from trainer.evaluation.tool_turns import generate_with_tools
 
-    sampling = (
-        {"do_sample": False}
-        if settings.greedy
-        else {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
-    )
     row = {"question": str(messages[-1].get("content", "")), "answer": reference}
     with contextlib.nullcontext() if adapter else model.disable_adapter():
         torch.manual_seed(settings.seed)
         answers, _, _ = generate_with_tools(
-            model, tokenizer, [messages] * n, [row] * n, tools_for, settings.max_new_tokens, sampling=sampling
+            model,
+            tokenizer,
+            [messages] * n,
+            [row] * n,
+            tools_for,
+            settings.max_new_tokens,
+            sampling=settings.generation_arguments(),
         )
     return answers
 
@@ -347,17 +341,8 @@ def compare(
     )
     kl = None
     with cache.lock:
-        if uses_tools(config):  # both sides with the run's tools, on transformers (vLLM's engine has no tool loop here)
-            from trainer.evaluation.tool_turns import run_tools
-
-            model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
-            cache.notice = None
-            if progress:
-                progress(0.8, desc="sampling with the run's tools")
-            tools_for = run_tools(config)
-            base = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=False)
-            tuned = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=True)
-        elif uses_vllm_engine(config):
+        # a tool run's sides on transformers: the panel's vLLM engine has no tool loop
+        if uses_vllm_engine(config) and not config.uses_tools():
             engine = cache.engine_for(config, model_path(config), progress)
             if progress:
                 progress(0.8, desc="sampling")
@@ -368,11 +353,18 @@ def compare(
             cache.notice = None
             if progress:
                 progress(0.8, desc="sampling")
-            base = sample(model, tokenizer, messages, n, settings, adapter=False)
-            tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
-            kl = token_kl(model, tokenizer, messages, tuned)
+            if config.uses_tools():  # both sides with the run's tools (no KL: tool answers are not the model's tokens)
+                from trainer.evaluation.tool_turns import run_tools
+
+                tools_for = run_tools(config)
+                base = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=False)
+                tuned = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=True)
+            else:
+                base = sample(model, tokenizer, messages, n, settings, adapter=False)
+                tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
+                kl = token_kl(model, tokenizer, messages, tuned)
     result = Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
-    if uses_tools(config):
+    if config.uses_tools():
         for side in (result.base, result.tuned):
             side.turns = [completion_turns(answer) for answer in side.completions]
             side.completions = [final_text(answer) for answer in side.completions]

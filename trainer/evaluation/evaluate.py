@@ -138,7 +138,7 @@ def side_metrics(
     prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
-    tools_for = run_tools(config) if (config.tools or config.environment) else None
+    tools_for = run_tools(config) if config.uses_tools() else None
     calls = None
     if tools_for is not None:  # answered as TRL's rollouts are, calling the run's tools (trainer.evaluation.tool_turns)
         rows = [{"question": p.question, "answer": p.answer} for p in problems]

@@ -17,6 +17,12 @@ class SamplingSettings:
     max_new_tokens: int = 200
     seed: int = 0
 
+    def generation_arguments(self) -> dict:
+        """``generate``'s sampling arguments for these settings."""
+        if self.greedy:
+            return {"do_sample": False}
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+
     @classmethod
     def of_run(
         cls,

@@ -59,7 +59,7 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
 
     weights = config.weights()
     group_size = config.num_generations
-    with_tools = bool(config.tools or config.environment)  # its samples keep their turns (trainer.tools.turns)
+    with_tools = config.uses_tools()  # its samples keep their turns (trainer.tools.turns)
     if writer is not None:
         from trainer.job.tracker_alerts import trackio_forwarder
 

@@ -24,6 +24,13 @@ from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset tra
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One OpenMP thread in this process and in every worker, server and evaluation it starts (they inherit the
+# environment), unless the developer chose a count: the suite runs two pytest-xdist processes on 2 cores, each often
+# beside a training worker, and torch's default of a thread per core had them spin-waiting for each other. Measured
+# on the worker tests (test_signals, test_multiprocess, test_diskfull; -n 2, two runs each way): 79-85 s wall and
+# 77-79 s of user CPU on torch's default, 63-65 s and 52-59 s with one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def studio_home(tmp_path_factory) -> Path:

@@ -369,3 +369,49 @@ def test_a_pages_polls_run_only_while_its_tab_is_shown():
     assert sorted(timers[i].value for i in running["monitor"]) == [2.0, 5.0]
     assert [timers[i].value for i in running["compare"]] == [2.0] and not running["compare"] & running["monitor"]
     assert [timers[i].value for i in running["sweeps"]] == [4.0]  # the Sweeps view's, on its tab only
+
+
+def test_the_monitors_poll_sets_its_own_pace_and_the_learning_panels(monkeypatch):
+    """Each Monitor poll sets the Monitor's timer and the learning panel's to the live pace (2 s and 5 s) while a run it
+    draws is queued or running, and both to 15 s otherwise (no run, a finished one); a database error leaves them."""
+    import gradio as gr
+
+    from app import server
+    from app.pages import monitor
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+
+    demo = server.build_app()
+    timers = {block._id for block in demo.blocks.values() if isinstance(block, gr.Timer) and block.value in (2.0, 5.0)}
+    (poll,) = [
+        fn
+        for fn in demo.fns.values()
+        if getattr(fn.fn, "__qualname__", "") == "build.<locals>.show"
+        and any(event == "tick" for _, event in fn.targets)
+        and len(fn.outputs) > 10
+    ]
+    paced = [out for out in poll.outputs if isinstance(out, gr.Timer)]
+    assert {out._id for out in paced} <= timers and len(paced) == 2  # the Monitor's 2 s poll and the panel's 5 s
+
+    def sent(run_id) -> list[float]:
+        inputs = [run_id, [], 0.0, "step", 0, {}, False, False, [], False]
+        shown = poll.fn(*inputs)
+        return sorted(shown[timer]["value"] for timer in paced)
+
+    assert sent(None) == [15.0, 15.0]
+    with get_sessionmaker().begin() as s:
+        run_id = queries.create_run(s, "paced", {"beta": 0.0}, 2).id
+    assert sent(run_id) == [2.0, 5.0]  # queued
+    with get_sessionmaker().begin() as s:
+        queries.finish_run(s, queries.get_run(s, run_id), RunStatus.FAILED, "gone")
+    assert sent(run_id) == [15.0, 15.0]
+    assert monitor.paces(True) == (2.0, 5.0) and monitor.paces(False) == (15.0, 15.0)
+    from sqlalchemy.exc import OperationalError
+
+    def down(*args, **kwargs):
+        raise OperationalError("SELECT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(monitor.actions, "monitor_view", down)
+    shown = poll.fn(run_id, [], 0.0, "step", 0, {}, False, False, [], False)
+    assert not any(timer in shown for timer in paced) and "locked" in shown[poll.outputs[0]]

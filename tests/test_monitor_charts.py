@@ -157,3 +157,34 @@ def test_a_drawn_charts_note_sits_above_its_plot_not_on_its_line():
     note = kl.layout.annotations[-1]
     assert note.text == KL_MEASURED_NOTE and note.y == 1 and note.yanchor == "bottom" and note.yref == "paper"
     assert kl.layout.margin.t >= 60
+
+
+def test_the_monitor_polls_at_the_live_pace_only_while_a_run_it_draws_is_live():
+    """A finished run, or no run, is looked at every IDLE_POLL_SECONDS (for a resume from elsewhere); a queued or
+    running run, shown or overlaid, every POLL_SECONDS."""
+    import os
+
+    from app.pages import monitor
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+
+    def pace(run_id, overlay=()):
+        live = monitor.refresh(run_id, list(overlay), 0.0, "step", 0, {}).live
+        return monitor.POLL_SECONDS if live else monitor.IDLE_POLL_SECONDS
+
+    assert pace(None) == monitor.IDLE_POLL_SECONDS == 15.0 and monitor.POLL_SECONDS == 2.0
+    with get_sessionmaker().begin() as s:
+        ended, live = (queries.create_run(s, name, {"beta": 0.0}, 2).id for name in ("ended", "live"))
+        queries.add_metric_rows(s, queries.metric_rows(ended, 1, {"reward": 0.5}, 1.0))
+    assert pace(live) == monitor.POLL_SECONDS  # queued: it starts soon
+    with get_sessionmaker().begin() as s:
+        queries.mark_running(s, queries.get_run(s, live), os.getpid(), "/nonexistent")
+        queries.finish_run(s, queries.get_run(s, ended), RunStatus.COMPLETED)
+    assert pace(live) == monitor.POLL_SECONDS
+    assert pace(ended) == monitor.IDLE_POLL_SECONDS
+    assert pace(ended, [live]) == monitor.POLL_SECONDS  # a live run drawn over it
+    with get_sessionmaker().begin() as s:
+        queries.finish_run(s, queries.get_run(s, live), RunStatus.STOPPED)
+    assert pace(ended, [live]) == monitor.IDLE_POLL_SECONDS
+    assert pace(99999) == monitor.IDLE_POLL_SECONDS  # a run that is gone

@@ -25,6 +25,11 @@ from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
 
 POLL_SECONDS = 2.0
+# The polls' pace (the Monitor's and its learning panel's) while nothing shown can change on its own: no run picked, or
+# the run and its overlays ended. They still look, for a run resumed from the command line or a new evaluation, say;
+# at the live pace an open Monitor of a finished run cost its browser about half a core (measured with Chromium's own
+# counters: a poll every 2 s, each a round of ~40 outputs, and the panel's every 5 s) and the server a tenth.
+IDLE_POLL_SECONDS = 15.0
 # The charts a user reads first, in one row above the fold: how much it earns, whether it carries over, how far it
 # drifted, and how much of the batch taught anything (the zero-std share). The rest wait under "More charts", drawn
 # only while that section is open.
@@ -52,6 +57,12 @@ class MonitorView:
     other_pick: Any = field(default_factory=gr.update)  # the "other metrics" picker: its choices and value
     other_list: Any = ""  # the keys no chart draws, listed
     other_plot: Any = None  # the chart of the picked ones
+    live: bool | None = False  # whether a run drawn can still change on its own (the polls' pace); None: as it was
+
+
+def paces(live: bool) -> tuple[float, float]:
+    """The seconds between the Monitor's polls and between the learning panel's, for a view that is ``live``."""
+    return (POLL_SECONDS, learning.FOLLOW_SECONDS) if live else (IDLE_POLL_SECONDS, IDLE_POLL_SECONDS)
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------------
@@ -153,6 +164,7 @@ def refresh(
             log=keep,
             other_list=keep,
             other_plot=keep,
+            live=None,
         )
 
 
@@ -191,8 +203,15 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     if fork:
         forked = f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
     if waiting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
-        return MonitorView(progress_text(main) + "\n\n" + waiting + forked, _undrawn(caches), table=[], log="")
+        return MonitorView(
+            progress_text(main) + "\n\n" + waiting + forked,
+            _undrawn(caches),
+            table=[],
+            log="",
+            live=True,
+        )
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
+    live = any(not actions.RunStatus(runs[rid].status).terminal for rid in run_ids if runs.get(rid))
     header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
         header += "\n\n" + waiting
@@ -244,6 +263,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         other_pick=gr.update(choices=others, value=picked),
         other_list=other_text(others),
         other_plot=other_plot,
+        live=live,
     )
 
 
@@ -322,11 +342,14 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         view = refresh(*values)
         shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
         shown |= {other_pick: view.other_pick, other_list: view.other_list, other_plot: view.other_plot}
+        if view.live is not None:  # the Monitor's poll and the learning panel's follow their pace
+            poll, follow = paces(view.live)
+            shown |= {timer: gr.update(value=poll), following: gr.update(value=follow)}
         return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
 
     inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]
     # what show() fills (Gradio matches by key)
-    outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot]
+    outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot, timer, following]
     # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's
     # load changed the run and the overlay and a tick came at once, and three redraws of every chart, each from an
     # empty cache, kept the page busy for seconds (bench/deep_link.py). The next one starts from the state the last

@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import ROOT
 from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
-from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _box, _set, _set_small_run, start_server
+from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _box, _set, start_server
 
 SCREENSHOTS = ROOT / "screenshots"
 WIDTHS = {"laptop": (1440, 900), "phone": (390, 844)}
@@ -94,7 +94,6 @@ def test_resume_right_after_stop_is_queued_and_answers_sit_next_to_their_control
         pytest.skip("the run's life is tested once; the phone width checks the answers' places below")
     _set(page, "name", "stop-then-resume")
     _set(page, "max_steps", 300)
-    _set_small_run(page)
     page.locator("#launch").scroll_into_view_if_needed()
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(stop-then-resume)")

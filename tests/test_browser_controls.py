@@ -17,7 +17,7 @@ import pytest
 from .conftest import use_database
 from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
 from .test_browser_ux import _selected_tab
-from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, _set_small_run, launch_browser, start_server
+from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, launch_browser, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
 
@@ -127,7 +127,6 @@ def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
     page = open_at()
     _set(page, "name", "launched-here")
     _set(page, "max_steps", 8)
-    _set_small_run(page)
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(launched-here)")
     status.wait_for()

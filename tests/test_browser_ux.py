@@ -19,7 +19,6 @@ from .test_dashboard_browser import (
     _box,
     _points,
     _set,
-    _set_small_run,
     open_page,
     pick_run,
     start_server,
@@ -180,7 +179,6 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     _set(page, "max_steps", 300)
     _set(page, "learning_rate", 0.001)  # same seed as the shared run: a different step size so the lines part
     _set(page, "name", "browser-overlay")
-    _set_small_run(page)
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "new-run.png"), full_page=True)
     page.click("#launch")

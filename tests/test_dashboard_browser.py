@@ -131,23 +131,6 @@ def _set(page, field: str, value) -> None:
     box.press("Tab")
 
 
-# A run of tests/helpers.tiny_config's size (2 prompts x 4 completions a step, no held-out evaluation) typed into the
-# form, for the launches whose subject is not the preset's training (a stop and resume, a live overlay, the learning
-# panel following a run): the preset's 64 completions a step and its held-out score of the base before step 1 were
-# most of those tests' time and CPU. The journey launches the preset itself.
-SMALL_RUN = {"num_generations": 4, "per_device_train_batch_size": 8}
-SMALL_RUN_ADVANCED = {"eval_steps": 0}
-
-
-def _set_small_run(page) -> None:
-    for field, value in SMALL_RUN.items():
-        _set(page, field, value)
-    if not _box(page, "eval_steps").is_visible():  # under "Advanced", closed when the page opens
-        page.get_by_text("Advanced", exact=True).first.click()
-    for field, value in SMALL_RUN_ADVANCED.items():
-        _set(page, field, value)
-
-
 def _selected_tab(page) -> str:
     return page.locator("[role=tab][aria-selected=true]").first.inner_text().strip()
 

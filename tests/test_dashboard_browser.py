@@ -78,11 +78,17 @@ def start_server(log_name: str, *flags: str):
         except OSError:
             return False
 
-    wait_for(up, 60, "the dashboard to answer")
-    yield url, process
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    try:
+        wait_for(up, 60, "the dashboard to answer")
+        yield url, process
+    finally:  # also when the generator is closed by hand (a fixture that wraps it) or the wait fails
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -212,3 +212,25 @@ def test_ci_runs_the_test_command_the_readme_gives():
     )
     last = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert last == command.replace("pip install", "python3 -m pip install --quiet").replace("python -m", "python3 -m")
+
+
+def test_a_browser_tests_dashboard_is_stopped_when_its_generator_is_closed_by_hand(monkeypatch):
+    """tests/test_learning_views.py wraps start_server in a fixture of its own and closes it by hand; before the
+    try/finally, close() skipped the stop and the dashboard outlived the suite (found polling its database half an
+    hour after a clean-clone run ended), taking CPU from every test after it."""
+    from tests import test_dashboard_browser as browser
+
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(command, **kwargs):  # a stand-in that lives as long as a dashboard would
+        started.append(real_popen(["sleep", "60"]))
+        return started[-1]
+
+    monkeypatch.setattr(browser.subprocess, "Popen", popen)
+    monkeypatch.setattr(browser, "wait_for", lambda *args, **kwargs: True)
+    server = browser.start_server("closed-by-hand.log")
+    url, process = next(server)
+    assert process is started[0] and process.poll() is None and url.startswith("http://127.0.0.1:")
+    server.close()
+    assert process.poll() is not None  # stopped and waited for

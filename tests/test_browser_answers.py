@@ -97,7 +97,8 @@ def test_resume_right_after_stop_is_queued_and_answers_sit_next_to_their_control
     page.locator("#launch").scroll_into_view_if_needed()
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(stop-then-resume)")
-    status.wait_for()
+    # attached, not visible: the launch opens the Monitor, and the answer may land on the New run tab behind it
+    status.wait_for(state="attached")
     run_id = int(status.inner_text().split("Run ")[1].split()[0])
     wait_for(lambda: run_row(run_id).current_step >= 3, 300, "three steps")
 

@@ -129,7 +129,8 @@ def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
     _set(page, "max_steps", 8)
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(launched-here)")
-    status.wait_for()
+    # attached, not visible: the launch opens the Monitor, and the answer may land on the New run tab behind it
+    status.wait_for(state="attached")
     run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     # item 4: the launch leads to this run's Monitor in this browser tab, and the address says so
     wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")

@@ -183,7 +183,8 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     page.screenshot(path=str(SCREENSHOTS / "new-run.png"), full_page=True)
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text="(browser-overlay)")
-    status.wait_for()
+    # attached, not visible: the launch opens the Monitor, and the answer may land on the New run tab behind it
+    status.wait_for(state="attached")
     live = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     try:
         _goto(page, f"tab=monitor&run={live}")

@@ -149,7 +149,8 @@ def _launch(page, name: str) -> int:
     _set(page, "name", name)
     page.click("#launch")
     status = page.locator("#new-run-status")
-    status.filter(has_text=f"({name})").wait_for()
+    # attached, not visible: the launch opens the Monitor, and the answer may land on the New run tab behind it
+    status.filter(has_text=f"({name})").wait_for(state="attached")
     run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")
     wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")

@@ -69,6 +69,40 @@ def test_a_session_fixture_torn_down_after_an_unmarked_test_is_not_charged_to_it
     assert done.returncode == 0 and "2 passed" in done.stdout and "error" not in done.stdout, done.stdout
 
 
+def test_a_module_and_a_session_fixture_torn_down_in_a_chain_after_an_unmarked_test_are_not_charged_to_it(tmp_path):
+    """As the suite's PostgreSQL is held: a session cluster under a session server under a function URL, and a
+    module-scoped server, all set up by slow tests; the module's last test is unmarked, so every stop runs in its
+    teardown: it passes."""
+    body = """
+        import subprocess, sys
+        import pytest
+        STOP = [sys.executable, "-c", "pass", "-m", "trainer.job.worker", "stop"]
+        @pytest.fixture(scope="session")
+        def cluster():
+            try:
+                yield
+            finally:
+                subprocess.run(STOP, check=True)
+        @pytest.fixture(scope="session")
+        def server(cluster):
+            return 1
+        @pytest.fixture
+        def url(server):
+            yield 2
+        @pytest.fixture(scope="module")
+        def dashboard():
+            yield
+            subprocess.run(STOP, check=True)
+        @pytest.mark.slow
+        def test_a(url, dashboard):
+            pass
+        def test_b():
+            pass
+    """
+    done = _run_suite(tmp_path, body)
+    assert done.returncode == 0 and "2 passed" in done.stdout and "error" not in done.stdout, done.stdout
+
+
 def test_a_function_fixtures_teardown_is_still_the_tests_own(tmp_path):
     body = """
         import subprocess, sys

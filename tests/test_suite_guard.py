@@ -250,8 +250,8 @@ def test_ci_runs_the_test_command_the_readme_gives():
 
 def test_a_browser_tests_dashboard_is_stopped_when_its_generator_is_closed_by_hand(monkeypatch):
     """tests/test_learning_views.py wraps start_server in a fixture of its own and closes it by hand; before the
-    try/finally, close() skipped the stop and the dashboard outlived the suite (found polling its database half an
-    hour after a clean-clone run ended), taking CPU from every test after it."""
+    try/finally, close() skipped the stop and the dashboard outlived the suite (found polling its database an hour
+    after the clean-clone run that started it ended), taking CPU from every test after it."""
     from tests import test_dashboard_browser as browser
 
     started = []

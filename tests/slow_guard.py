@@ -148,21 +148,6 @@ def pytest_runtest_protocol(item, nextitem):
         GUARD.watching = False
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    """Once the test's own fixtures are set up, a finalizer on its parent (its module or class) ends the watch when
-    that parent is torn down: it runs after the test's own teardown and before the parent's and the session's
-    fixtures', whatever tears them down (a clean-clone run charged PostgreSQL's stop at the end of an xdist worker's
-    share to the unmarked test before it, although the fixture rule below should have spared it)."""
-    yield
-    if item.parent is not None:
-        item.parent.addfinalizer(_stop_watching)
-
-
-def _stop_watching() -> None:
-    GUARD.watching = False
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):
     """A wider-scoped fixture's teardown is marked from its start (this finalizer, added last, runs first) to its end

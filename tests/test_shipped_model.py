@@ -8,8 +8,10 @@ model from a recipe that did not change:
 - a build replayed for its first 20 warm-up steps (a few seconds) gives the losses the shipped build recorded, so
   the recipe still does the same on the installed torch and transformers;
 - the whole rebuild, compared on the held-out problems, runs where it proves something new: when the installed torch,
-  transformers or tokenizers differ from those the shipped files were built with, or when asked
-  (``GRPO_STUDIO_TEST_REBUILD=1``).
+  transformers or tokenizers differ from those the shipped files were built with and from every environment a
+  whole rebuild already passed in (the info file's ``rebuilt_with``), or when asked (``GRPO_STUDIO_TEST_REBUILD=1``).
+  A rebuild that passes in a new environment is added to ``rebuilt_with`` when the test is run with
+  ``GRPO_STUDIO_RECORD_REBUILD=1``, so the next run there does not spend minutes proving it again.
 """
 
 from __future__ import annotations
@@ -56,14 +58,34 @@ def test_a_replayed_warm_up_starts_as_the_shipped_build_did():
     assert replayed[-1] < replayed[0]  # and it learns: the loss falls over the first steps
 
 
-def _environment_changed() -> list[str]:
+def _installed() -> dict[str, str]:
     from importlib.metadata import version
 
-    return [
-        f"{name} {version(name)} (built with {built})"
-        for name, built in INFO["built_with"].items()
-        if version(name) != built
+    return {name: version(name) for name in INFO["built_with"]}
+
+
+def _environment_changed() -> list[str]:
+    """What the installed versions differ in from the shipped build's, or [] when the shipped build or a recorded
+    whole rebuild (``rebuilt_with``) was made with exactly these."""
+    installed = _installed()
+    proven = [INFO["built_with"]] + [
+        {name: record[name] for name in INFO["built_with"]} for record in INFO.get("rebuilt_with", [])
     ]
+    if installed in proven:
+        return []
+    return [
+        f"{name} {now} (built with {INFO['built_with'][name]})"
+        for name, now in installed.items()
+        if now != INFO["built_with"][name]
+    ]
+
+
+def _record_rebuild(rebuilt, shipped) -> None:
+    """Add this environment's passing rebuild to the shipped info file's ``rebuilt_with``."""
+    info = json.loads((SHIPPED / INFO_FILE).read_text())
+    record = {**_installed(), "heldout_correct": rebuilt.correct, "shipped_heldout_correct": shipped.correct}
+    info["rebuilt_with"] = [*info.get("rebuilt_with", []), record]
+    (SHIPPED / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
 
 def _heldout_score(path):
@@ -96,10 +118,23 @@ def test_a_rebuild_reaches_the_shipped_models_heldout_correctness(tmp_path, ship
     changed = _environment_changed()
     if not changed and os.environ.get("GRPO_STUDIO_TEST_REBUILD") != "1":
         pytest.skip(
-            "the whole rebuild (minutes) runs when torch, transformers or tokenizers differ from the shipped build's "
-            "or with GRPO_STUDIO_TEST_REBUILD=1; the recipe's digest and its replayed first steps are checked above"
+            "the whole rebuild (minutes) runs when torch, transformers or tokenizers differ from the shipped build's and "
+            "every recorded rebuild's, or with GRPO_STUDIO_TEST_REBUILD=1; the recipe's digest and its replayed first "
+            "steps are checked above"
         )
     from trainer.loading.tiny import build_tiny_model
 
     rebuilt = _heldout_score(build_tiny_model(tmp_path / "rebuilt"))
     assert rebuilt.correct >= shipped_score.correct - 0.03, (rebuilt, shipped_score, changed)
+    if os.environ.get("GRPO_STUDIO_RECORD_REBUILD") == "1" and changed:
+        _record_rebuild(rebuilt, shipped_score)
+
+
+@pytest.mark.slow
+def test_a_recorded_rebuild_passed_as_the_rebuild_test_asks(shipped_score):
+    """Each environment the whole rebuild is skipped for on the strength of ``rebuilt_with`` reached, in its record,
+    what the rebuild test asks of it, against the shipped model's score as it is measured now."""
+    for record in INFO.get("rebuilt_with", []):
+        assert set(record) >= {*INFO["built_with"], "heldout_correct", "shipped_heldout_correct"}, record
+        assert record["shipped_heldout_correct"] == shipped_score.correct, record
+        assert record["heldout_correct"] >= shipped_score.correct - 0.03, record

@@ -346,6 +346,21 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * 1000 ** " kmgt".index(match.group(2) or " "))
 
 
+# Gradio's queue looks for new events every 1 ms while it has none (gradio 6.31 queueing.py:149 `sleep_when_free`, read
+# by Queue.start_processing at :508-546) and for progress to send every 10 ms (:150, Queue.start_progress_updates at
+# :561-569): an idle dashboard, no page open, used about 5 % of a core on that alone (bench/idle_server.py). A look
+# every 20 ms and 50 ms is a wait no one can see.
+IDLE_LOOK_SECONDS = 0.02
+PROGRESS_LOOK_SECONDS = 0.05
+
+
+def pace_queue(demo: gr.Blocks) -> gr.Blocks:
+    """Set how often ``demo``'s queue (after ``demo.queue()``) looks for new events and for progress to send."""
+    demo._queue.sleep_when_free = IDLE_LOOK_SECONDS
+    demo._queue.progress_update_sleep_when_free = PROGRESS_LOOK_SECONDS
+    return demo
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 7860,
@@ -376,7 +391,7 @@ def serve(
     demo = build_app(access)
     prune_uploads()
     started = time.perf_counter()
-    demo.queue(default_concurrency_limit=8).launch(
+    pace_queue(demo.queue(default_concurrency_limit=8)).launch(
         max_file_size=max_upload_bytes,
         # request bodies bounded, failed logins throttled, no API description on the login page (app/guard.py)
         app_kwargs={"middleware": [Middleware(BodyLimit, max_upload_bytes=max_upload_bytes), Middleware(LoginGuard)]},

@@ -432,10 +432,13 @@ def build(access: Access) -> Form:
     # (gradio/templates/frontend/assets/Index-DAYzeNnX.js, its blur handler ends in on_blur(), on_input()), so
     # leaving the box without choosing sent its empty value to a list of choices without it, a
     # gradio.exceptions.Error traceback in the server's log (issue 29)
-    preset.change(apply_preset, preset, widgets)
-    check_button.click(lambda v: marked(check_report(v[allow], settings(v))), form_inputs, [*widgets, status]).then(
-        None, js=SHOW_STATUS
-    )
+    # the events that fill or mark the whole form show their progress on their answer, not on its every field (the
+    # page would otherwise keep, and rewrite at every later event, a loading status for each: app.server
+    # untracked_when_hidden)
+    preset.change(apply_preset, preset, widgets, show_progress_on=status)
+    check_button.click(
+        lambda v: marked(check_report(v[allow], settings(v))), form_inputs, [*widgets, status], show_progress_on=status
+    ).then(None, js=SHOW_STATUS)
     probed = gr.State(None)
     probe_button.click(lambda v: probe(v[allow], settings(v)), form_inputs, [status, probed]).then(None, js=SHOW_STATUS)
 
@@ -443,20 +446,20 @@ def build(access: Access) -> Form:
         report = launch_report(values[allow], values[probed], settings(values))
         return [*marked(report), report[2]]
 
-    launch_button.click(launched_marked, {probed, *form_inputs}, [*widgets, status, launched]).then(
-        None, js=SHOW_STATUS
-    )
+    launch_button.click(
+        launched_marked, {probed, *form_inputs}, [*widgets, status, launched], show_progress_on=status
+    ).then(None, js=SHOW_STATUS)
 
     def swept_marked(values):
         asked = SweepAsked(*(values[widget] for widget in sweep_inputs))
         text, problems, sweep_id = launch_sweep(values[allow], settings(values), asked)
         return [*field_marks(problems, allow_custom), text, sweep_id]
 
-    sweep_button.click(swept_marked, {*sweep_inputs, *form_inputs}, [*widgets, sweep_status, swept]).then(
-        None, js=show("sweep-status")
-    )
+    sweep_button.click(
+        swept_marked, {*sweep_inputs, *form_inputs}, [*widgets, sweep_status, swept], show_progress_on=sweep_status
+    ).then(None, js=show("sweep-status"))
     export_button.click(lambda v: exported_file(v[allow], settings(v)), form_inputs, [exported, status])
-    imported.upload(import_yaml, imported, [*widgets, status])
+    imported.upload(import_yaml, imported, [*widgets, status], show_progress_on=status)
     data_file.upload(upload_dataset, data_file, [dataset_widget, preview_box])
     preview_button.click(lambda v: preview(v[allow], settings(v)), form_inputs, preview_box)
     # every change, typed or filled in (a preset, an import, a clone), updates the draft; a burst saves once

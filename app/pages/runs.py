@@ -263,5 +263,6 @@ def build(form, config_values, tabs: gr.Tabs, access: Access) -> tuple[gr.Datafr
         lambda r: clone_into_form(r, config_values, len(form.fields)),
         run_id,
         [*form.fields, form.status, message, tabs],
+        show_progress_on=message,  # not on each of the form's fields (app.server untracked_when_hidden)
     )
     return table, search, run_id

@@ -1,5 +1,5 @@
 """What a live Monitor costs the browser: Chromium's CPU-seconds while the Monitor follows a run that logs a step a
-second, this checkout beside a git revision, in one run.
+second, and for a load of the root page, this checkout beside a git revision, in one run.
 
     python bench/live_monitor.py --ref REV [--rounds 3] [--seconds 30]
 
@@ -7,7 +7,9 @@ Each side serves a throw-away database of its own holding one running run; this 
 every second (every metric key of a real run, eight sampled completions, a log line), as a worker would, so both
 pages follow the same live run with no training beside them. One page at a time is open in one headless Chromium at
 ``?tab=monitor&run=1``, alternating sides, and the CPU-seconds of Chromium's processes over ``--seconds`` (after the
-page has drawn its charts) are summed per side. Prints each window's figures, each side's median and their ratio.
+page has drawn its charts) are summed per side; then each round loads the root page once per side, in a fresh
+page, and counts Chromium's CPU-seconds from the request until the form is drawn and two seconds more. Prints each
+window's figures, each side's median and their ratio.
 Needs Chromium and Playwright, as the browser tests do.
 """
 
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
 
             threading.Thread(target=steps, daemon=True).start()
             used = {label: [] for label in sides}
+            loads = {label: [] for label in sides}
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=FLAGS)
                 root = min(
@@ -146,6 +149,17 @@ def main(argv: list[str] | None = None) -> None:
                         used[label].append(chromium_cpu(root) - before)
                         page.close()
                         print(f"round {round_}, {label}: {used[label][-1]:.2f} CPU-s", flush=True)
+                for round_ in range(1, opts.rounds + 1):
+                    for label in sides:
+                        time.sleep(2)  # the last page's renderer gone (its CPU would leave the sum)
+                        page = browser.new_page(viewport={"width": 1440, "height": 900})
+                        before = chromium_cpu(root)
+                        page.goto(pages[label].split("?")[0])
+                        page.wait_for_selector("#launch", state="visible")
+                        time.sleep(2)
+                        loads[label].append(chromium_cpu(root) - before)
+                        page.close()
+                        print(f"root page load {round_}, {label}: {loads[label][-1]:.2f} CPU-s", flush=True)
                 browser.close()
         finally:
             stop.set()
@@ -153,12 +167,13 @@ def main(argv: list[str] | None = None) -> None:
                 server.terminate()
                 server.wait(timeout=30)
             subprocess.run(["git", "worktree", "remove", "--force", str(sides[f"ref {opts.ref}"])], cwd=ROOT)
-    median = {label: statistics.median(values) for label, values in used.items()}
-    here, there = median["this checkout"], median[f"ref {opts.ref}"]
-    print(
-        f"Chromium on a live Monitor, median of {opts.rounds} x {opts.seconds:.0f} s: this checkout {here:.2f} CPU-s, "
-        f"ref {opts.ref} {there:.2f} CPU-s, ratio {here / max(there, 1e-9):.2f}"
-    )
+    for what, taken in (("on a live Monitor, per window", used), ("for a root page load", loads)):
+        median = {label: statistics.median(values) for label, values in taken.items()}
+        here, there = median["this checkout"], median[f"ref {opts.ref}"]
+        print(
+            f"Chromium {what}, median of {opts.rounds}: this checkout {here:.2f} CPU-s, ref {opts.ref} {there:.2f} "
+            f"CPU-s, ratio {here / max(there, 1e-9):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from dashboard import _free_port  # noqa: E402
 from deep_link import KEYS, REWARD_POINTS, git_worktree, start_server  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu"]
@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             for label, code in sides.items():
                 home = tempfile.mkdtemp(dir=scratch)
                 url, factories[label] = live_run(home)
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", 0))
-                    port = s.getsockname()[1]
+                port = _free_port()
                 os.environ["DATABASE_URL"] = url
                 servers[label] = start_server(port, code, home)
                 pages[label] = f"http://127.0.0.1:{port}/?tab=monitor&run=1"

@@ -27,6 +27,7 @@ SLOW_FIXTURES = frozenset(
 # resolve to the installed programs, since tests of the Slurm executor put fakes of the same names on PATH).
 HEAVY_MODULES = {
     "trainer.job.worker": "started a training worker",
+    "trainer.job.warm_start": "started a training worker",
     "trainer.evaluation.eval_job": "started an evaluation process",
     "trainer.probe": "started a probe process",
 }
@@ -34,6 +35,9 @@ HEAVY_MODULES = {
 # foreground run trains in the command's own process, out of this guard's sight: a test that lets one train is marked
 # slow by hand.
 HEAVY_CLI = {"serve"}
+# A worker forked by the launcher's warm parent starts no process here: trainer.supervise.warm_start raises this audit
+# event instead, naming the command the parent was forked from (a real worker's is heavy, a test's stand-in not).
+WARM_START = "grpo_studio.warm_start"
 HEAVY_CODE = ("run_worker(", "start_worker(", "GRPOTrainer(")
 BROWSERS = {"chromium", "chromium-browser", "chrome", "headless_shell"}
 INSTALLED = {
@@ -91,7 +95,14 @@ class SlowGuard:
     def _audit(self, event: str, args: tuple) -> None:
         if not self._trainer_wrapped and "transformers.trainer" in sys.modules:
             self._wrap_trainer()
-        if not self.watching or self.wider_teardowns or event != "subprocess.Popen":
+        if not self.watching or self.wider_teardowns:
+            return
+        if event == WARM_START:  # (run id, the command line of the process the warm parent was forked from)
+            what = heavy(args[1][0], args[1], None)
+            if what:
+                self.seen.append(f"{what}: run {args[0]}, forked by the warm parent of {' '.join(args[1])[:120]}")
+            return
+        if event != "subprocess.Popen":
             return
         program, argv, _cwd, env = args
         argv = [str(a) for a in argv] if isinstance(argv, list | tuple) else str(argv).split()

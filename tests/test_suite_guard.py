@@ -43,6 +43,24 @@ def test_an_unmarked_test_that_starts_a_worker_fails_naming_what_it_did(tmp_path
     assert "1 passed, 1 error" in done.stdout  # the test's own assertions passed; the guard's check did not
 
 
+WARM_STARTS = """
+    import sys
+    def test_case():
+        # what trainer.supervise.warm_start says when its warm parent forks a worker: no process starts here
+        sys.audit("grpo_studio.warm_start", 4, [sys.executable, "-m", "{origin}", "--pipes", "5,8", "1"])
+"""
+
+
+@pytest.mark.parametrize("origin, flagged", [("trainer.job.warm_start", True), ("tests.a_stand_in", False)])
+def test_a_worker_forked_by_a_warm_parent_counts_as_the_process_the_parent_came_from(tmp_path, origin, flagged):
+    done = _run_suite(tmp_path, WARM_STARTS.replace("{origin}", origin))
+    assert (done.returncode == 1) is flagged, done.stdout
+    said = (
+        "test_case is not marked @pytest.mark.slow but it started a training worker: run 4, forked by the warm parent"
+    )
+    assert (said in done.stdout) is flagged, done.stdout
+
+
 def test_the_same_test_marked_slow_passes(tmp_path):
     done = _run_suite(tmp_path, STARTS_A_WORKER.format(mark="import pytest\n    @pytest.mark.slow"))
     assert done.returncode == 0, done.stdout

@@ -427,9 +427,10 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
     return RunStatus.STOPPED if stop.requested else RunStatus.COMPLETED
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, stop: StopRequest | None = None) -> int:
     """``python -m trainer.job.worker RUN_ID``: train the run; exit 0 when it completed or stopped, 1 when it failed, 2
-    when the database can't be used (said in one sentence, as the CLI does)."""
+    when the database can't be used (said in one sentence, as the CLI does). ``stop``: the request this process's
+    signals were routed to before its imports (trainer.supervise.warm_start), else this module's own."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from storage.db import StorageError, describe_error
@@ -440,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        status = run_worker(int(argv[0]), stop=EARLY_STOP)
+        status = run_worker(int(argv[0]), stop=stop or EARLY_STOP)
     except (StorageError, SQLAlchemyError) as exc:  # a damaged or unreachable database: one sentence, no traceback
         reason = describe_error(exc) if isinstance(exc, SQLAlchemyError) else str(exc)
         print(f"grpo-studio worker: {reason}", file=sys.stderr)

@@ -19,7 +19,7 @@ from storage import queries
 from storage.db import data_dir
 from storage.models import Run
 from trainer.loading.backend import cache_env
-from trainer.supervise import slurm, slurm_array
+from trainer.supervise import slurm, slurm_array, warm_start
 from trainer.supervise.commands import supervised, with_package_path, worker_command
 from trainer.supervise.gpu_lease import gpu_visible
 from trainer.supervise.processes import process_start_time
@@ -46,10 +46,11 @@ def start_worker(session: Session, run: Run) -> int | str | None:
     )
     if config is not None and config.vllm_mode == "server":
         command = supervised(run.id, command)
-    process = spawn_detached(command, files.log, files.root)
-    queries.worker_launched(session, run, process.pid, process_start_time(process.pid), str(files.root))
-    queries.add_log(session, run.id, f"{queries.WORKER_STARTED} (pid {process.pid})")
-    return process.pid
+    # Forked by this process's warm parent where one is ready (trainer.supervise.warm_start): no imports to wait for.
+    pid = warm_start.start(command, files.log, files.root, detached_env())
+    queries.worker_launched(session, run, pid, process_start_time(pid), str(files.root))
+    queries.add_log(session, run.id, f"{queries.WORKER_STARTED} (pid {pid})")
+    return pid
 
 
 def start_slurm_runs(session: Session, runs: list[Run]) -> list[int]:
@@ -75,22 +76,14 @@ def start_slurm_runs(session: Session, runs: list[Run]) -> list[int]:
 
 def spawn_detached(command: list[str], log: Path, cwd: Path) -> subprocess.Popen:
     """Start ``command`` as a detached process of its own session (it outlives the dashboard), its output appended to
-    ``log``, in ``cwd``: a run's worker, or an evaluation job."""
-    # Compile caches under the data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES
-    # says why).
-    env = with_package_path(cache_env(data_dir()) | dict(os.environ))
-    with open(log, "ab") as log_file:
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            # A writable directory of its own: what a library writes to its working directory stays there (in the
-            # container the package root is root-owned site-packages).
-            cwd=str(cwd),
-        )
+    ``log``, in ``cwd``: an evaluation job, say."""
+    return warm_start.spawn(command, log, cwd, detached_env())
+
+
+def detached_env() -> dict[str, str]:
+    """The environment of a detached job: this process's, the package importable, and the compile caches under the
+    data dir unless the caller chose otherwise (trainer.loading.backend.CACHE_VARIABLES says why)."""
+    return with_package_path(cache_env(data_dir()) | dict(os.environ))
 
 
 def _absolute_paths(session: Session, run: Run) -> RunConfig | None:

@@ -29,10 +29,16 @@ print(json.dumps({
     "run_id": run_id, "pid": os.getpid(), "session": os.getsid(0), "cwd": os.getcwd(), "path0": sys.path[0],
     "mark": os.environ.get("WARM_TEST_MARK"), "database": os.environ.get("DATABASE_URL"),
     "sigchld_default": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL, "stdin": os.readlink("/proc/self/fd/0"),
+    "pipes": sorted(n for n in os.listdir("/proc/self/fd")  # (the listing's own fd is closed by the next line)
+                    if os.path.exists(f"/proc/self/fd/{n}") and os.readlink(f"/proc/self/fd/{n}").startswith("pipe:")),
 }), flush=True)
 stop.event.wait(60)
 print("stop heard:", stop.requested, flush=True)
 """
+
+
+AUDITED = []  # the warm-start audit events this process raised (an audit hook stays for the process's life)
+sys.addaudithook(lambda event, args: AUDITED.append(args) if event == "grpo_studio.warm_start" else None)
 
 
 def _worker(run_id: int) -> list[str]:
@@ -41,7 +47,12 @@ def _worker(run_id: int) -> list[str]:
 
 @pytest.fixture
 def parent(tmp_path, monkeypatch):
-    """A warm parent (the real serve loop) as this process's, ready; yields (its process, the launch environment)."""
+    """A warm parent (the real serve loop) as this process's, ready; yields (its process, the launch environment).
+    The stand-in workers it forked are stopped after the test."""
+    from trainer.supervise import gpu_lease
+
+    monkeypatch.setattr(gpu_lease, "gpu_visible", lambda: False)
+    monkeypatch.delenv(warm_start.SWITCH, raising=False)
     requests_read, requests_write = os.pipe()
     answers_read, answers_write = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WARM_TEST_MARK": "first"}
@@ -54,9 +65,17 @@ def parent(tmp_path, monkeypatch):
     while not (warm.ready or warm.gone) and time.monotonic() < deadline:
         warm.look()
         time.sleep(0.02)
-    assert warm.ready, "the warm parent never said it was ready"
+    assert warm.ready and warm.pid == process.pid, "the warm parent never said it was ready"
     monkeypatch.setattr(warm_start, "_parent", warm)
+    forked = []
+    real_start = warm.start
+    monkeypatch.setattr(warm, "start", lambda *a: forked.append(real_start(*a)) or forked[-1])
     yield process, env
+    for pid in filter(None, forked):
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     warm.close()
     process.wait(timeout=30)
 
@@ -89,6 +108,7 @@ def test_a_start_is_forked_by_the_ready_parent_and_set_up_as_a_fresh_detached_wo
     assert report["mark"] == "first" and report["database"] == "sqlite:////tmp/elsewhere.db"  # the launch's env
     assert report["sigchld_default"] is True  # its own subprocesses are waited for
     assert report["stdin"] == "/dev/null"
+    assert report["pipes"] == []  # the launcher's pipes stay with the parent
     lines = log.read_text().splitlines()
     assert lines[0] == "earlier lines"  # appended to, as a fresh worker's log is
     assert "forked by the launcher's warm parent" in lines[1]
@@ -102,7 +122,31 @@ def test_a_start_is_forked_by_the_ready_parent_and_set_up_as_a_fresh_detached_wo
 
     second = warm_start.start(_worker(13), tmp_path / "second.log", tmp_path, launch_env)
     assert second not in (pid, process.pid) and _report(tmp_path / "second.log")["run_id"] == 13
-    os.killpg(second, signal.SIGTERM)
+
+
+def test_a_stop_sent_the_moment_the_pid_is_answered_is_heard(parent, tmp_path):
+    _, env = parent
+    for run_id in range(30, 35):
+        log = tmp_path / f"{run_id}.log"
+        pid = warm_start.start(_worker(run_id), log, tmp_path, env)
+        os.killpg(pid, signal.SIGTERM)  # before the child has done anything of its own
+        deadline = time.monotonic() + 30
+        while "stop heard" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "stop heard: True" in log.read_text(), log.read_text()
+
+
+def test_a_child_whose_pid_cannot_reach_the_launcher_never_runs(parent, tmp_path):
+    """The launcher stopped listening (closed its answers' end) as the parent forked: the child exits unrun, so no
+    worker trains that its launcher does not know of."""
+    process, env = parent
+    warm = warm_start._parent
+    os.close(warm.answers)
+    request = {"run_id": 40, "log": str(tmp_path / "40.log"), "cwd": str(tmp_path), "env": env}
+    warm_start.write_all(warm.requests, json.dumps(request).encode() + b"\n")
+    time.sleep(2)  # a child that ran would have made its log and written its report within milliseconds
+    assert not (tmp_path / "40.log").exists()
+    warm.answers = -1
 
 
 def test_a_launch_with_other_import_settings_starts_fresh_and_lets_the_parent_go(parent, tmp_path, monkeypatch):
@@ -133,6 +177,37 @@ def test_the_parent_itself_refuses_a_request_of_other_import_settings(parent, tm
     assert warm.start(3, tmp_path / "w.log", tmp_path, {**env, "OMP_NUM_THREADS": "7"}) is None
     assert not (tmp_path / "w.log").exists()
     assert warm.start(3, tmp_path / "w.log", tmp_path, env) is not None  # and goes on serving
+
+
+def test_a_parent_that_stops_answering_is_killed_and_a_fresh_worker_started(tmp_path, monkeypatch):
+    requests_read, requests_write = os.pipe()
+    answers_read, answers_write = os.pipe()
+    says_ready = "import os, sys, time; os.write(int(sys.argv[1]), b'ready %d\\n' % os.getpid()); time.sleep(60)"
+    silent = subprocess.Popen(
+        [sys.executable, "-c", says_ready, str(answers_write)], pass_fds=(requests_read, answers_write)
+    )
+    os.close(requests_read)
+    os.close(answers_write)
+    env = dict(os.environ)
+    warm = warm_start._WarmParent(requests_write, answers_read, warm_start.import_settings(env), ["silent"])
+    deadline = time.monotonic() + 30
+    while not warm.ready and time.monotonic() < deadline:
+        warm.look()
+    assert warm.pid == silent.pid
+    monkeypatch.setattr(warm_start, "_parent", warm)
+    monkeypatch.setattr(warm_start, "ANSWER_SECONDS", 0.5)
+    monkeypatch.setattr(warm_start, "spawn", lambda command, *a, **k: type("Started", (), {"pid": 77})())
+
+    assert warm_start.start(_worker(5), tmp_path / "w.log", tmp_path, env) == 77
+    from trainer.supervise.processes import pid_alive
+
+    # killed (the launcher may have reaped it as a parent let go, so its Popen can't tell how it ended)
+    deadline = time.monotonic() + 30
+    while pid_alive(silent.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(silent.pid)
+    assert warm_start._parent is not warm
+    warm_start._parent.close()
 
 
 def test_a_parent_still_importing_or_gone_starts_a_fresh_worker(tmp_path, monkeypatch):
@@ -168,7 +243,11 @@ def test_a_parent_still_importing_or_gone_starts_a_fresh_worker(tmp_path, monkey
         ["/another/python", "-m", "trainer.job.worker", "1"],
     ],
 )
-def test_only_the_plain_worker_is_warm(command):
+def test_only_the_plain_worker_is_warm(command, monkeypatch):
+    from trainer.supervise import gpu_lease
+
+    monkeypatch.setattr(gpu_lease, "gpu_visible", lambda: False)
+    monkeypatch.delenv(warm_start.SWITCH, raising=False)
     assert warm_start.warmable(_worker(1)) is True  # this machine shows no GPU
     assert warm_start.warmable(command) is False
 
@@ -207,12 +286,10 @@ def test_import_settings_leave_out_only_what_is_read_after_the_start():
 def test_a_warm_start_raises_the_audit_event_the_suite_guard_counts(parent, tmp_path):
     from tests.slow_guard import WARM_START
 
-    seen = []
-    sys.addaudithook(lambda event, args: seen.append(args) if event == WARM_START else None)
+    assert WARM_START == "grpo_studio.warm_start"
     _, env = parent
-    pid = warm_start.start(_worker(21), tmp_path / "w.log", tmp_path, env)
-    assert (21, warm_start._parent.origin) in seen
-    os.killpg(pid, signal.SIGTERM)
+    warm_start.start(_worker(21), tmp_path / "w.log", tmp_path, env)
+    assert (21, warm_start._parent.origin) in AUDITED
 
 
 # A launcher of its own (as a dashboard is): it trains run A (a fresh worker, which becomes the warm parent), then
@@ -251,7 +328,8 @@ def test_runs_forked_warm_train_stop_and_outlive_their_launcher_as_fresh_workers
     from trainer.supervise.run_files import RunFiles
 
     first = create_run(tiny_config(name="fresh", max_steps=2))
-    second = create_run(tiny_config(name="warm", max_steps=12, save_steps=100))
+    # it reports to trackio, which reads TRACKIO_DIR as it is imported: the worker sets it under the run's directory
+    second = create_run(tiny_config(name="warm", max_steps=12, save_steps=100, report_to=["trackio"]))
     third = create_run(tiny_config(name="warm-stopped", max_steps=400, save_steps=400))
     done = subprocess.run(
         [sys.executable, "-c", LAUNCHER, str(first), str(second), str(third)],
@@ -277,6 +355,7 @@ def test_runs_forked_warm_train_stop_and_outlive_their_launcher_as_fresh_workers
     assert "forked by the launcher's warm parent" in logs[second] and "forked by" in logs[third]
     with get_sessionmaker().begin() as s:
         assert [p.step for p in queries.metric_series(s, second, "reward")] == list(range(1, 13))
+    assert any((RunFiles(Path(rows[second].output_dir)).root / "trackers" / "trackio").iterdir())
 
     # the warm parent (forked from the first worker) went with its launcher
     def parents() -> list[str]:

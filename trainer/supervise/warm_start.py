@@ -36,8 +36,9 @@ from pathlib import Path
 MODULE = "trainer.job.warm_start"  # the worker process that forks the warm parent
 WORKER_MODULE = "trainer.job.worker"
 IDLE_SECONDS = 15 * 60  # a warm parent holds a few hundred MB: it goes after this long without a start
-ANSWER_SECONDS = 30.0  # a fork answers in milliseconds; a parent silent this long (stopped, swapped out) is given up
-READY = b"ready\n"
+ANSWER_SECONDS = 30.0  # a fork answers in milliseconds; a parent silent this long (stopped, swapped out) is killed
+READY = b"ready"  # the parent's first line: "ready PID"
+GO = b"g"  # what a forked child waits for before it runs: its pid has reached the launcher
 # Read by grpo-studio after its worker has started, or by a library only when it compiles (the cache directories:
 # trainer.loading.backend.CACHE_VARIABLES): a launch may differ from the warm parent's environment in these.
 RUNTIME_PREFIXES = ("GRPO_STUDIO_",)
@@ -74,39 +75,80 @@ class _WarmParent:
 
     def __init__(self, requests: int, answers: int, settings: dict[str, str], origin: list[str]) -> None:
         self.requests, self.answers, self.settings, self.origin = requests, answers, settings, origin
-        self.ready = False
+        self.pid: int | None = None  # the warm parent's own, from its "ready" line
         self.gone = False
+
+    @property
+    def ready(self) -> bool:
+        return self.pid is not None and not self.gone
 
     def look(self) -> None:
         """Read, without waiting, whether the parent said it is ready, or has gone (its end of the pipe closed)."""
-        while not (self.ready or self.gone) and select.select([self.answers], [], [], 0)[0]:
-            line = read_line(self.answers)
-            self.ready, self.gone = line == READY, line != READY
+        try:
+            while self.pid is None and not self.gone and readable(self.answers, 0):
+                word, _, pid = read_line(self.answers).partition(b" ")
+                if word == READY and pid.strip().isdigit():
+                    self.pid = int(pid)
+                else:
+                    self.gone = True
+        except (OSError, ValueError):
+            self.gone = True
 
     def start(self, run_id: int, log: Path, cwd: Path, env: dict[str, str]) -> int | None:
-        """Ask for a worker of ``run_id``; its pid, or None when the parent refused or did not answer."""
+        """Ask for a worker of ``run_id``; its pid, or None when the parent refused or did not answer (then it is
+        killed: a child it forked after all waits for a go that never comes, and exits)."""
         request = {"run_id": run_id, "log": str(log), "cwd": str(cwd), "env": env}
         try:
-            os.write(self.requests, json.dumps(request).encode() + b"\n")
-            if not select.select([self.answers], [], [], ANSWER_SECONDS)[0]:
+            write_all(self.requests, json.dumps(request).encode() + b"\n")
+            if not readable(self.answers, ANSWER_SECONDS):
+                self.kill()
                 return None
             answer = json.loads(read_line(self.answers) or b"{}")
         except (OSError, ValueError):
+            self.gone = True
             return None
-        pid = answer.get("pid")
+        pid = answer.get("pid") if isinstance(answer, dict) else None
         return pid if isinstance(pid, int) and pid > 0 else None
 
-    def close(self) -> None:
-        """Let the parent go: it ends when it reads the end of its requests."""
-        for fd in (self.requests, self.answers):
+    def kill(self) -> None:
+        """End a parent that stopped answering."""
+        import signal
+
+        self.gone = True
+        if self.pid is not None:
             try:
-                os.close(fd)
+                os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
+
+    def close(self) -> None:
+        """Let the parent go: it ends when it reads the end of its requests. Closing twice closes nothing else."""
+        for fd in (self.requests, self.answers):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.requests = self.answers = -1
+        self.gone = True
 
 
 _parent: _WarmParent | None = None
 _lock = threading.Lock()  # a dashboard launches from several request threads
+# Warm parents let go, by pid. One is nobody's child (its first worker forked it twice removed), so the init process
+# reaps it; but where this launcher is the container's PID 1 (the Docker image's `grpo-studio serve`) it is this
+# process's, and is reaped here.
+_let_go: list[int] = []
+
+
+def _reap_let_go() -> None:
+    for pid in list(_let_go):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid  # not ours: the init process reaps it
+        if done:
+            _let_go.remove(pid)
 
 
 def warmable(command: list[str]) -> bool:
@@ -136,9 +178,11 @@ def start(command: list[str], log: Path, cwd: Path, env: dict[str, str]) -> int:
                 pid = parent.start(run_id, log, cwd, env)
                 if pid is not None:
                     return pid
-            if parent.ready or parent.gone or parent.settings != import_settings(env):
+            if parent.ready or parent.gone or parent.settings != import_settings(env):  # let it go
                 parent.close()
+                _let_go.extend([parent.pid] if parent.pid else [])
                 _parent = parent = None
+        _reap_let_go()
         if parent is not None:  # still importing: this one starts fresh, the next may find it ready
             return spawn(command, log, cwd, env).pid
         requests_read, requests_write = os.pipe()
@@ -175,6 +219,20 @@ def spawn(
             cwd=str(cwd),
             pass_fds=pass_fds,
         )
+
+
+def readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has something to read (or its end) within ``timeout_s`` (poll: any fd number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(int(timeout_s * 1000)))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_line(fd: int) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ROOT
-from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, run_row, wait_for
 from .test_dashboard_browser import CHROMIUM, FLAGS, NO_CHROMIUM, _box, _set, start_server
 
 SCREENSHOTS = ROOT / "screenshots"
@@ -65,9 +65,9 @@ def test_every_problem_marks_its_field_and_the_list_is_where_validate_was_presse
     status = page.locator("#new-run-status")
     status.filter(has_text="4 problems").wait_for()
     for field in ("num_generations", "beta", "learning_rate", "reward_weights"):
-        wait_for(lambda f=field: _invalid(page, f), 10, f"{field} to be marked")
+        wait_for(lambda f=field: _invalid(page, f), PAGE_WAIT_S, f"{field} to be marked")
     assert "3 reward weights for 5 reward functions" in page.locator("#field-reward_weights").inner_text()
-    wait_for(lambda: _in_view(page, "#new-run-status"), 10, "the problem list to be in view")
+    wait_for(lambda: _in_view(page, "#new-run-status"), PAGE_WAIT_S, "the problem list to be in view")
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"validate-{page.width_name}.png"))
 
@@ -80,11 +80,11 @@ def test_an_unknown_reward_name_is_kept_and_reported_and_no_custom_form_is_offer
     box.fill("no_such_reward")
     box.press("Enter")
     page.keyboard.press("Escape")
-    wait_for(lambda: "no_such_reward" in field.inner_text(), 10, "the typed name to stay in the field")
+    wait_for(lambda: "no_such_reward" in field.inner_text(), PAGE_WAIT_S, "the typed name to stay in the field")
     page.locator("#validate").scroll_into_view_if_needed()
     page.click("#validate")
     page.locator("#new-run-status").filter(has_text="no_such_reward").wait_for()
-    wait_for(lambda: _invalid(page, "reward_funcs"), 10, "the rewards field to be marked")
+    wait_for(lambda: _invalid(page, "reward_funcs"), PAGE_WAIT_S, "the rewards field to be marked")
     assert "unknown reward function 'no_such_reward'" in field.inner_text()
     assert "file.py" not in page.locator("#new-run-status").inner_text()
 
@@ -106,7 +106,7 @@ def test_resume_right_after_stop_is_queued_and_answers_sit_next_to_their_control
     page.locator("#runs-run-id input").fill(str(run_id))
     page.locator("#runs-run-id input").press("Tab")
     confirm = page.locator("#runs-confirm")
-    wait_for(lambda: f"delete run {run_id} (stop-then-resume)" in confirm.inner_text(), 10, "the run named")
+    wait_for(lambda: f"delete run {run_id} (stop-then-resume)" in confirm.inner_text(), PAGE_WAIT_S, "the run named")
     message = page.locator("#runs-message")
     page.click("#runs-stop")
     message.filter(has_text="stop requested").wait_for()

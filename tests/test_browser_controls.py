@@ -15,7 +15,7 @@ import time
 import pytest
 
 from .conftest import use_database
-from .helpers import BROWSER_TIMEOUT_MS, run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, run_row, wait_for
 from .test_browser_ux import _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, launch_browser, start_server
 
@@ -74,7 +74,7 @@ def _screenshot_live(page, run_id: int) -> None:
     phone.set_viewport_size({"width": 390, "height": 844})
     try:
         phone.goto(page.url)
-        wait_for(lambda: _points(phone, "reward") > 0, 60, "the phone's reward chart")
+        wait_for(lambda: _points(phone, "reward") > 0, PAGE_WAIT_S, "the phone's reward chart")
         phone.screenshot(path=str(SCREENSHOTS / "monitor-phone.png"), full_page=False)
     finally:
         phone.close()
@@ -90,18 +90,20 @@ def test_compare_scores_a_pasted_prompt_without_the_picked_problems_reference(op
     the picked problem's answer."""
     run_id = trained_run[0]
     page = open_at(f"tab=compare&run={run_id}")
-    wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
-    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 60, "the final adapter")
+    wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "the Compare tab")
+    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", PAGE_WAIT_S, "the final adapter")
     page.locator("#compare-example input").click()
     page.locator("[role=option]").first.click()
     prompt = page.locator("#compare-prompt textarea")
     reference = page.locator("#compare-reference input, #compare-reference textarea").first
-    wait_for(lambda: prompt.input_value().strip() and reference.input_value().strip(), 30, "the picked problem")
+    wait_for(
+        lambda: prompt.input_value().strip() and reference.input_value().strip(), PAGE_WAIT_S, "the picked problem"
+    )
     picked_answer = reference.input_value().strip()
 
     page.evaluate(PASTE, ["#compare-prompt textarea", "What is 20 + 10?"])
-    wait_for(lambda: reference.input_value() == "", 10, "the picked problem's reference to go")
-    wait_for(lambda: page.locator("#compare-example input").input_value() == "", 10, "the picker to let go")
+    wait_for(lambda: reference.input_value() == "", PAGE_WAIT_S, "the picked problem's reference to go")
+    wait_for(lambda: page.locator("#compare-example input").input_value() == "", PAGE_WAIT_S, "the picker to let go")
     assert prompt.input_value() == "What is 20 + 10?"
 
     page.locator("#compare-greedy input, label:has-text('Greedy decoding') input").first.check()
@@ -133,15 +135,23 @@ def test_the_learning_panel_of_a_launched_run_follows_it(open_at):
     status.wait_for(state="attached")
     run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     # item 4: the launch leads to this run's Monitor in this browser tab, and the address says so
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")
-    wait_for(lambda: _query(page) == {"tab": "monitor", "run": str(run_id)}, 10, "the address")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the launched run's Monitor")
+    wait_for(
+        lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "),
+        PAGE_WAIT_S,
+        "its run picked",
+    )
+    wait_for(lambda: _query(page) == {"tab": "monitor", "run": str(run_id)}, PAGE_WAIT_S, "the address")
     assert len(page.context.pages) == 1
     _screenshot_live(page, run_id)
 
     summary = page.locator("#learning-summary")
     # drawn when the run was picked: queued, no samples yet (unless the worker was quicker than the picker)
-    wait_for(lambda: "Training prompts:" not in summary.inner_text() or run_row(run_id).current_step, 30, "the panel")
+    wait_for(
+        lambda: "Training prompts:" not in summary.inner_text() or run_row(run_id).current_step,
+        PAGE_WAIT_S,
+        "the panel",
+    )
     # hang bound, not a speed target: a loaded 2-core machine needs a while for a worker's first steps
     wait_for(lambda: "Training prompts:" in summary.inner_text(), 300, "the learning map to follow the run")
     wait_for(lambda: run_row(run_id).status == "completed", 300, "the run to end")
@@ -160,16 +170,16 @@ def test_a_deep_link_to_what_is_not_here_says_so_and_keeps_the_link(open_at, que
     missing run's id once the page has landed: not fixed here.)"""
     page = open_at(query)
     notice = page.locator("#landing-notice")
-    wait_for(lambda: said in notice.inner_text(), 30, "the notice")
+    wait_for(lambda: said in notice.inner_text(), PAGE_WAIT_S, "the notice")
     assert "Not found" in notice.inner_text()
     wanted = "Monitor" if "monitor" in query else "New run"
-    wait_for(lambda: _selected_tab(page) == wanted, 30, f"the {wanted} tab")
+    wait_for(lambda: _selected_tab(page) == wanted, PAGE_WAIT_S, f"the {wanted} tab")
     if "run=" in query:
         assert page.locator("#monitor-run input").input_value() == ""
         # the header is drawn by the Monitor's first poll, which may still be on its way when the tab opens (its
         # hidden loading timer, "2.6s", is all the box's text until then)
         header = page.locator("#monitor-progress")
-        wait_for(lambda: "Pick a run" in header.inner_text(), 60, "the Monitor's header asking for a run")
+        wait_for(lambda: "Pick a run" in header.inner_text(), PAGE_WAIT_S, "the Monitor's header asking for a run")
 
 
 # what a box's bottom edge is, in the page's own pixels (a chart's box: its plot and legend)
@@ -190,9 +200,11 @@ def test_the_monitors_first_screen_holds_the_state_the_alerts_and_four_charts(br
         page.set_default_timeout(BROWSER_TIMEOUT_MS)
         page.goto(f"{server[0]}?tab=monitor&run={run_id}")
         page.wait_for_selector("#launch", state="attached")
-        wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+        wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab")
         drawn = "(sel) => !!document.querySelector(sel + ' .js-plotly-plot')"
-        wait_for(lambda: all(page.evaluate(drawn, f"#chart-{c}") for c in FIRST_CHARTS), 60, "the first charts")
+        wait_for(
+            lambda: all(page.evaluate(drawn, f"#chart-{c}") for c in FIRST_CHARTS), PAGE_WAIT_S, "the first charts"
+        )
         assert not page.evaluate(drawn, "#chart-loss") and not page.evaluate(drawn, "#chart-entropy")
         if width == "laptop":
             bottoms = {c: page.evaluate(BOTTOM, f"#chart-{c}") for c in FIRST_CHARTS}
@@ -203,12 +215,12 @@ def test_the_monitors_first_screen_holds_the_state_the_alerts_and_four_charts(br
             assert min(widths) >= 0.8 * viewport["width"], widths
             assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
         page.locator("#monitor-more button.label-wrap").first.click()
-        wait_for(lambda: page.evaluate(drawn, "#chart-loss"), 60, "More charts drawn once opened")
+        wait_for(lambda: page.evaluate(drawn, "#chart-loss"), PAGE_WAIT_S, "More charts drawn once opened")
         # the Run picker offers the run shown; the overlay picker the other runs (the session's), never that one
         page.locator("#monitor-run input").click()
         options = page.locator("[role=option]")
         label = re.compile(rf"(^|\s){run_id}: ")  # the picked option's text starts with a check mark
-        wait_for(lambda: any(label.search(t) for t in options.all_inner_texts()), 10, "the run offered")
+        wait_for(lambda: any(label.search(t) for t in options.all_inner_texts()), PAGE_WAIT_S, "the run offered")
         page.keyboard.press("Escape")
         page.locator("#monitor-overlay input").click()
         time.sleep(1.0)  # the list opens at once; nothing to wait for when no other run is there

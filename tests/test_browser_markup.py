@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .helpers import BROWSER_TIMEOUT_MS, tiny_config, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, tiny_config, wait_for
 from .test_browser_ux import _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, launch_browser, start_server
 
@@ -119,13 +119,13 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
     page = _page(browser, requests)
     try:
         page.goto(f"{server[0]}?tab=monitor&run={fork}")
-        wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+        wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab")
         header = page.locator("#monitor-progress")
         header.filter(has_text=f"(run {fork})").wait_for(timeout=120_000)  # a loaded machine takes its time
         assert payload("fork") in header.inner_text()  # shown as written, the payload's text is all there
         assert "https://elsewhere.invalid/auto-error" in header.inner_text()
         legend = page.locator("#chart-reward .legendtext")
-        wait_for(lambda: legend.count() >= 2, 60, "the reward chart's legend, parent and fork")
+        wait_for(lambda: legend.count() >= 2, PAGE_WAIT_S, "the reward chart's legend, parent and fork")
         names = legend.all_text_contents()
         assert any(n.startswith(f"{fork}: fork <a id=pwn-fork") for n in names), names
         assert any(n.endswith("· " + payload("reward-key")) for n in names), names  # a reward's name as its key has it
@@ -133,11 +133,11 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
         for section in ("#monitor-more", "#monitor-log-section"):
             page.locator(f"{section} button.label-wrap").first.click()
         other = page.locator("#monitor-other-list")
-        wait_for(lambda: "pwn-key" in other.inner_text(), 30, "the other metrics' list")
+        wait_for(lambda: "pwn-key" in other.inner_text(), PAGE_WAIT_S, "the other metrics' list")
         log = page.locator("#monitor-log textarea")
-        wait_for(lambda: "pwn-log" in log.input_value(), 30, "the log line")
+        wait_for(lambda: "pwn-log" in log.input_value(), PAGE_WAIT_S, "the log line")
         table = page.locator("#completions-table")
-        wait_for(lambda: table.locator("[role=row]").count() > 1, 60, "completion rows")
+        wait_for(lambda: table.locator("[role=row]").count() > 1, PAGE_WAIT_S, "completion rows")
         table.locator("[data-testid=cell-0-4]").click()  # the first row's completion
         detail = page.locator("#completion-detail")
         detail.filter(has_text="reference answer").wait_for()
@@ -155,9 +155,9 @@ def test_planted_markup_builds_nothing_and_calls_no_other_host(browser, server, 
         page.close()  # a fresh page for the Runs tab (the Monitor's page may have a navigation of its own in flight)
         page = _page(browser, requests)
         page.goto(f"{server[0]}?tab=runs")
-        wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
+        wait_for(lambda: _selected_tab(page) == "Runs", PAGE_WAIT_S, "the Runs tab")
         row = page.locator("#runs-table .virtual-body [role=row]", has_text="pwn-fork").first
-        wait_for(lambda: row.count() > 0, 30, "the fork's row")
+        wait_for(lambda: row.count() > 0, PAGE_WAIT_S, "the fork's row")
         page.locator("#runs-run-id input").fill(str(parent))
         page.locator("#runs-clone").click(no_wait_after=True)
         told = page.locator("#new-run-status").filter(has_text="Cloned run")  # Clone opens the New run tab

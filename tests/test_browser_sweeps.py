@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from .helpers import BROWSER_TIMEOUT_MS, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, wait_for
 from .test_browser_ux import SCREENSHOTS, _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _set, launch_browser, start_server
 
@@ -73,11 +73,11 @@ def swept(browser, server):
     wait_for(lambda: _selected_tab(page) == "Sweeps", 300, "the Sweeps tab after the launch")
     assert "Launched:" in page.locator("#sweep-status").inner_text()
     assert "4 members, 2 skipped by the probe" in page.locator("#sweep-status").inner_text()
-    wait_for(lambda: _query(page).get("tab") == "sweeps" and "sweep" in _query(page), 10, "the address")
+    wait_for(lambda: _query(page).get("tab") == "sweeps" and "sweep" in _query(page), PAGE_WAIT_S, "the address")
     sweep_id = int(_query(page)["sweep"])
     assert len(page.context.pages) == 1  # the same browser tab
     wait_for(lambda: actions.sweep_detail(sweep_id).summary.state == "finished", 600, "every member to end")
-    wait_for(lambda: "Finished:" in page.locator("#sweeps-header").inner_text(), 30, "the view to say so")
+    wait_for(lambda: "Finished:" in page.locator("#sweeps-header").inner_text(), PAGE_WAIT_S, "the view to say so")
     print(f"the sweep was defined, launched and ended in {time.monotonic() - started:.0f} s")
     yield page, sweep_id
     context.close()
@@ -109,7 +109,7 @@ def test_the_table_shows_each_point_its_status_the_probes_reason_and_the_best(sw
     ids = [row.run_id for row in table.rows]
     assert set(scores) == set(ids[:2])  # the two skipped never trained
     assert len(set(scores.values())) == 2, scores  # the two step sizes learn apart: "best" is not a tie
-    wait_for(lambda: len(page.evaluate(ROWS, "#sweeps-table")) == 4, 30, "four rows")
+    wait_for(lambda: len(page.evaluate(ROWS, "#sweeps-table")) == 4, PAGE_WAIT_S, "four rows")
     rows = page.evaluate(ROWS, "#sweeps-table")
     assert [r[1] for r in rows] == [str(i) for i in ids]
     assert [r[2] for r in rows] == [
@@ -127,16 +127,16 @@ def test_the_table_shows_each_point_its_status_the_probes_reason_and_the_best(sw
     assert f"best so far: run {best}" in page.locator("#sweeps-header").inner_text()
     # sorted by the objective, best first: the best member leads, the unscored ones last
     page.get_by_label("objective, best first").check()
-    wait_for(lambda: page.evaluate(ROWS, "#sweeps-table")[0][1] == str(best), 30, "the table sorted")
+    wait_for(lambda: page.evaluate(ROWS, "#sweeps-table")[0][1] == str(best), PAGE_WAIT_S, "the table sorted")
     assert [r[5] for r in page.evaluate(ROWS, "#sweeps-table")][2:] == ["", ""]
     page.get_by_label("point order").check()
-    wait_for(lambda: page.evaluate(ROWS, "#sweeps-table")[0][1] == str(ids[0]), 30, "the table in point order")
+    wait_for(lambda: page.evaluate(ROWS, "#sweeps-table")[0][1] == str(ids[0]), PAGE_WAIT_S, "the table in point order")
 
 
 def test_the_parcoords_draws_the_scored_points_coloured_by_the_objective(swept):
     page, sweep_id = swept
     best, scores = _stored_best(sweep_id)
-    wait_for(lambda: page.evaluate(PLOT, "#sweeps-parcoords"), 30, "the parallel coordinates")
+    wait_for(lambda: page.evaluate(PLOT, "#sweeps-parcoords"), PAGE_WAIT_S, "the parallel coordinates")
     (trace,) = page.evaluate(PLOT, "#sweeps-parcoords")
     assert trace["type"] == "parcoords"
     drawn = list(scores)  # the members with a score, in point order
@@ -164,8 +164,8 @@ def test_screenshots_of_the_sweeps_view_at_both_widths(swept):
     try:
         phone.set_default_timeout(BROWSER_TIMEOUT_MS)
         phone.goto(page.url)
-        wait_for(lambda: _selected_tab(phone) == "Sweeps", 60, "the phone's Sweeps tab")
-        wait_for(lambda: phone.evaluate(PLOT, "#sweeps-parcoords"), 60, "the phone's charts")
+        wait_for(lambda: _selected_tab(phone) == "Sweeps", PAGE_WAIT_S, "the phone's Sweeps tab")
+        wait_for(lambda: phone.evaluate(PLOT, "#sweeps-parcoords"), PAGE_WAIT_S, "the phone's charts")
         phone.screenshot(path=str(SCREENSHOTS / "sweeps-phone.png"), full_page=False)  # its first screen
         # nothing wider than the phone's screen: the table scrolls inside its box
         assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
@@ -177,18 +177,26 @@ def test_the_best_member_opens_in_compare_and_in_the_monitor_in_this_tab(swept):
     page, sweep_id = swept
     best, _ = _stored_best(sweep_id)
     member = page.locator("#sweeps-member input")
-    wait_for(lambda: member.input_value().startswith(f"{best}: "), 30, "the best member picked")
+    wait_for(lambda: member.input_value().startswith(f"{best}: "), PAGE_WAIT_S, "the best member picked")
     page.click("#sweeps-compare")
-    wait_for(lambda: _selected_tab(page) == "Compare", 30, "Compare")
-    wait_for(lambda: page.locator("#compare-run input").input_value().startswith(f"{best}: "), 30, "its run in Compare")
-    wait_for(lambda: _query(page).get("run") == str(best), 10, "the address")
+    wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "Compare")
+    wait_for(
+        lambda: page.locator("#compare-run input").input_value().startswith(f"{best}: "),
+        PAGE_WAIT_S,
+        "its run in Compare",
+    )
+    wait_for(lambda: _query(page).get("run") == str(best), PAGE_WAIT_S, "the address")
     page.get_by_role("tab", name="Sweeps").click()
-    wait_for(lambda: _selected_tab(page) == "Sweeps", 30, "back on Sweeps")
+    wait_for(lambda: _selected_tab(page) == "Sweeps", PAGE_WAIT_S, "back on Sweeps")
     page.click("#sweeps-monitor")
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor")
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{best}: "), 30, "its run picked")
-    wait_for(lambda: (_query(page).get("tab"), _query(page).get("run")) == ("monitor", str(best)), 10, "the address")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor")
+    wait_for(
+        lambda: page.locator("#monitor-run input").input_value().startswith(f"{best}: "), PAGE_WAIT_S, "its run picked"
+    )
+    wait_for(
+        lambda: (_query(page).get("tab"), _query(page).get("run")) == ("monitor", str(best)), PAGE_WAIT_S, "the address"
+    )
     header = page.locator("#monitor-progress")
-    wait_for(lambda: f"(run {best})" in header.inner_text(), 60, "the Monitor's header naming it")
+    wait_for(lambda: f"(run {best})" in header.inner_text(), PAGE_WAIT_S, "the Monitor's header naming it")
     assert "step 4 of 4" in header.inner_text()
     assert len(page.context.pages) == 1

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from .helpers import tiny_config, wait_for
+from .helpers import PAGE_WAIT_S, tiny_config, wait_for
 from .test_browser_answers import SCREENSHOTS
 from .test_browser_markup import _built, _page, payload
 from .test_browser_ux import _selected_tab
@@ -229,7 +229,9 @@ def test_the_monitor_shows_a_trained_runs_call_and_the_calculators_answer(browse
         _monitor(page, server, calculator, "the trained tool run's More charts")
         table = page.locator("#completions-table")
         shown = f"→ calculator(expression={call['arguments']['expression']!r})"
-        wait_for(lambda: shown in table.inner_text() and f"← {answer['content']}" in table.inner_text(), 60, shown)
+        wait_for(
+            lambda: shown in table.inner_text() and f"← {answer['content']}" in table.inner_text(), PAGE_WAIT_S, shown
+        )
         table.locator("[role=gridcell]", has_text=shown).first.click()  # the row's detail: the rollout in full
         detail = page.locator("#completion-detail")
         detail.filter(has_text=shown).wait_for()
@@ -252,8 +254,10 @@ def test_compare_samples_both_sides_of_the_calculator_run_with_its_tools(browser
     page = _page(browser, [])
     try:
         page.goto(f"{server[0]}?tab=compare&run={calculator}")
-        wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
-        wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 60, "the final adapter")
+        wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "the Compare tab")
+        wait_for(
+            lambda: page.locator("#compare-adapter input").input_value() == "final", PAGE_WAIT_S, "the final adapter"
+        )
         page.locator("#compare-prompt textarea").fill("What is 482 + 317?")
         reference = page.locator("#compare-reference input, #compare-reference textarea").first
         reference.fill("799")
@@ -297,10 +301,12 @@ def browser():
 
 def _monitor(page, server, run_id: int, name: str) -> None:
     page.goto(f"{server[0]}?tab=monitor&run={run_id}")
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab")
     page.locator("#monitor-progress").filter(has_text=f"(run {run_id})").wait_for(timeout=120_000)
     page.locator("#monitor-more button.label-wrap").first.click()  # the tool chart is under "More charts"
-    wait_for(lambda: page.locator("#chart-entropy .js-plotly-plot, #chart-loss .js-plotly-plot").count(), 60, name)
+    wait_for(
+        lambda: page.locator("#chart-entropy .js-plotly-plot, #chart-loss .js-plotly-plot").count(), PAGE_WAIT_S, name
+    )
 
 
 def test_a_tool_runs_monitor_shows_its_turns_and_tool_chart_and_a_plain_runs_has_none(browser, server, planted):
@@ -310,10 +316,10 @@ def test_a_tool_runs_monitor_shows_its_turns_and_tool_chart_and_a_plain_runs_has
     try:
         _monitor(page, server, calc, "the tool run's More charts")
         legend = page.locator("#chart-tools .legendtext")
-        wait_for(lambda: legend.count() >= 2, 60, "the tool chart's legend")
+        wait_for(lambda: legend.count() >= 2, PAGE_WAIT_S, "the tool chart's legend")
         assert set(legend.all_text_contents()) == {"calls per completion", "error answers"}
         table = page.locator("#completions-table")
-        wait_for(lambda: table.locator("[role=row]").count() > 2, 60, "completion rows")
+        wait_for(lambda: table.locator("[role=row]").count() > 2, PAGE_WAIT_S, "completion rows")
         first = table.locator("[data-testid=cell-0-4]").inner_text()
         assert "→ calculator(expression='12+0')" in first and "← 12" in first, first
         table.locator("[data-testid=cell-1-4]").click()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from .conftest import ROOT, use_database
-from .helpers import run_row, wait_for
+from .helpers import PAGE_WAIT_S, run_row, wait_for
 from .test_dashboard_browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -112,7 +112,7 @@ def _settled_draft(page, quiet: float = 1.5) -> str | None:
             seen.update(value=value, since=time.monotonic())
         return time.monotonic() - seen["since"] >= quiet
 
-    wait_for(settled, 60, "the form draft to settle")
+    wait_for(settled, PAGE_WAIT_S, "the form draft to settle")
     return seen["value"]
 
 
@@ -138,7 +138,9 @@ def test_every_problem_is_listed_at_once_beside_its_field(page):
     status.filter(has_text="problem").wait_for()
     assert "group size 1" in status.inner_text() and "beta -0.5" in status.inner_text()
     # beside each field, both at once, and no toast of the widget's own range check
-    wait_for(lambda: "group size 1" in page.locator("#field-num_generations").inner_text(), 10, "the group mark")
+    wait_for(
+        lambda: "group size 1" in page.locator("#field-num_generations").inner_text(), PAGE_WAIT_S, "the group mark"
+    )
     assert "beta -0.5" in page.locator("#field-beta").inner_text()
     assert "field-invalid" in page.locator("#field-beta").get_attribute("class")
     assert page.get_by_text("is less than minimum").count() == 0
@@ -163,7 +165,7 @@ def test_runs_tab_answers_in_its_message_and_clone_lands_in_the_form(page, train
     confirm = page.locator("#runs-confirm input")
     confirm.check()
     page.click("#runs-delete")
-    wait_for(lambda: not confirm.is_checked(), 10, "the confirmation to clear after a delete")
+    wait_for(lambda: not confirm.is_checked(), PAGE_WAIT_S, "the confirmation to clear after a delete")
     page.locator("#runs-run-id input").fill(str(run_id))
     page.click("#runs-download")
     message.filter(has_text=f"Adapter of run {run_id} zipped").wait_for()
@@ -188,7 +190,7 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
     live = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
     try:
         _goto(page, f"tab=monitor&run={live}")
-        wait_for(lambda: _selected_tab(page) == "Monitor", 20, "the Monitor tab from the address")
+        wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab from the address")
         pick_run(page, "#monitor-overlay", finished)
         page.keyboard.press("Escape")
         # hang bound, not a speed target: a loaded 2-core machine needs minutes for a worker's first steps
@@ -222,7 +224,7 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
             page.mouse.move(plot["x"] + plot["width"] * 0.4, plot["y"] + plot["height"] * 0.8, steps=8)
             page.mouse.up()
             try:
-                zoomed = wait_for(lambda: _x_range(page, "reward"), 10, "the zoomed x range")
+                zoomed = wait_for(lambda: _x_range(page, "reward"), PAGE_WAIT_S, "the zoomed x range")
                 break
             except pytest.fail.Exception:
                 if attempt == 2:
@@ -234,12 +236,14 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         # a series drawn exactly under an earlier one (the runs share a seed, so their first steps' correctness can
         # be equal) says so: "… · correctness (under …)"
         assert overlaid(), "the overlay let go of the finished run while the live one trained"
-        names = wait_for(lambda: page.evaluate(legend_names, "#chart-reward .legendtext"), 30, "the legend's names")
+        names = wait_for(
+            lambda: page.evaluate(legend_names, "#chart-reward .legendtext"), PAGE_WAIT_S, "the legend's names"
+        )
         assert any(re.search(r"· correctness( \(under .+\))?$", n) for n in names), names
         assert not any("rewards/" in n for n in names), names
         page.screenshot(path=str(SCREENSHOTS / "monitor-overlay.png"), full_page=True)
         table = page.locator("#completions-table")
-        wait_for(lambda: table.locator("[role=row]").count() > 1, 60, "completion rows")
+        wait_for(lambda: table.locator("[role=row]").count() > 1, PAGE_WAIT_S, "completion rows")
         box = table.bounding_box()
         for header in ("step", "group", "total", "advantage"):  # numeric columns fit: on screen, header on one line
             cell = table.locator("th[role=columnheader]", has_text=header).first
@@ -254,7 +258,7 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
         overlay_tokens = page.locator("#monitor-overlay .token")
         wait_for(
             lambda: not any(t.strip().startswith(f"{finished}: ") for t in overlay_tokens.all_inner_texts()),
-            30,
+            PAGE_WAIT_S,
             "the shown run let go of by the overlay",
         )
     finally:
@@ -271,26 +275,26 @@ def test_monitor_overlays_a_live_run_with_the_legend_outside_the_plot(page, trai
 def test_reload_keeps_tab_run_and_form_draft(page, trained_run):
     run_id = trained_run[0]
     _goto(page, f"tab=monitor&run={run_id}")
-    wait_for(lambda: _selected_tab(page) == "Monitor", 20, "the Monitor tab")
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 20, "the run")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab")
+    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), PAGE_WAIT_S, "the run")
     page.get_by_role("tab", name="New run").click()
-    wait_for(lambda: "tab=new" in _query(page), 10, "the address to follow the tab")
+    wait_for(lambda: "tab=new" in _query(page), PAGE_WAIT_S, "the address to follow the tab")
     before = _settled_draft(page)
     _set(page, "name", "draft-kept")
     # the draft reaches localStorage after a round trip through the server's queue: wait for it to be written (a
     # fixed 1 s sleep was a speed assumption on a machine that may be loaded), then for any later save to land
-    wait_for(lambda: _stored_draft(page) != before, 60, "the draft to be saved")
+    wait_for(lambda: _stored_draft(page) != before, PAGE_WAIT_S, "the draft to be saved")
     _settled_draft(page)
     page.reload()
     page.wait_for_selector("#launch", state="attached")
     assert _selected_tab(page) == "New run"
-    wait_for(lambda: _box(page, "name").input_value() == "draft-kept", 20, "the draft restored")
+    wait_for(lambda: _box(page, "name").input_value() == "draft-kept", PAGE_WAIT_S, "the draft restored")
 
 
 def test_compare_starts_ready_to_sample(page, trained_run):
     _goto(page, "tab=compare")
-    wait_for(lambda: _selected_tab(page) == "Compare", 20, "the Compare tab")
-    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 30, "the final adapter")
+    wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "the Compare tab")
+    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", PAGE_WAIT_S, "the final adapter")
     picked = int(page.locator("#compare-run input").input_value().split(":")[0])
     assert run_row(picked).status in ("completed", "stopped")
     page.locator("#compare-prompt textarea").fill("What is 12 + 30?")

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from .conftest import use_database
-from .helpers import BROWSER_TIMEOUT_MS, create_run, run_row, tiny_config, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, create_run, run_row, tiny_config, wait_for
 from .test_browser_ux import SCREENSHOTS, TEXT_LINES, _selected_tab
 from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _points, _set, launch_browser, start_server
 
@@ -105,8 +105,8 @@ def _annotations(page, chart: str) -> list[str]:
 
 def _monitor(open_at, width: str, run_id: int):
     page = open_at(width, f"tab=monitor&run={run_id}")
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the Monitor tab from the address")
-    wait_for(lambda: _points(page, "reward") > 0, 60, "the reward chart")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor tab from the address")
+    wait_for(lambda: _points(page, "reward") > 0, PAGE_WAIT_S, "the reward chart")
     return page
 
 
@@ -115,9 +115,9 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
     """Item 1 (and 9's "completed" wrapping mid-word): every header of the Runs table on one line, the table scrolling
     inside its box on a phone with its first columns pinned, and the Monitor's picker showing the whole run label."""
     page = open_at(width, "tab=runs")
-    wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
+    wait_for(lambda: _selected_tab(page) == "Runs", PAGE_WAIT_S, "the Runs tab")
     table = page.locator("#runs-table")
-    wait_for(lambda: "round2-beta0" in table.inner_text(), 30, "the run in the table")
+    wait_for(lambda: "round2-beta0" in table.inner_text(), PAGE_WAIT_S, "the run in the table")
     for header in ("id", "status", "step", "duration"):
         cell = table.locator("th[role=columnheader]", has_text=header).first
         assert cell.evaluate(TEXT_LINES) == 1, (width, header)
@@ -155,7 +155,7 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
     assert picker.input_value() == f"{beta0_run}: round2-beta0 (completed)"
     assert picker.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the run label is cut"
     table = page.locator("#completions-table")
-    wait_for(lambda: table.locator("[role=row]").count() > 1, 60, "completion rows")
+    wait_for(lambda: table.locator("[role=row]").count() > 1, PAGE_WAIT_S, "completion rows")
     for header in ("step", "group", "mark", "total", "advantage"):  # the best/worst marks' column is named
         assert table.locator("th[role=columnheader]", has_text=header).first.evaluate(TEXT_LINES) == 1, header
     page.screenshot(path=str(shots / f"item1-monitor-{width}.png"), full_page=True)
@@ -177,7 +177,7 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
         assert page.locator("#chart-reward").evaluate(before) == '"Loading chart…"'
         assert page.locator("#chart-kl").evaluate(before) == '"Loading chart…"'
         # page.wait_for_timeout, not a sleep: the sync API hands a route over only while inside one of its calls
-        wait_for(lambda: page.wait_for_timeout(100) or held, 60, "the page to ask for the Plotly bundle")
+        wait_for(lambda: page.wait_for_timeout(100) or held, PAGE_WAIT_S, "the page to ask for the Plotly bundle")
         for route in held:
             route.continue_()
         page.unroute(re.compile(r".*/assets/PlotlyPlot-.*\.js"))
@@ -193,10 +193,10 @@ def test_charts_explain_themselves(open_at, beta0_run, shots, width):
     and the share of zero-std groups have an axis each; smoothing 0.8 leaves the held-out curve as measured and the
     raw reward behind the smoothed one, faded; the reward chart's series differ in colour."""
     page = _monitor(open_at, width, beta0_run)
-    wait_for(lambda: _annotations(page, "kl"), 30, "the KL chart's words")
+    wait_for(lambda: _annotations(page, "kl"), PAGE_WAIT_S, "the KL chart's words")
     assert any("beta = 0" in a and "no KL term" in a for a in _annotations(page, "kl"))
     page.locator("#monitor-more button.label-wrap").first.click()  # the clip chart is under "More charts"
-    wait_for(lambda: _annotations(page, "clip_ratio"), 30, "the clip chart, once More charts is open")
+    wait_for(lambda: _annotations(page, "clip_ratio"), PAGE_WAIT_S, "the clip chart, once More charts is open")
     assert any("num_iterations = 1" in a and "exactly 1" in a for a in _annotations(page, "clip_ratio"))
     std, share = _trace(page, "reward_std", "reward_std"), _trace(page, "reward_std", "frac_reward_zero_std")
     assert std["yaxis"] == "y" and share["yaxis"] == "y2"
@@ -223,7 +223,7 @@ def test_charts_explain_themselves(open_at, beta0_run, shots, width):
     smoothing = page.locator("#monitor-smoothing input[type=number]")
     smoothing.fill("0.8")
     smoothing.press("Enter")
-    wait_for(lambda: _trace(page, "reward", "reward (raw)"), 30, "the faded raw reward line")
+    wait_for(lambda: _trace(page, "reward", "reward (raw)"), PAGE_WAIT_S, "the faded raw reward line")
     heldout = _metric(beta0_run, "heldout/correct")
     assert len(heldout) >= 2 and _trace(page, "heldout", "heldout/correct")["y"] == pytest.approx(heldout)
     assert _trace(page, "heldout", "heldout/correct (raw)") is None  # nothing smoothed, nothing left behind
@@ -240,7 +240,7 @@ def test_a_tie_has_no_best_answer(open_at, beta0_run):
     page = _monitor(open_at, "laptop", beta0_run)
     table = page.locator("#completions-table")
     rows = table.locator(".virtual-body [role=row]")  # the data rows (not the hidden rows that size the columns)
-    wait_for(lambda: rows.count() >= 4, 60, "completion rows")
+    wait_for(lambda: rows.count() >= 4, PAGE_WAIT_S, "completion rows")
     groups: dict[str, list[tuple[str, float]]] = {}
     for i in range(rows.count()):
         cells = rows.nth(i).locator(".body-cell").all_inner_texts()
@@ -261,7 +261,7 @@ def test_the_runs_table_shows_the_periodic_heldout_score(open_at, beta0_run):
     page = open_at("laptop", "tab=runs")
     last = _metric(beta0_run, "heldout/correct")[-1]
     row = page.locator("#runs-table .virtual-body [role=row]", has_text="round2-beta0").first
-    wait_for(lambda: row.count() > 0, 30, "the run's row")
+    wait_for(lambda: row.count() > 0, PAGE_WAIT_S, "the run's row")
     assert f"{last:.1%} (while training)" in row.inner_text()
 
 
@@ -270,19 +270,19 @@ def test_compare_lets_go_of_a_picked_prompt_lines_up_and_samples_greedy_once(ope
     """Item 10: typing a prompt clears the held-out picker and its reference answer; greedy with N = 4 gives one row a side; the two tables
     start at the same height on a laptop (the explanation sits under both)."""
     page = open_at(width, f"tab=compare&run={beta0_run}")
-    wait_for(lambda: _selected_tab(page) == "Compare", 30, "the Compare tab")
-    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 60, "the final adapter")
+    wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "the Compare tab")
+    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", PAGE_WAIT_S, "the final adapter")
     page.locator("#compare-example input").click()
     page.locator("[role=option]").first.click()
     prompt = page.locator("#compare-prompt textarea")
-    wait_for(lambda: prompt.input_value().strip(), 30, "the picked prompt")
+    wait_for(lambda: prompt.input_value().strip(), PAGE_WAIT_S, "the picked prompt")
     assert page.locator("#compare-example input").input_value()
     prompt.fill("What is 12 + 30?")
     prompt.press("End")
     prompt.type(" ")
-    wait_for(lambda: page.locator("#compare-example input").input_value() == "", 10, "the picker to let go")
+    wait_for(lambda: page.locator("#compare-example input").input_value() == "", PAGE_WAIT_S, "the picker to let go")
     reference = page.locator("#compare-reference input, #compare-reference textarea").first
-    wait_for(lambda: reference.input_value() == "", 10, "the picked problem's reference answer to go")
+    wait_for(lambda: reference.input_value() == "", PAGE_WAIT_S, "the picked problem's reference answer to go")
     assert prompt.input_value() == "What is 12 + 30? "
     page.locator("#compare-greedy input, label:has-text('Greedy decoding') input").first.check()
     page.click("#compare-go")
@@ -348,14 +348,14 @@ def test_empty_states_say_what_to_do_next(browser, empty_server, shots, width):
     try:
         page.goto(empty_server[0] + "?tab=runs")
         page.wait_for_selector("#launch", state="attached")
-        wait_for(lambda: _selected_tab(page) == "Runs", 30, "the Runs tab")
+        wait_for(lambda: _selected_tab(page) == "Runs", PAGE_WAIT_S, "the Runs tab")
         page.locator("#runs-empty").filter(has_text="No runs yet").wait_for()
         assert "Tiny offline demo" in page.locator("#runs-empty").inner_text()
         assert page.locator("#runs-run-id input").input_value() == ""
         page.screenshot(path=str(shots / f"item13-runs-{width}.png"), full_page=True)
         page.get_by_role("tab", name="Monitor").click()
         page.locator("#monitor-progress").filter(has_text="No runs yet").wait_for()
-        wait_for(lambda: not page.locator("#chart-reward").is_visible(), 20, "the empty chart boxes to go")
+        wait_for(lambda: not page.locator("#chart-reward").is_visible(), PAGE_WAIT_S, "the empty chart boxes to go")
         assert not any(page.locator(f"#chart-{name}").is_visible() for name in ("kl", "loss", "step_time"))
         page.screenshot(path=str(shots / f"item13-monitor-{width}.png"), full_page=True)
         # issue 36 item 14: Compare says what is missing, and there is nothing to press

@@ -20,7 +20,7 @@ import pytest
 from trainer.presets import tiny_demo
 
 from .conftest import ROOT
-from .helpers import BROWSER_TIMEOUT_MS, free_port, run_row, wait_for
+from .helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, free_port, run_row, wait_for
 
 
 def find_chromium() -> str | None:
@@ -79,7 +79,7 @@ def start_server(log_name: str, *flags: str):
             return False
 
     try:
-        wait_for(up, 60, "the dashboard to answer")
+        wait_for(up, PAGE_WAIT_S, "the dashboard to answer")
         yield url, process
     finally:  # also when the generator is closed by hand (a fixture that wraps it) or the wait fails
         process.terminate()
@@ -152,9 +152,13 @@ def _launch(page, name: str) -> int:
     # attached, not visible: the launch opens the Monitor, and the answer may land on the New run tab behind it
     status.filter(has_text=f"({name})").wait_for(state="attached")
     run_id = int(re.search(r"Run (\d+)", status.inner_text()).group(1))
-    wait_for(lambda: _selected_tab(page) == "Monitor", 30, "the launched run's Monitor")
-    wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "), 30, "its run picked")
-    wait_for(lambda: f"tab=monitor&run={run_id}" in page.evaluate("() => location.search"), 10, "the address")
+    wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the launched run's Monitor")
+    wait_for(
+        lambda: page.locator("#monitor-run input").input_value().startswith(f"{run_id}: "),
+        PAGE_WAIT_S,
+        "its run picked",
+    )
+    wait_for(lambda: f"tab=monitor&run={run_id}" in page.evaluate("() => location.search"), PAGE_WAIT_S, "the address")
     assert len(page.context.pages) == 1  # no other browser tab opened
     return run_id
 
@@ -177,7 +181,7 @@ def pick_run(page, picker: str, run_id: int, tries: int = 3) -> None:
         page.keyboard.press("Enter")
         page.keyboard.press("Escape")
         try:
-            wait_for(picked, 60, f"run {run_id} picked in {picker}")
+            wait_for(picked, PAGE_WAIT_S, f"run {run_id} picked in {picker}")
             return
         except pytest.fail.Exception:
             if attempt == tries - 1:
@@ -238,7 +242,7 @@ def test_dashboard_journey(page, server):
         model, steps = _box(page, "model_name_or_path").input_value(), _box(page, "max_steps").input_value()
         return model == preset.model_name_or_path and steps == str(preset.max_steps)
 
-    wait_for(filled, 10, "the preset to fill the form")
+    wait_for(filled, PAGE_WAIT_S, "the preset to fill the form")
     _set(page, "max_steps", 40)
     first = _launch(page, "browser-first")
 
@@ -248,7 +252,7 @@ def test_dashboard_journey(page, server):
     seen_running = _points(page, "reward")
     # hang bounds, not speed targets: a loaded 2-core machine took over 180 s for this run
     wait_for(lambda: "completed" in progress.inner_text(), 600, "the run to complete")
-    wait_for(lambda: _points(page, "reward") > seen_running, 10, "more reward points")
+    wait_for(lambda: _points(page, "reward") > seen_running, PAGE_WAIT_S, "more reward points")
     assert run_row(first).status == "completed"
     assert "step 40 of 40" in progress.inner_text()
     # the held-out curve (the preset's eval_steps 10: steps 0, 10, 20, 30, 40) climbs from the base model's score
@@ -257,7 +261,7 @@ def test_dashboard_journey(page, server):
 
     # 3. the completions table has rows with scores
     table = page.locator("#completions-table")
-    wait_for(lambda: table.locator("[role=row]").count() >= 9, 20, "completion rows")  # header + a step's rows
+    wait_for(lambda: table.locator("[role=row]").count() >= 9, PAGE_WAIT_S, "completion rows")  # header + a step's rows
     assert "correctness=" in table.inner_text() and "What is" in table.inner_text()
 
     # 4. two more runs: the second waits, queued, behind the first
@@ -266,28 +270,32 @@ def test_dashboard_journey(page, server):
     assert page.locator("#preset input").input_value() == ""  # the form is no preset any more
     second = _launch(page, "browser-second")
     third = _launch(page, "browser-third")
-    wait_for(lambda: run_row(second).status == "running", 60, "the second run to start")
+    wait_for(lambda: run_row(second).status == "running", PAGE_WAIT_S, "the second run to start")
     assert run_row(third).status == "queued" and run_row(third).pid is None
     page.get_by_role("tab", name="Runs").click()
     runs_table = page.locator("#runs-table")
-    wait_for(lambda: re.search(rf"{third}\s+browser-third\s+queued", runs_table.inner_text()), 15, "the queued row")
+    wait_for(
+        lambda: re.search(rf"{third}\s+browser-third\s+queued", runs_table.inner_text()), PAGE_WAIT_S, "the queued row"
+    )
 
     # 5. stop the running one; the queued one then takes the slot
     page.locator("#runs-run-id input").fill(str(second))
     page.click("#runs-stop")
     page.locator("#runs-message").filter(has_text="stop requested").wait_for()
-    wait_for(lambda: run_row(second).status == "stopped", 60, "the second run to stop")
-    wait_for(lambda: run_row(third).status == "running", 60, "the third run to take the slot")
+    wait_for(lambda: run_row(second).status == "stopped", PAGE_WAIT_S, "the second run to stop")
+    wait_for(lambda: run_row(third).status == "running", PAGE_WAIT_S, "the third run to take the slot")
     page.locator("#runs-run-id input").fill(str(third))
     page.click("#runs-stop")
-    wait_for(lambda: run_row(third).status == "stopped", 60, "the third run to stop")
+    wait_for(lambda: run_row(third).status == "stopped", PAGE_WAIT_S, "the third run to stop")
 
     # 6. compare: the finished run, base and tuned side by side, both scored; torch arrives only now
     assert not _torch_loaded(server[1].pid)
     page.get_by_role("tab", name="Compare").click()
     time.sleep(3.5)  # the run list refreshes every 3 s
     pick_run(page, "#compare-run", first)
-    wait_for(lambda: page.locator("#compare-adapter input").input_value() == "final", 20, "the checkpoint list")
+    wait_for(
+        lambda: page.locator("#compare-adapter input").input_value() == "final", PAGE_WAIT_S, "the checkpoint list"
+    )
     page.locator("#compare-prompt textarea").fill("What is 12 + 30?")
     page.locator("#compare-reference input, #compare-reference textarea").first.fill("42")
     page.click("#compare-go")
@@ -302,7 +310,7 @@ def test_dashboard_journey(page, server):
     # 7. a screenshot of the monitor page, as an artifact
     page.get_by_role("tab", name="Monitor").click()
     _pick_run(page, first)
-    wait_for(lambda: _points(page, "reward") >= 40, 20, "the finished run's chart")
+    wait_for(lambda: _points(page, "reward") >= 40, PAGE_WAIT_S, "the finished run's chart")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "monitor.png"), full_page=True)
     assert (ARTIFACTS / "monitor.png").stat().st_size > 10_000

@@ -25,7 +25,7 @@ from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset tra
 ROOT = Path(__file__).resolve().parent.parent
 
 # One OpenMP thread in this process and in every worker, server and evaluation it starts (they inherit the
-# environment), unless the developer chose a count: the suite runs three pytest-xdist processes on 2 cores, each often
+# environment), unless the developer chose a count: the suite runs two pytest-xdist processes on 2 cores, each often
 # beside a training worker, and torch's default of a thread per core had them spin-waiting for each other. Measured
 # on the worker tests (test_signals, test_multiprocess, test_diskfull; -n 2, two runs each way): 79-85 s wall and
 # 77-79 s of user CPU on torch's default, 63-65 s and 52-59 s with one thread.
@@ -265,7 +265,7 @@ def pytest_collection_modifyitems(config, items):
     """Modules without slow tests first (keeping each module's tests together and in order): the suite shows
     progress, and a broken fast test, within its first minute instead of after the browser and training tests.
 
-    Under pytest-xdist (``-n 3 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
+    Under pytest-xdist (``-n 2 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
     from start to end, so a module's fixtures (a server, a browser, a shared run) are set up once, as in a serial
     run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do)."""
     refuse_unmarked_slow_fixtures(items)

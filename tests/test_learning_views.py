@@ -26,7 +26,7 @@ from trainer.job.worker import run_worker
 from .conftest import ROOT
 from .helpers import create_run, tiny_config, wait_for
 from .test_browser_ux import _goto
-from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, open_page, start_server
+from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, choose, open_page, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -261,8 +261,7 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     _pick(page, length_run)
     page.locator("#learning-watch").filter(has_text="reward outruns held-out").wait_for()
     alert = next(a for a in learning_report(length_run).alerts if a.name == "reward outruns held-out")
-    page.locator("#learning-alert input").click()
-    page.locator('[role=option][aria-label^="reward outruns held-out"]').first.click()
+    choose(page, "#learning-alert", "reward outruns held-out")
     from app.pages.learning import alert_completions
 
     expected = alert_completions(length_run, f"{alert.first_step}:{alert.last_step}")

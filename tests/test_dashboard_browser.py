@@ -164,19 +164,25 @@ def _launch(page, name: str) -> int:
 
 
 def choose(page, picker: str, label: str, tries: int = 3) -> None:
-    """Choose the option that starts with ``label`` in the dropdown ``picker`` (its element id) by typing it and
-    pressing Enter, as :func:`pick_run` picks a run: a click aimed at an open list's option waited out its whole
-    150 s where the list had been placed outside the viewport as the page below it filled in (the learning views'
-    test, twice in six clean-clone runs). A choice that did not take is tried again."""
-    box = page.locator(f"{picker} input")
+    """Choose the option that starts with ``label`` in the dropdown ``picker`` (its element id) as a user with a long
+    list does: click it, type the label's start and press Enter. Keys wait in the browser's queue while a live page
+    redraws; a click aimed at an open list's option missed it where a redraw replaced the list (all three tries in
+    one CI run on a loaded machine), or waited out its whole 150 s where the list had been placed outside the
+    viewport as the page below it filled in (the learning views' test, twice in six clean-clone runs). A choice that
+    did not take is tried again. A multiselect's choice is read from its tokens, a single one's from its box."""
+
+    def chosen() -> bool:
+        shown = page.locator(f"{picker} .token").all_inner_texts() or [page.locator(f"{picker} input").input_value()]
+        return any(text.strip().startswith(label) for text in shown)
+
     for attempt in range(tries):
-        box.click()
-        page.keyboard.press("Control+a")
+        page.locator(f"{picker} input").click()
+        page.keyboard.press("Control+a")  # a single picker's box holds what it shows: typed over, not after
         page.keyboard.type(label)
         page.keyboard.press("Enter")
         page.keyboard.press("Escape")
         try:
-            wait_for(lambda: box.input_value().startswith(label), PAGE_WAIT_S, f"{label!r} chosen in {picker}")
+            wait_for(chosen, PAGE_WAIT_S, f"{label!r} chosen in {picker}")
             return
         except pytest.fail.Exception:
             if attempt == tries - 1:
@@ -185,29 +191,9 @@ def choose(page, picker: str, label: str, tries: int = 3) -> None:
 
 
 def pick_run(page, picker: str, run_id: int, tries: int = 3) -> None:
-    """Pick run ``run_id`` in the run picker ``picker`` (the dropdown's element id, "#monitor-run") as a user with many
-    runs does: click it, type the start of the run's label ("7: ") and press Enter. Keys wait in the browser's queue
-    while a live page redraws, where a click aimed at an option of an open list missed it when a redraw replaced the
-    list (all three tries in one CI run on a loaded machine). A pick that did not take is tried again."""
-    label = f"{run_id}: "
-
-    def picked() -> bool:
-        chosen = page.locator(f"{picker} .token").all_inner_texts() or [page.locator(f"{picker} input").input_value()]
-        return any(text.strip().startswith(label) for text in chosen)
-
-    for attempt in range(tries):
-        page.locator(f"{picker} input").click()
-        page.keyboard.press("Control+a")  # a single picker's box holds the shown run's label: typed over, not after
-        page.keyboard.type(label)
-        page.keyboard.press("Enter")
-        page.keyboard.press("Escape")
-        try:
-            wait_for(picked, PAGE_WAIT_S, f"run {run_id} picked in {picker}")
-            return
-        except pytest.fail.Exception:
-            if attempt == tries - 1:
-                options = page.locator("[role=option]").all_inner_texts()
-                pytest.fail(f"run {run_id} was not picked in {picker} after {tries} tries; options shown: {options}")
+    """Pick run ``run_id`` in the run picker ``picker`` (the dropdown's element id, "#monitor-run") by the start of
+    its label ("7: "), as :func:`choose` does."""
+    choose(page, picker, f"{run_id}: ", tries)
 
 
 def _pick_run(page, run_id: int) -> None:

@@ -241,8 +241,10 @@ def test_dashboard_journey(page, server):
     # preset's fill then landed after the edit below (CI trained 100 steps, not 40).
     _set(page, "max_steps", 7)
     _set(page, "model_name_or_path", "not-the-preset")
-    page.locator("#preset input").click()
-    page.locator('[role=option][aria-label^="Tiny offline demo"]').click()
+    # the edits' answer empties the preset box (the form is no preset now); chosen before it lands, the preset was
+    # still the box's value, so choosing it again changed nothing and the form stayed unfilled (a clean-clone run)
+    wait_for(lambda: page.locator("#preset input").input_value() == "", PAGE_WAIT_S, "the preset box to let go")
+    choose(page, "#preset", "Tiny offline demo")
     preset = tiny_demo()
 
     def filled():

@@ -6,6 +6,7 @@ array, each followed and stopped as its own run."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -233,7 +234,12 @@ def test_a_worker_killed_by_a_signal_is_reported_as_such(on_slurm):
 
 @pytest.mark.xdist_group("slurm-time-limit")
 def test_a_short_time_limit_trains_and_says_it_stopped_at_the_limit(on_slurm):
-    run_id = create_run(tiny_config(name="limited", executor="slurm", max_steps=100_000, save_steps=50, slurm_time="3"))
+    # the shortest limit a run is given is three minutes (MIN_SLURM_SECONDS): a reward that waits a second a step
+    # (tests/paced_reward.py) keeps the run stepping until Slurm's signal without a core trained flat out meanwhile
+    # (127 CPU-s of the worker, a twelfth of the suite's CPU, before it)
+    paced = f"{Path(__file__).parent / 'paced_reward.py'}:waits"
+    config = tiny_config(name="limited", executor="slurm", max_steps=100_000, save_steps=50, slurm_time="3")
+    run_id = create_run(dataclasses.replace(config, reward_funcs=[*config.reward_funcs, paced]))
     assert schedule() == [run_id]
     wait_for(lambda: run_row(run_id).status in ENDED, 400, "the time-limited run to end")
     row = run_row(run_id)

@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 from app import actions, api, styles
 from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
+from app.page_script import PageScript
 from app.pages import compare, monitor, new_run, runs, sweeps
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from app.verdict import problem, verdict
@@ -410,7 +411,14 @@ def serve(
     pace_queue(demo.queue(default_concurrency_limit=8)).launch(
         max_file_size=max_upload_bytes,
         # request bodies bounded, failed logins throttled, no API description on the login page (app/guard.py)
-        app_kwargs={"middleware": [Middleware(BodyLimit, max_upload_bytes=max_upload_bytes), Middleware(LoginGuard)]},
+        # and the page's own script ahead of Gradio's (app/page_script.py)
+        app_kwargs={
+            "middleware": [
+                Middleware(BodyLimit, max_upload_bytes=max_upload_bytes),
+                Middleware(LoginGuard),
+                Middleware(PageScript),
+            ]
+        },
         server_name=host,
         server_port=port,
         auth=credentials,

@@ -232,6 +232,38 @@ def test_dashboard_process_has_not_imported_torch(page, server):
     assert not _torch_loaded(server[1].pid)
 
 
+# Counts, in the page, the frames asked of the browser's own requestAnimationFrame by Gradio's status trackers
+# (its statustracker-*.js module): installed before any script of the page, so under app/status_timer.js.
+COUNT_TRACKER_FRAMES = """(() => {
+    const frame = window.requestAnimationFrame.bind(window);
+    window.trackerFrames = 0;
+    window.requestAnimationFrame = (callback) => {
+        if ((new Error().stack || "").includes("/statustracker-")) window.trackerFrames++;
+        return frame(callback);
+    };
+})()"""
+
+
+def test_an_idle_page_draws_no_frames_for_the_status_trackers_timer(page, server):
+    """An open page with nothing pending asks the browser for no frames on the status trackers' behalf (Gradio's
+    timing loop goes on after the page has loaded: 60 frames a second without app/status_timer.js), nor while an
+    event is answered; the event's answer still comes (Validate)."""
+    idle = page.context.browser.new_page()
+    try:
+        idle.add_init_script(COUNT_TRACKER_FRAMES)
+        idle.goto(server[0])
+        idle.wait_for_selector("#launch", state="attached")
+        time.sleep(2.0)
+        idle.evaluate("() => { window.trackerFrames = 0 }")
+        time.sleep(2.0)
+        assert idle.evaluate("() => window.trackerFrames") == 0
+        idle.click("#validate")
+        idle.locator("#new-run-status").filter(has_text="Valid").wait_for()
+        assert idle.evaluate("() => window.trackerFrames") == 0
+    finally:
+        idle.close()
+
+
 # a hang bound, not a speed target: the journey trains and follows three runs through every page, 370-410 s on 2
 # cores (a quiet clean clone and CI alike), too near the suite's 600 s
 @pytest.mark.timeout(900)

@@ -265,12 +265,31 @@ def pytest_collection_modifyitems(config, items):
     """Modules without slow tests first (keeping each module's tests together and in order): the suite shows
     progress, and a broken fast test, within its first minute instead of after the browser and training tests.
 
-    Under pytest-xdist (``-n 2 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
+    Under pytest-xdist (``-n 3 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
     from start to end, so a module's fixtures (a server, a browser, a shared run) are set up once, as in a serial
-    run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do)."""
+    run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do). The groups of tests
+    marked ``waits`` are named ``waits:...``, and run in the waiting lane (tests/xdist_lanes.py)."""
+    from tests.xdist_lanes import WAITS_PREFIX
+
     refuse_unmarked_slow_fixtures(items)
     slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.module.__name__ in slow_modules)  # sort is stable: order within kept
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        group = item.get_closest_marker("xdist_group")
+        name = (group.args[0] if group.args else group.kwargs.get("name", "default")) if group else None
+        wanted = name or item.module.__name__
+        if item.get_closest_marker("waits") and not wanted.startswith(WAITS_PREFIX):
+            wanted = WAITS_PREFIX + wanted  # the waiting lane's (tests/xdist_lanes.py)
+        if wanted != name:  # first, so that it is the closest (pytest-xdist reads only that one)
+            item.add_marker(pytest.mark.xdist_group(wanted), append=False)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where it is not installed
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with a waiting lane: with -n 3 or more, the tests marked ``waits`` run in a process of
+    their own beside the others (tests/xdist_lanes.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        from tests.xdist_lanes import LaneScheduling
+
+        return LaneScheduling(config, log)
+    return None

@@ -18,7 +18,9 @@ from storage.db import get_sessionmaker
 
 from .helpers import run_row, start_run, tiny_config, wait_for
 
-pytestmark = pytest.mark.slow
+# waits: a lock held 46 s, a worker frozen 15 s, a server down 5 s (99 s of wall for 33 CPU-s, measured alone): the
+# waiting lane's (tests/xdist_lanes.py)
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 TERMINAL = ("completed", "failed", "stopped")
 

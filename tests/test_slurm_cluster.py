@@ -24,9 +24,11 @@ from trainer.supervise.stop import stop_worker
 
 from .helpers import create_run, run_row, tiny_config, wait_for
 
-pytestmark = pytest.mark.slow
-# Three groups that pytest-xdist may run side by side on the one Slurm node (16 CPUs configured: jobs run together):
-# the time limit's job alone takes its three minutes, so it does not wait behind the others.
+# waits: Slurm's scheduling and its shortest time limit (210 s of wall for 84 CPU-s, measured alone): the waiting
+# lane's (tests/xdist_lanes.py). Three groups, so that with fewer than three processes (no waiting lane) two of them
+# may run side by side on the one Slurm node (16 CPUs configured: jobs run together), the time limit's three minutes
+# not behind the others.
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 ENDED = ("completed", "failed", "stopped")
 

@@ -1,0 +1,124 @@
+"""The suite's scheduler (tests/xdist_lanes.py), driven through a whole run with stand-ins for pytest-xdist's worker
+processes that keep its contract (``gateway.id``, ``send_runtest_some``, ``shutdown``, ``shutting_down``): with three
+processes the tests marked ``waits`` run in the last one and nowhere else; with two, or with no waiting test in the
+run, every process takes any group; every test runs exactly once, its group on one process, in collection order."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.xdist_lanes import LaneScheduling
+
+COLLECTION = [
+    "tests/test_fast.py::test_a@tests.test_fast",
+    "tests/test_fast.py::test_b@tests.test_fast",
+    "tests/test_slurm.py::test_limit@waits:slurm-time-limit",
+    "tests/test_slurm.py::test_array@waits:slurm-time-limit",
+    "tests/test_other.py::test_c@tests.test_other",
+    "tests/test_slurm.py::test_requeue@waits:slurm-requeue",
+    "tests/test_browser.py::test_d@tests.test_browser",
+    "tests/test_browser.py::test_e@tests.test_browser",
+    "tests/test_browser.py::test_f@tests.test_browser",
+    "tests/test_faults.py::test_lock@waits:tests.test_faults",
+    "tests/test_learning.py::test_g@tests.test_learning",
+]
+
+
+class Worker:
+    """A stand-in for xdist's WorkerController: the indexes it was sent, in order."""
+
+    def __init__(self, number: int) -> None:
+        self.gateway = SimpleNamespace(id=f"gw{number}")
+        self.sent: list[int] = []
+        self.done: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indexes) -> None:
+        assert not self.shutting_down, f"{self.gateway.id} was sent work after it was shut down"
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+    def pending(self) -> list[int]:
+        return [i for i in self.sent if i not in self.done]
+
+
+def scheduler(workers: list[Worker], collection=COLLECTION) -> LaneScheduling:
+    config = SimpleNamespace(
+        getvalue=lambda name: {"tx": [f"{len(workers)}*popen"]}[name],
+        option=SimpleNamespace(loadscopereorder=True),
+    )
+    sched = LaneScheduling(config)
+    for worker in reversed(workers):  # ready in another order than their numbers
+        sched.add_node(worker)
+        sched.add_node_collection(worker, list(collection))
+    sched.schedule()
+    return sched
+
+
+def run_to_the_end(sched: LaneScheduling, workers: list[Worker]) -> None:
+    """Complete the workers' tests one at a time, round robin, as their reports would arrive."""
+    while any(w.pending() for w in workers):
+        for worker in workers:
+            if worker.pending():
+                index = worker.pending()[0]
+                worker.done.append(index)
+                sched.mark_test_complete(worker, index)
+    assert sched.tests_finished and all(w.shutting_down for w in workers)
+
+
+def groups(worker: Worker, collection=COLLECTION) -> list[str]:
+    """The groups ``worker`` ran, in the order it got them."""
+    return list(dict.fromkeys(collection[i].split("@")[1] for i in worker.sent))
+
+
+def test_with_three_processes_the_last_runs_the_waiting_groups_and_nothing_else():
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers)
+    assert sched.waiter is workers[2]
+    run_to_the_end(sched, workers)
+    assert groups(workers[2]) == ["waits:slurm-time-limit", "waits:slurm-requeue", "waits:tests.test_faults"]
+    others = groups(workers[0]) + groups(workers[1])
+    assert sorted(others) == sorted(["tests.test_fast", "tests.test_other", "tests.test_browser", "tests.test_learning"])
+    assert sorted(workers[0].sent + workers[1].sent + workers[2].sent) == list(range(len(COLLECTION)))
+
+
+def test_groups_are_handed_out_in_collection_order_not_by_their_size():
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers)
+    run_to_the_end(sched, workers)
+    first = [COLLECTION[w.sent[0]].split("@")[1] for w in workers[:2]]
+    assert "tests.test_fast" in first  # the browser group has more tests, but was collected later
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_with_fewer_than_three_processes_there_is_no_waiting_lane(count):
+    workers = [Worker(n) for n in range(count)]
+    sched = scheduler(workers)
+    assert sched.waiter is None
+    run_to_the_end(sched, workers)
+    assert sorted(sum((w.sent for w in workers), [])) == list(range(len(COLLECTION)))
+
+
+def test_a_run_without_waiting_tests_uses_every_process_for_the_work():
+    collection = [nodeid for nodeid in COLLECTION if "@waits:" not in nodeid]
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers, collection)
+    assert sched.waiter is None
+    run_to_the_end(sched, workers)
+    assert all(w.sent for w in workers)
+
+
+def test_when_the_waiting_lanes_process_is_gone_the_others_take_its_groups():
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers)
+    crashed = workers[2]
+    crashed.done.append(crashed.sent[0])
+    sched.mark_test_complete(crashed, crashed.sent[0])
+    assert sched.remove_node(crashed) is not None  # it had tests left: they go back to the queue
+    run_to_the_end(sched, workers[:2])
+    ran = {COLLECTION[i].split("@")[1] for w in workers[:2] for i in w.sent}
+    assert {"waits:slurm-requeue", "waits:tests.test_faults"} <= ran

@@ -82,7 +82,9 @@ def test_with_three_processes_the_last_runs_the_waiting_groups_and_nothing_else(
     run_to_the_end(sched, workers)
     assert groups(workers[2]) == ["waits:slurm-time-limit", "waits:slurm-requeue", "waits:tests.test_faults"]
     others = groups(workers[0]) + groups(workers[1])
-    assert sorted(others) == sorted(["tests.test_fast", "tests.test_other", "tests.test_browser", "tests.test_learning"])
+    assert sorted(others) == sorted(
+        ["tests.test_fast", "tests.test_other", "tests.test_browser", "tests.test_learning"]
+    )
     assert sorted(workers[0].sent + workers[1].sent + workers[2].sent) == list(range(len(COLLECTION)))
 
 

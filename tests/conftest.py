@@ -31,6 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # 77-79 s of user CPU on torch's default, 63-65 s and 52-59 s with one thread.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# Offline before any test module is imported: huggingface_hub reads HF_HUB_OFFLINE once, as it is imported (its
+# constants module), and test modules import it while they are collected, before any fixture runs. Set only in the
+# session fixture below, this process went on asking the hub: a preview of "gsm8k" sat 23 s in huggingface_hub's
+# retries (tests/test_trust_boundary.py, 47 s for two such names).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
 
 @pytest.fixture(scope="session", autouse=True)
 def studio_home(tmp_path_factory) -> Path:
@@ -38,7 +45,6 @@ def studio_home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("grpo-studio-home")
     os.environ["GRPO_STUDIO_HOME"] = str(home)
     os.environ.pop("DATABASE_URL", None)
-    os.environ["HF_HUB_OFFLINE"] = "1"  # a test that reaches for the hub fails fast instead of hanging
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     reset_engine()
     yield home
@@ -280,8 +286,9 @@ def pytest_collection_modifyitems(config, items):
         wanted = name or item.module.__name__
         if item.get_closest_marker("waits") and not wanted.startswith(WAITS_PREFIX):
             wanted = WAITS_PREFIX + wanted  # the waiting lane's (tests/xdist_lanes.py)
-        if wanted != name:  # first, so that it is the closest (pytest-xdist reads only that one)
-            item.add_marker(pytest.mark.xdist_group(wanted), append=False)
+        if wanted != name:  # the test's own group marks replaced: pytest-xdist joins every one it finds into the name
+            item.own_markers[:] = [mark for mark in item.own_markers if mark.name != "xdist_group"]
+            item.add_marker(pytest.mark.xdist_group(wanted))
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where it is not installed

@@ -40,6 +40,10 @@ ENDED = ("completed", "failed", "stopped")
 # A window of 3 steps and a share of 1: only a member all of whose groups scored alike three steps running is
 # stopped (the top_p 0.01 members always are; a sampling member at top_p 1 practically never).
 PRUNE = {"probe": False, "median": False, "signal_window": 3, "signal_share": 1.0}
+# Each member's length. The signal rule can speak from step 3, and the dashboard tends its sweeps every 2 s: at 16
+# steps (0.2 s a step) a loaded machine's pass came after both top_p 0.01 members had ended (a clean-clone run on
+# three pytest-xdist processes); 40 leaves them 37 steps, several passes, to be stopped in.
+MAX_STEPS = 40
 
 
 class Dashboard:
@@ -88,7 +92,8 @@ def served(module_database, studio_home, tiny_model_path):
 
 def _config(**sweep) -> str:
     """A tiny run's config as a script would send it, with a ``sweep:`` block (the grid comes as /sweep's grid)."""
-    base = tiny_config(model_name_or_path="builtin:tiny", name="served", max_steps=16, save_steps=400)
+    # MAX_STEPS: room for the dashboard's 2 s tending pass to stop the members whose signal is gone before they end
+    base = tiny_config(model_name_or_path="builtin:tiny", name="served", max_steps=MAX_STEPS, save_steps=400)
     return yaml.safe_dump({**base.to_dict(), "sweep": {"objective": "reward", "prune": PRUNE, **sweep}})
 
 
@@ -186,7 +191,7 @@ def test_the_queued_members_ran_after_the_dashboard_was_killed_and_served_again(
     answer, dashboard = swept
     rows = dashboard.predict(answer["sweep_id"], api_name="/sweeps")["rows"]
     first = rows[0]
-    assert (first["status"], first["step"], first["stop_reason"]) == ("completed", 16, None)
+    assert (first["status"], first["step"], first["stop_reason"]) == ("completed", MAX_STEPS, None)
     with get_sessionmaker().begin() as s:  # one at a time, the later ones started by the dashboard served again
         runs = [queries.get_run(s, r["run_id"]) for r in rows]
         assert all(later.started_at >= runs[0].finished_at for later in runs[1:])
@@ -205,7 +210,7 @@ def test_the_members_whose_groups_all_score_alike_are_stopped_by_the_signal_rule
     answer, dashboard = swept
     for row in dashboard.predict(answer["sweep_id"], api_name="/sweeps")["rows"][2:]:
         reason = row["stop_reason"]
-        assert row["status"] == "stopped" and 3 <= row["step"] < 16, row
+        assert row["status"] == "stopped" and 3 <= row["step"] < MAX_STEPS, row
         said = re.fullmatch(
             r"stopped at step (\d+): 100% of groups scored alike over the last 3 steps( \(.*\))?, so their "
             r"advantages are 0: the learning signal is gone",

@@ -12,17 +12,17 @@ import pytest
 from tests.xdist_lanes import LaneScheduling
 
 COLLECTION = [
-    "tests/test_fast.py::test_a@tests.test_fast",
-    "tests/test_fast.py::test_b@tests.test_fast",
-    "tests/test_slurm.py::test_limit@waits:slurm-time-limit",
-    "tests/test_slurm.py::test_array@waits:slurm-time-limit",
-    "tests/test_other.py::test_c@tests.test_other",
-    "tests/test_slurm.py::test_requeue@waits:slurm-requeue",
-    "tests/test_browser.py::test_d@tests.test_browser",
-    "tests/test_browser.py::test_e@tests.test_browser",
-    "tests/test_browser.py::test_f@tests.test_browser",
-    "tests/test_faults.py::test_lock@waits:tests.test_faults",
-    "tests/test_learning.py::test_g@tests.test_learning",
+    "suite/test_fast.py::test_a@suite.test_fast",
+    "suite/test_fast.py::test_b@suite.test_fast",
+    "suite/test_slurm.py::test_limit@waits:slurm-time-limit",
+    "suite/test_slurm.py::test_array@waits:slurm-time-limit",
+    "suite/test_other.py::test_c@suite.test_other",
+    "suite/test_slurm.py::test_requeue@waits:slurm-requeue",
+    "suite/test_browser.py::test_d@suite.test_browser",
+    "suite/test_browser.py::test_e@suite.test_browser",
+    "suite/test_browser.py::test_f@suite.test_browser",
+    "suite/test_faults.py::test_lock@a-module-mark_waits:suite.test_faults",  # xdist joins a test's group names
+    "suite/test_learning.py::test_g@suite.test_learning",
 ]
 
 
@@ -80,10 +80,14 @@ def test_with_three_processes_the_last_runs_the_waiting_groups_and_nothing_else(
     sched = scheduler(workers)
     assert sched.waiter is workers[2]
     run_to_the_end(sched, workers)
-    assert groups(workers[2]) == ["waits:slurm-time-limit", "waits:slurm-requeue", "waits:tests.test_faults"]
+    assert groups(workers[2]) == [
+        "waits:slurm-time-limit",
+        "waits:slurm-requeue",
+        "a-module-mark_waits:suite.test_faults",
+    ]
     others = groups(workers[0]) + groups(workers[1])
     assert sorted(others) == sorted(
-        ["tests.test_fast", "tests.test_other", "tests.test_browser", "tests.test_learning"]
+        ["suite.test_fast", "suite.test_other", "suite.test_browser", "suite.test_learning"]
     )
     assert sorted(workers[0].sent + workers[1].sent + workers[2].sent) == list(range(len(COLLECTION)))
 
@@ -93,7 +97,7 @@ def test_groups_are_handed_out_in_collection_order_not_by_their_size():
     sched = scheduler(workers)
     run_to_the_end(sched, workers)
     first = [COLLECTION[w.sent[0]].split("@")[1] for w in workers[:2]]
-    assert "tests.test_fast" in first  # the browser group has more tests, but was collected later
+    assert "suite.test_fast" in first  # the browser group has more tests, but was collected later
 
 
 @pytest.mark.parametrize("count", [1, 2])
@@ -106,7 +110,7 @@ def test_with_fewer_than_three_processes_there_is_no_waiting_lane(count):
 
 
 def test_a_run_without_waiting_tests_uses_every_process_for_the_work():
-    collection = [nodeid for nodeid in COLLECTION if "@waits:" not in nodeid]
+    collection = [nodeid for nodeid in COLLECTION if "waits:" not in nodeid]
     workers = [Worker(0), Worker(1), Worker(2)]
     sched = scheduler(workers, collection)
     assert sched.waiter is None
@@ -123,4 +127,4 @@ def test_when_the_waiting_lanes_process_is_gone_the_others_take_its_groups():
     assert sched.remove_node(crashed) is not None  # it had tests left: they go back to the queue
     run_to_the_end(sched, workers[:2])
     ran = {COLLECTION[i].split("@")[1] for w in workers[:2] for i in w.sent}
-    assert {"waits:slurm-requeue", "waits:tests.test_faults"} <= ran
+    assert {"waits:slurm-requeue", "a-module-mark_waits:suite.test_faults"} <= ran

@@ -26,8 +26,10 @@ WAITS_PREFIX = "waits:"  # the xdist group of a test marked @pytest.mark.waits s
 
 
 def waiting(scope: str) -> bool:
-    """Whether the work unit ``scope`` (an xdist group name) is one of the waiting lane's."""
-    return scope.startswith(WAITS_PREFIX)
+    """Whether the work unit ``scope`` is one of the waiting lane's. pytest-xdist names a unit by every group mark
+    its tests carry, sorted and joined with "_" (a module's mark beside the test's own, say), so the waiting mark's
+    name is looked for anywhere in it."""
+    return WAITS_PREFIX in scope
 
 
 class LaneScheduling(LoadGroupScheduling):

@@ -158,7 +158,9 @@ def build_app(access: Access | None = None) -> gr.Blocks:
     access = access or Access()
     # Gradio keeps each upload in its cache; the New run page copies a data set under the data dir at once, so a
     # cached upload older than an hour is no longer needed by anyone (checked every hour).
-    with gr.Blocks(title="grpo-studio", delete_cache=(3600, 3600)) as demo:
+    # No telemetry: Gradio otherwise reports each page built and launched to api.gradio.app and asks it for the
+    # latest version; a dashboard on a user's own machine, often offline, tells no one (SECURITY.md).
+    with gr.Blocks(title="grpo-studio", delete_cache=(3600, 3600), analytics_enabled=False) as demo:
         api.register(access)  # first, so the named endpoints keep their names (app/api.py)
         gr.Markdown("# grpo-studio\nLaunch and watch GRPO fine-tuning runs.")
         landing_notice = gr.Markdown(elem_id="landing-notice")  # what the address asked for that is not here

@@ -37,6 +37,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # retries (tests/test_trust_boundary.py, 47 s for two such names).
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
+# The pages tests build in a gr.Blocks of their own would ask api.gradio.app for Gradio's latest version (the
+# dashboard's own Blocks has analytics off: app/server.py); tests talk to this machine only.
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -415,3 +415,18 @@ def test_the_monitors_poll_sets_its_own_pace_and_the_learning_panels(monkeypatch
     monkeypatch.setattr(monitor.actions, "monitor_view", down)
     shown = poll.fn(run_id, [], 0.0, "step", 0, {}, False, False, [], False)
     assert not any(timer in shown for timer in paced) and "locked" in shown[poll.outputs[0]]
+
+
+def test_the_dashboard_tells_no_one_it_runs_even_where_gradio_analytics_are_on(monkeypatch):
+    """Gradio's analytics are off in the dashboard's own Blocks, whatever GRADIO_ANALYTICS_ENABLED says: no version
+    check is started (it would ask api.gradio.app) and nothing is reported as the page is built."""
+    import gradio.analytics as analytics
+
+    from app import server
+
+    asked = []
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "True")
+    monkeypatch.setattr(analytics, "version_check", lambda: asked.append("version"))
+    monkeypatch.setattr(analytics, "_do_analytics_request", lambda topic, data: asked.append(topic))
+    demo = server.build_app()
+    assert demo.analytics_enabled is False and asked == []

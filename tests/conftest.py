@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from storage.db import reset_engine
+from tests import net_guard, slow_guard
 from tests.sigterm import pytest_sessionstart  # noqa: F401  (a SIGTERM ends the run and its processes: sigterm.py)
 from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
-    pytest_configure,
     pytest_fixture_post_finalizer,
     pytest_fixture_setup,
     pytest_runtest_makereport,
@@ -23,6 +23,15 @@ from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset tra
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config) -> None:
+    """The suite's guards: the fast subset trains nothing (tests/slow_guard.py), and tests talk to this machine
+    only (tests/net_guard.py, a plugin of its own: its hooks have the same names as the slow guard's)."""
+    slow_guard.pytest_configure(config)
+    if not config.pluginmanager.is_registered(net_guard):
+        config.pluginmanager.register(net_guard, "grpo-studio-net-guard")
+
 
 # One OpenMP thread in this process and in every worker, server and evaluation it starts (they inherit the
 # environment), unless the developer chose a count: the suite runs two pytest-xdist processes on 2 cores, each often

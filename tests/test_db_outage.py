@@ -17,6 +17,10 @@ from storage import queries
 from storage.db import get_sessionmaker, is_transient
 from trainer.job.db_writer import DbWriter
 
+# waits: outside locks held a second or two (8 s of wall for 0.3 CPU-s, measured alone): the waiting lane's
+# (tests/xdist_lanes.py)
+pytestmark = pytest.mark.waits
+
 
 def _sqlite_file() -> str:
     return get_sessionmaker().kw["bind"].url.database

@@ -22,6 +22,10 @@ from storage.models import Evaluation, RunStatus
 from .conftest import ROOT
 from .helpers import tiny_config, wait_for
 
+# waits: jobs that sleep out their timeouts and turns (16 s of wall for 3.5 CPU-s, measured alone): the waiting
+# lane's (tests/xdist_lanes.py)
+pytestmark = pytest.mark.waits
+
 
 def _evaluations() -> int:
     with get_sessionmaker().begin() as s:

@@ -286,3 +286,39 @@ def test_a_browser_tests_dashboard_is_stopped_when_its_generator_is_closed_by_ha
     assert process is started[0] and process.poll() is None and url.startswith("http://127.0.0.1:")
     server.close()
     assert process.poll() is not None  # stopped and waited for
+
+
+# --- tests talk to this machine only (tests/net_guard.py) ---------------------------------------------------------
+# What the socket module tells the audit hook before it looks a name up or connects: raised here by hand, so that no
+# request leaves the machine even where the guard is broken.
+ASKS_FOR = """
+    import socket, sys
+    def test_case():
+        server = socket.create_server(("127.0.0.1", 0))  # a real connection to a listener of this test's own
+        socket.create_connection(server.getsockname(), timeout=5).close()
+        sys.audit("socket.getaddrinfo", socket.gethostname(), 80, 0, 0, 0)
+        sys.audit("socket.connect", None, "/run/a-unix-socket")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:  # sends nothing: how a test learns its address
+            udp.connect(("10.255.255.255", 1))
+        {outside}
+"""
+
+
+@pytest.mark.parametrize(
+    "outside, said",
+    [
+        ('sys.audit("socket.getaddrinfo", "api.gradio.app", 443, 0, 0, 0)', "getaddrinfo api.gradio.app"),
+        ('sys.audit("socket.connect", None, ("1.1.1.1", 53))', "connect 1.1.1.1"),
+        ('sys.audit("socket.connect", None, ("2606:4700:4700::1111", 53, 0, 0))', "connect 2606:4700:4700::1111"),
+        ('sys.audit("socket.sendto", None, ("198.51.100.20", 53))', "sendto 198.51.100.20"),  # another host (TEST-NET-2)
+    ],
+)
+def test_a_test_that_asks_for_another_host_fails_naming_it(tmp_path, outside, said):
+    done = _run_suite(tmp_path, ASKS_FOR.format(outside=outside), "-p", "tests.net_guard")
+    assert done.returncode == 1, done.stdout
+    assert f"test_case asked for a host other than this machine: {said}." in done.stdout, done.stdout
+
+
+def test_a_test_that_talks_to_this_machine_only_passes(tmp_path):
+    done = _run_suite(tmp_path, ASKS_FOR.format(outside="pass"), "-p", "tests.net_guard")
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout

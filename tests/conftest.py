@@ -27,10 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_configure(config) -> None:
     """The suite's guards: the fast subset trains nothing (tests/slow_guard.py), and tests talk to this machine
-    only (tests/net_guard.py, a plugin of its own: its hooks have the same names as the slow guard's)."""
+    only (tests/net_guard.py)."""
     slow_guard.pytest_configure(config)
-    if not config.pluginmanager.is_registered(net_guard):
-        config.pluginmanager.register(net_guard, "grpo-studio-net-guard")
+    net_guard.pytest_configure(config)
 
 
 # One OpenMP thread in this process and in every worker, server and evaluation it starts (they inherit the

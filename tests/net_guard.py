@@ -46,7 +46,8 @@ def _own_addresses() -> frozenset[str]:
 
 
 class NetGuard:
-    """Records, for the test being run, each host other than this machine that its process asked for."""
+    """A pytest plugin: records, for the test being run, each host other than this machine that its process asked
+    for, and fails the test at its teardown when there was one."""
 
     def __init__(self) -> None:
         self.watching = False
@@ -85,34 +86,31 @@ class NetGuard:
         if not self.local(host):
             self.seen.append(f"{event.removeprefix('socket.')} {host}")
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.seen, self.watching = [], True
+        try:
+            yield
+        finally:
+            self.watching = False
 
-GUARD: NetGuard | None = None
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when == "teardown" and self.seen:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} asked for a host other than this machine: "
+                + "; ".join(dict.fromkeys(self.seen))
+                + ". Tests talk to this machine only (127.0.0.1, its own addresses, listeners they start)."
+            )
+
+
+PLUGIN_NAME = "grpo-studio-net-guard"
 
 
 def pytest_configure(config) -> None:
-    global GUARD
-    if GUARD is None:
-        GUARD = NetGuard()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    GUARD.seen = []
-    GUARD.watching = True
-    try:
-        yield
-    finally:
-        GUARD.watching = False
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if call.when == "teardown" and GUARD.seen:
-        report.outcome = "failed"
-        report.longrepr = (
-            f"{item.nodeid} asked for a host other than this machine: "
-            + "; ".join(dict.fromkeys(GUARD.seen))
-            + ". Tests talk to this machine only (127.0.0.1, its own addresses, listeners they start)."
-        )
+    """Install the guard once (tests/conftest.py calls this; ``-p tests.net_guard`` loads it as a plugin too)."""
+    if config.pluginmanager.get_plugin(PLUGIN_NAME) is None:
+        config.pluginmanager.register(NetGuard(), PLUGIN_NAME)

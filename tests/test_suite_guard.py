@@ -310,7 +310,10 @@ ASKS_FOR = """
         ('sys.audit("socket.getaddrinfo", "api.gradio.app", 443, 0, 0, 0)', "getaddrinfo api.gradio.app"),
         ('sys.audit("socket.connect", None, ("1.1.1.1", 53))', "connect 1.1.1.1"),
         ('sys.audit("socket.connect", None, ("2606:4700:4700::1111", 53, 0, 0))', "connect 2606:4700:4700::1111"),
-        ('sys.audit("socket.sendto", None, ("198.51.100.20", 53))', "sendto 198.51.100.20"),  # another host (TEST-NET-2)
+        (
+            'sys.audit("socket.sendto", None, ("198.51.100.20", 53))',
+            "sendto 198.51.100.20",
+        ),  # another host (TEST-NET-2)
     ],
 )
 def test_a_test_that_asks_for_another_host_fails_naming_it(tmp_path, outside, said):

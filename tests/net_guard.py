@@ -1,7 +1,9 @@
 """Tests talk to this machine only: a test whose process looks up or connects to any other host fails, naming it.
 
-An audit hook (PEP 578) sees every ``socket.getaddrinfo``, ``socket.connect`` (but a UDP socket's, which sends
-nothing) and ``socket.sendto`` of the pytest process while a test (or a fixture it sets up) runs. This machine is a loopback or unspecified address, one of its own interfaces'
+An audit hook (PEP 578) sees every name looked up (``socket.getaddrinfo``, ``gethostbyname``, ``gethostbyaddr``) and
+every ``socket.connect`` (but a UDP socket's, which sends nothing), ``sendto`` and ``sendmsg`` of the pytest process
+while a test (or a fixture it sets up) runs. Its blind spots: a send on a connected UDP socket raises no audit event,
+and a request from a thread an earlier test left running is charged to the test running then. This machine is a loopback or unspecified address, one of its own interfaces'
 addresses, its own host name, or ``localhost``; a unix socket is this machine's too. Anything else fails the test.
 
 Why a guard: two such requests hid in the suite, each silent. huggingface_hub was imported before HF_HUB_OFFLINE was
@@ -52,7 +54,7 @@ class NetGuard:
     def __init__(self) -> None:
         self.watching = False
         self.seen: list[str] = []
-        self.names = frozenset({"", "localhost", socket.gethostname()})
+        self.names = frozenset({"", "localhost", socket.gethostname().lower()})
         self.addresses = _own_addresses()
         sys.addaudithook(self._audit)
 
@@ -62,22 +64,28 @@ class NetGuard:
             host = host.decode(errors="replace")
         if host is None or not isinstance(host, str) or host.startswith(("/", "\0")):
             return True
-        host = host.strip("[]").split("%")[0]
-        if host.lower() in self.names or host.lower().endswith(".localhost"):
+        host = host.strip("[]").split("%")[0].rstrip(".").lower()
+        if host in self.names or host.endswith(".localhost"):
             return True
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
-            return False  # a name that is not this machine's
-        return address.is_loopback or address.is_unspecified or host in self.addresses
+            try:  # IPv4's short forms, as the resolver reads them: "127.1", "0"
+                address = ipaddress.ip_address(socket.inet_ntoa(socket.inet_aton(host)))
+            except OSError:
+                return False  # a name that is not this machine's
+        address = getattr(address, "ipv4_mapped", None) or address  # ::ffff:127.0.0.1
+        return address.is_loopback or address.is_unspecified or str(address) in self.addresses
 
     def _audit(self, event: str, args: tuple) -> None:
         if not self.watching:
             return
-        if event == "socket.getaddrinfo":
+        if event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"):
             host = args[0]
-        elif event in ("socket.connect", "socket.sendto"):
+        elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
             sock, address = args[0], args[-1]
+            if getattr(sock, "family", None) == getattr(socket, "AF_UNIX", None):
+                return  # a unix socket (a path, relative or not, or an abstract name) is this machine's
             if event == "socket.connect" and getattr(sock, "type", None) == socket.SOCK_DGRAM:
                 return  # a UDP socket's connect sends nothing (a test's way to learn its own address); sendto does
             host = address[0] if isinstance(address, tuple) else address

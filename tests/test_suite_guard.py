@@ -300,6 +300,13 @@ ASKS_FOR = """
         sys.audit("socket.connect", None, "/run/a-unix-socket")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:  # sends nothing: how a test learns its address
             udp.connect(("10.255.255.255", 1))
+        listening = socket.socket(socket.AF_UNIX)  # a unix socket by a relative path
+        listening.bind("a.sock")
+        listening.listen()
+        with socket.socket(socket.AF_UNIX) as unix:
+            unix.connect("a.sock")
+        sys.audit("socket.getaddrinfo", "LOCALHOST.", 80, 0, 0, 0)
+        sys.audit("socket.connect", None, ("::ffff:127.0.0.1", 80, 0, 0))
         {outside}
 """
 
@@ -308,6 +315,7 @@ ASKS_FOR = """
     "outside, said",
     [
         ('sys.audit("socket.getaddrinfo", "api.gradio.app", 443, 0, 0, 0)', "getaddrinfo api.gradio.app"),
+        ('sys.audit("socket.gethostbyname", "huggingface.co")', "gethostbyname huggingface.co"),
         ('sys.audit("socket.connect", None, ("1.1.1.1", 53))', "connect 1.1.1.1"),
         ('sys.audit("socket.connect", None, ("2606:4700:4700::1111", 53, 0, 0))', "connect 2606:4700:4700::1111"),
         (

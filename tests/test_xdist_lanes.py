@@ -27,7 +27,9 @@ COLLECTION = [
 
 
 class Worker:
-    """A stand-in for xdist's WorkerController: the indexes it was sent, in order."""
+    """A stand-in for xdist's WorkerController: the indexes it was sent, in order. Like the real worker
+    (xdist/remote.py, ``run_one_test``), it starts a test only once another index is queued behind it or it was told
+    to shut down."""
 
     def __init__(self, number: int) -> None:
         self.gateway = SimpleNamespace(id=f"gw{number}")
@@ -37,6 +39,7 @@ class Worker:
 
     def send_runtest_some(self, indexes) -> None:
         assert not self.shutting_down, f"{self.gateway.id} was sent work after it was shut down"
+        assert indexes, f"{self.gateway.id} was sent no test: it would never report back"
         self.sent.extend(indexes)
 
     def shutdown(self) -> None:
@@ -44,6 +47,9 @@ class Worker:
 
     def pending(self) -> list[int]:
         return [i for i in self.sent if i not in self.done]
+
+    def can_run(self) -> bool:
+        return len(self.pending()) >= 2 or (self.shutting_down and bool(self.pending()))
 
 
 def scheduler(workers: list[Worker], collection=COLLECTION) -> LaneScheduling:
@@ -53,20 +59,32 @@ def scheduler(workers: list[Worker], collection=COLLECTION) -> LaneScheduling:
     )
     sched = LaneScheduling(config)
     for worker in reversed(workers):  # ready in another order than their numbers
-        sched.add_node(worker)
-        sched.add_node_collection(worker, list(collection))
+        add(sched, worker, collection)
     sched.schedule()
     return sched
 
 
+def add(sched: LaneScheduling, worker: Worker, collection=COLLECTION) -> None:
+    """What xdist does with a process that is ready and has collected."""
+    sched.add_node(worker)
+    sched.add_node_collection(worker, list(collection))
+
+
+def complete(sched: LaneScheduling, worker: Worker) -> None:
+    """The worker's next test reports."""
+    index = worker.pending()[0]
+    worker.done.append(index)
+    sched.mark_test_complete(worker, index)
+
+
 def run_to_the_end(sched: LaneScheduling, workers: list[Worker]) -> None:
-    """Complete the workers' tests one at a time, round robin, as their reports would arrive."""
+    """Complete the workers' tests one at a time, round robin, as their reports would arrive; fails where no worker
+    can go on (the run would hang)."""
     while any(w.pending() for w in workers):
-        for worker in workers:
-            if worker.pending():
-                index = worker.pending()[0]
-                worker.done.append(index)
-                sched.mark_test_complete(worker, index)
+        runnable = [w for w in workers if w.can_run()]
+        assert runnable, f"the run hangs: {[(w.gateway.id, w.pending(), w.shutting_down) for w in workers]}"
+        for worker in runnable:
+            complete(sched, worker)
     assert sched.tests_finished and all(w.shutting_down for w in workers)
 
 
@@ -122,9 +140,39 @@ def test_when_the_waiting_lanes_process_is_gone_the_others_take_its_groups():
     workers = [Worker(0), Worker(1), Worker(2)]
     sched = scheduler(workers)
     crashed = workers[2]
-    crashed.done.append(crashed.sent[0])
-    sched.mark_test_complete(crashed, crashed.sent[0])
+    complete(sched, crashed)
     assert sched.remove_node(crashed) is not None  # it had tests left: they go back to the queue
     run_to_the_end(sched, workers[:2])
     ran = {COLLECTION[i].split("@")[1] for w in workers[:2] for i in w.sent}
     assert {"waits:slurm-requeue", "a-module-mark_waits:suite.test_faults"} <= ran
+
+
+def test_a_waiting_lane_that_crashes_after_the_others_ended_is_finished_by_its_replacement():
+    """The work lanes have run everything and shut down when the waiting lane's process dies with units queued
+    (xdist puts back all of its units, the finished ones too); xdist starts a replacement, which runs what is left
+    once each, without hanging on a finished unit or a lone test."""
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers)
+    waiter = workers[2]
+    while not all(w.shutting_down and not w.pending() for w in workers[:2]):
+        for worker in workers[:2]:
+            if worker.can_run():
+                complete(sched, worker)
+    for _ in range(3):  # the first waiting unit (two tests) and the start of the next
+        complete(sched, waiter)
+    sched.remove_node(waiter)  # crashed: the test it was on is reported as failed by xdist
+    replacement = Worker(3)
+    add(sched, replacement)
+    sched.schedule()
+    run_to_the_end(sched, [replacement])
+    runs = [i for w in workers + [replacement] for i in w.done]  # the crashed test ran again, on the replacement
+    assert sorted(runs) == list(range(len(COLLECTION)))
+
+
+def test_a_run_of_nothing_but_waiting_tests_spreads_them_over_every_process():
+    collection = [nodeid for nodeid in COLLECTION if "waits:" in nodeid]
+    workers = [Worker(0), Worker(1), Worker(2)]
+    sched = scheduler(workers, collection)
+    assert sched.waiter is None
+    run_to_the_end(sched, workers)
+    assert sum(bool(w.sent) for w in workers) >= 2  # not all on the one process a lane would have had

@@ -8,8 +8,9 @@ waits held one of the two cores' processes while the core idled; the suite's two
 So with ``-n 3`` or more the last process is the *waiting lane*: it runs the groups of tests marked
 ``@pytest.mark.waits`` (tests/conftest.py names their groups ``waits:...``), one after another, and nothing else; the
 other processes run every other group. Two cores then run two processes' work and, beside it, the waits. With fewer
-than three processes, or a run with no waiting test in it (the fast subset), or once the waiting lane's process is
-gone (a crash), every process takes any group, as pytest-xdist's own ``loadgroup`` does.
+than three processes, or a run with no waiting test in it (the fast subset) or nothing but waiting tests, or once the
+waiting lane's process is gone (a crash; its replacement takes any group), every process takes any group, as
+pytest-xdist's own ``loadgroup`` does.
 
 Groups are handed out in the order they were collected (tests/conftest.py puts the modules without slow tests
 first), not reordered by their number of tests as ``loadgroup`` does: the fast modules' failures then show within
@@ -58,12 +59,11 @@ class LaneScheduling(LoadGroupScheduling):
         for nodeid in self.collection:
             queue.setdefault(self._split_scope(nodeid), {})[nodeid] = False
         self.workqueue = queue
-        if len(self.nodes) >= 3 and any(waiting(scope) for scope in queue):
+        if len(self.nodes) >= 3 and any(map(waiting, queue)) and not all(map(waiting, queue)):
             # the last process by its number: the same one in every run, whichever was ready first
             self.waiter = max(self.nodes, key=lambda node: _number(node.gateway.id))
-        for _ in range(2):  # as loadgroup: a node starts with two units where its first has two tests or fewer
-            for node in self.nodes:
-                self._reschedule(node)
+        for node in self.nodes:
+            self._reschedule(node)
 
     def _takes(self, node, scope: str) -> bool:
         """Whether ``node`` may run the unit ``scope``."""
@@ -72,7 +72,14 @@ class LaneScheduling(LoadGroupScheduling):
         return waiting(scope) == (node is self.waiter)
 
     def _next_unit(self, node) -> str | None:
-        return next((scope for scope in self.workqueue if self._takes(node, scope)), None)
+        """The first queued unit ``node`` may run. A unit whose tests have all run is dropped on the way: xdist's
+        ``remove_node`` puts a crashed process's every unit back in the queue, finished ones too."""
+        for scope, work_unit in list(self.workqueue.items()):
+            if all(work_unit.values()):
+                del self.workqueue[scope]
+            elif self._takes(node, scope):
+                return scope
+        return None
 
     def _assign_work_unit(self, node) -> None:
         """Give ``node`` the first queued unit it may run, if any."""
@@ -85,16 +92,18 @@ class LaneScheduling(LoadGroupScheduling):
         node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
 
     def _reschedule(self, node) -> None:
-        """As ``loadgroup``'s: another unit when ``node`` has two or fewer tests left; shut down when nothing queued
-        is for it (it finishes what it has first)."""
+        """As ``loadgroup``'s: another unit when ``node`` has two tests or fewer left (more while it has fewer than
+        two), and a shutdown once nothing queued is for it. A worker starts a test only when another is queued behind it or it was told to shut
+        down, so a node is never left holding a single test with neither (after a crash, a replacement would
+        wait on it forever)."""
         if node.shutting_down:
             return
+        if self._pending_of(self.assigned_work[node]) <= 2:
+            self._assign_work_unit(node)
+        while self._pending_of(self.assigned_work[node]) < 2 and self._next_unit(node) is not None:
+            self._assign_work_unit(node)
         if self._next_unit(node) is None:
-            node.shutdown()
-            return
-        if self._pending_of(self.assigned_work[node]) > 2:
-            return
-        self._assign_work_unit(node)
+            node.shutdown()  # it finishes what it has first
 
 
 def _number(gateway_id: str) -> int:

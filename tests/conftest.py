@@ -33,7 +33,7 @@ def pytest_configure(config) -> None:
 
 
 # One OpenMP thread in this process and in every worker, server and evaluation it starts (they inherit the
-# environment), unless the developer chose a count: the suite runs two pytest-xdist processes on 2 cores, each often
+# environment), unless the developer chose a count: the suite runs its pytest-xdist processes on 2 cores, each often
 # beside a training worker, and torch's default of a thread per core had them spin-waiting for each other. Measured
 # on the worker tests (test_signals, test_multiprocess, test_diskfull; -n 2, two runs each way): 79-85 s wall and
 # 77-79 s of user CPU on torch's default, 63-65 s and 52-59 s with one thread.

@@ -21,6 +21,7 @@ from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset tra
     pytest_runtest_protocol,
     refuse_unmarked_slow_fixtures,
 )
+from tests.xdist_lanes import WAITS_PREFIX, LaneScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -286,8 +287,6 @@ def pytest_collection_modifyitems(config, items):
     from start to end, so a module's fixtures (a server, a browser, a shared run) are set up once, as in a serial
     run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do). The groups of tests
     marked ``waits`` are named ``waits:...``, and run in the waiting lane (tests/xdist_lanes.py)."""
-    from tests.xdist_lanes import WAITS_PREFIX
-
     refuse_unmarked_slow_fixtures(items)
     slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.module.__name__ in slow_modules)  # sort is stable: order within kept
@@ -307,7 +306,5 @@ def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` with a waiting lane: with -n 3 or more, the tests marked ``waits`` run in a process of
     their own beside the others (tests/xdist_lanes.py)."""
     if config.getvalue("dist") == "loadgroup":
-        from tests.xdist_lanes import LaneScheduling
-
         return LaneScheduling(config, log)
     return None

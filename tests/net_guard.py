@@ -2,9 +2,10 @@
 
 An audit hook (PEP 578) sees every name looked up (``socket.getaddrinfo``, ``gethostbyname``, ``gethostbyaddr``) and
 every ``socket.connect`` (but a UDP socket's, which sends nothing), ``sendto`` and ``sendmsg`` of the pytest process
-while a test (or a fixture it sets up) runs. Its blind spots: a send on a connected UDP socket raises no audit event,
-and a request from a thread an earlier test left running is charged to the test running then. This machine is a loopback or unspecified address, one of its own interfaces'
-addresses, its own host name, or ``localhost``; a unix socket is this machine's too. Anything else fails the test.
+while a test (or a fixture it sets up) runs. This machine is a loopback or unspecified address, one of its own
+interfaces' addresses, its own host name, or ``localhost``; a unix socket is this machine's too. Anything else fails
+the test. Its blind spots: a send on a connected UDP socket raises no audit event, and a request from a thread an
+earlier test left running is charged to the test running then.
 
 Why a guard: two such requests hid in the suite, each silent. huggingface_hub was imported before HF_HUB_OFFLINE was
 set, and a preview of "gsm8k" spent 23 s in its retries asking the hub. Gradio's pages built by tests asked

@@ -93,9 +93,9 @@ class LaneScheduling(LoadGroupScheduling):
 
     def _reschedule(self, node) -> None:
         """As ``loadgroup``'s: another unit when ``node`` has two tests or fewer left (more while it has fewer than
-        two), and a shutdown once nothing queued is for it. A worker starts a test only when another is queued behind it or it was told to shut
-        down, so a node is never left holding a single test with neither (after a crash, a replacement would
-        wait on it forever)."""
+        two), and a shutdown once nothing queued is for it. A worker starts a test only when another is queued behind
+        it or it was told to shut down, so a node is never left holding a single test with neither (after a crash, a
+        replacement would wait on it forever)."""
         if node.shutting_down:
             return
         if self._pending_of(self.assigned_work[node]) <= 2:

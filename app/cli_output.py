@@ -1,6 +1,7 @@
 """What the command line prints, kept apart from its argument parsing: while ``grpo-studio run`` trains in the
 foreground, one line per step with the reward, the KL and an ETA, read from the database the worker writes (the same
-numbers the dashboard shows), and a summary at the end; the evaluation table; the version; which log lines show.
+numbers the dashboard shows), a warning the first time no group has had a reward spread (trainer.insight.spread), and
+a summary at the end; the evaluation table; the version; which log lines show.
 
 TRL's own output (a ~1.5 KB dict per step, tqdm bars) stays off: the worker runs with show_progress=False.
 """
@@ -18,6 +19,8 @@ import numpy as np
 from app.monitor_state import duration, eta
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer.insight.spread import KEYS as SPREAD_KEYS
+from trainer.insight.spread import NoSpread, no_spread
 from trainer.supervise.run_files import RunFiles
 from trainer.version import version  # noqa: F401 - the CLI's --version and banner
 
@@ -88,6 +91,10 @@ class ProgressPrinter(threading.Thread):
         self.correctness: list[float] = []  # the correctness reward's own mean per step, when the run has one
         self.heldout: list[tuple[int, float]] = []  # (step, greedy held-out correctness) of each evaluation
         self.logged: list[tuple[int, float, float]] = []  # the reward's points: their wall times give the pace
+        # what trainer.insight.spread reads, key -> step -> value (a step read twice is kept once), and whether its
+        # "nothing can be learned" was printed: once, the first time it holds
+        self.spread: dict[str, dict[int, float]] = {}
+        self.warned = False
         self.finished = threading.Event()
 
     def run(self) -> None:
@@ -101,6 +108,9 @@ class ProgressPrinter(threading.Thread):
             fresh = queries.metrics_since(session, self.run_id, self.last_step)
         if run is None:
             return
+        for key in SPREAD_KEYS:
+            for step, value, _ in fresh.get(key, []):
+                self.spread.setdefault(key, {})[step] = value
         if self.last_step < 0 and fresh.get("heldout/correct", [(None,)])[0][0] == 0:
             # the base model's held-out score, measured before step 1: the curve's first point
             (_, correct, _), *_ = fresh["heldout/correct"]
@@ -130,9 +140,15 @@ class ProgressPrinter(threading.Thread):
             left = eta(run.total_steps - step, 0.0, step, so_far)
             print(step_line(step, run.total_steps, by_step[step], left), file=self.out, flush=True)
         self.last_step = done
+        flat = None if self.warned else no_spread({k: sorted(v.items()) for k, v in self.spread.items()})
+        if flat is not None:
+            print(f"warning: {flat.sentence}", file=self.out, flush=True)
+            self.warned = True
 
     def finish(self, status: str) -> None:
         """Stop polling, print the steps not printed yet, then one summary line per fact."""
+        from app.actions import nothing_learned  # the verdict /run gives, on every stored step
+
         self.finished.set()
         if self.is_alive():
             self.join()
@@ -141,8 +157,32 @@ class ProgressPrinter(threading.Thread):
             run = queries.get_run(session, self.run_id)
             output_dir = run.output_dir if run else None
             error = run.error if run else None
-        lines = summary(self.run_id, status, self.rewards, output_dir, error, self.heldout, self.correctness)
+            config = dict(run.config or {}) if run else {}
+        lines = summary(
+            self.run_id,
+            status,
+            self.rewards,
+            output_dir,
+            error,
+            self.heldout,
+            self.correctness,
+            flat=nothing_learned(self.run_id) if run else None,
+            no_heldout=heldout_missing(config),
+        )
         print(lines, file=self.out, flush=True)
+
+
+def heldout_missing(config: dict) -> str | None:
+    """Why ``grpo-studio eval`` has no held-out problems to score this run's config on (None: it has, or may have),
+    as validation decides it (trainer.config.review.heldout.missing_heldout); None for a config that no longer
+    reads."""
+    from trainer.config import RunConfig
+    from trainer.config.review.heldout import missing_heldout
+
+    try:
+        return missing_heldout(RunConfig.from_dict(config)[0])
+    except Exception:  # noqa: BLE001 - a config stored by another version: the summary goes on without the answer
+        return None
 
 
 # The correctness reward's own mean per step, as TRL logs it (rewards/<name>/mean): the reward the demo is about.
@@ -157,10 +197,15 @@ def summary(
     error: str | None,
     heldout: list[tuple[int, float]] = (),
     correctness: list[float] = (),
+    flat: NoSpread | None = None,
+    no_heldout: str | None = None,
 ) -> str:
     """The last lines of a foreground run: its status; first what it is for, held-out correctness from the first
     evaluation to the last and the correctness reward's own move; then the summed reward (means of the first and
-    last five steps, fewer in a short run); where the adapter is, or the error's last line; and what to run next."""
+    last five steps, fewer in a short run); that nothing can be learned when no group had a reward spread
+    (``flat``: trainer.insight.spread); where the adapter is, or the error's last line; and what to run next: what
+    to change for a run that learned nothing, else the held-out evaluation (only where the data has held-out
+    problems: ``no_heldout`` says why not) and the dashboard."""
     lines = [f"run {run_id} {status}"]
     if len(heldout) > 1:
         (first_step, first), (last_step, last) = heldout[0], heldout[-1]
@@ -173,16 +218,20 @@ def summary(
             lines.append(
                 f"  {label} {head:.3f} → {tail:.3f} ({what}mean of the first and last {window} of {len(series)} steps)"
             )
+    if flat is not None:
+        lines.append(f"  warning: {flat.sentence}")
     adapter = RunFiles(Path(output_dir)).adapter if output_dir else None
     if adapter is not None and adapter.is_dir():
         lines.append(f"  adapter: {adapter}")
     if error:
         lines.append(f"  error: {error.strip().splitlines()[-1]}")
-    if adapter is not None and adapter.is_dir():
-        lines.append(
-            f"  next: grpo-studio eval {run_id} (base vs tuned on held-out problems), or grpo-studio serve and open "
-            f"http://127.0.0.1:7860/?tab=monitor&run={run_id}"
-        )
+    monitor = f"grpo-studio serve and open http://127.0.0.1:7860/?tab=monitor&run={run_id}"
+    if flat is not None:  # an adapter that learned nothing is not worth evaluating: what to change is
+        lines.append(f"  next: {flat.hint} (grpo-studio probe CONFIG samples and scores a few groups in seconds)")
+    elif adapter is not None and adapter.is_dir() and no_heldout:
+        lines.append(f"  next: {monitor} (no held-out evaluation: {no_heldout})")
+    elif adapter is not None and adapter.is_dir():
+        lines.append(f"  next: grpo-studio eval {run_id} (base vs tuned on held-out problems), or {monitor}")
     return "\n".join(lines)
 
 

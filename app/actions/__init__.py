@@ -42,7 +42,17 @@ from app.actions.monitoring import (
     token_values,
 )
 from app.actions.preview import local_chat_template, prompt_preview
-from app.actions.reading import alerts, learning, learning_json, log, metrics, run_alerts, samples, watch_alerts
+from app.actions.reading import (
+    alerts,
+    learning,
+    learning_json,
+    log,
+    metrics,
+    nothing_learned,
+    run_alerts,
+    samples,
+    watch_alerts,
+)
 from app.actions.runs import (
     Checked,
     Launched,
@@ -136,6 +146,7 @@ __all__ = [
     "monitor_view",
     "new_export_dir",
     "newest_steps",
+    "nothing_learned",
     "places",
     "point_text",
     "presets",

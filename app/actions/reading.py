@@ -5,7 +5,7 @@ all read through these."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from storage import learning as learning_rows
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.series import series_since
+
+if TYPE_CHECKING:
+    from trainer.insight.spread import NoSpread
 
 MAX_SAMPLES = 1_000  # completions one call returns at most (a step of a big run holds a few hundred)
 MAX_LOG_LINES = 5_000
@@ -105,6 +108,18 @@ def run_alerts(run_id: int) -> list:
         run = find_run(session, run_id)
         series = series_since(session, run.id)
         return alert_list(series, (run.config or {}).get("max_completion_length"), liveness_alerts(run), history)
+
+
+def nothing_learned(run_id: int) -> NoSpread | None:
+    """trainer.insight.spread's verdict on the run's stored metrics: a NoSpread when no group of any step so far had
+    a reward spread (its ``sentence`` is what ``/run``, ``grpo-studio run`` and the Monitor's banner say), None while
+    some group disagreed or too early to tell."""
+    from trainer.insight.spread import KEYS, no_spread
+
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        series = {key: [(p.step, p.value) for p in queries.metric_series(session, run.id, key)] for key in KEYS}
+    return no_spread(series)
 
 
 def watch_alerts(run_id: int, series=None) -> list:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.actions.base import ActionError, ConfigSource, config_of, find_run, problems_message, read_mapping_of
+from app.actions.reading import nothing_learned
 from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
@@ -124,7 +125,8 @@ def launch(
     warn: bool = False,
 ) -> Launched:
     """Create a run from a valid config (ActionError with every problem otherwise, and nothing created). The probe's
-    samples become its step 0 when ``probed`` (what app.actions.jobs.probe returned) is of this very config. The
+    samples become its step 0 when ``probed`` (what app.actions.jobs.probe returned) is of this very config, and its
+    share of groups that scored alike its step-0 ``probe/frac_reward_zero_std`` (trainer.insight.spread). The
     config is checked once, here: ``warn`` also reads its warnings into the result's notes (the command line's)."""
     checked = validate(source, access, name=name, warn=warn)
     if checked.problems or checked.config is None:
@@ -135,9 +137,14 @@ def launch(
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)
         run_id = run.id
         if same:
+            from trainer.insight.spread import PROBE_KEY
             from trainer.probe.report import ProbeReport
 
-            queries.add_sample_rows(session, ProbeReport.from_dict(probed["report"]).sample_rows(run_id))
+            report = ProbeReport.from_dict(probed["report"])
+            queries.add_sample_rows(session, report.sample_rows(run_id))
+            # what the probe found, beside its samples: the run's "nothing can be learned" says whether it agreed
+            shares = {PROBE_KEY: report.zero_std_share}
+            queries.add_metric_rows(session, queries.metric_rows(run_id, 0, shares, time.time()))
         now = start == "detached" or (start == "here" and config.executor == "slurm")
         started = start_worker(session, run) if now else None
     refused = now and started is None
@@ -291,9 +298,17 @@ def run_json(summary: RunSummary, place: str = "") -> dict[str, Any]:
 
 
 def run_detail(run_id: int) -> dict[str, Any]:
-    """One run as JSON-able values: what the list says, its config and its error (the API's ``/run``)."""
+    """One run as JSON-able values: what the list says, its config, its error and, when no group of any step had a
+    reward spread, the sentence that says nothing can be learned (``nothing_learned``, else None; the API's
+    ``/run``)."""
     with get_sessionmaker().begin() as session:
         run = find_run(session, run_id)
         config, error = dict(run.config or {}), run.error
         (summary,) = [s for s in run_summaries(session, search=str(run.id)) if s.id == run.id]
-    return {**run_json(summary, places([summary])[summary.id]), "config": config, "error": error}
+    flat = nothing_learned(summary.id)
+    return {
+        **run_json(summary, places([summary])[summary.id]),
+        "config": config,
+        "error": error,
+        "nothing_learned": flat.sentence if flat else None,
+    }

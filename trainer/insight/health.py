@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.insight.spread import no_spread
+
 # metric key -> points (step, value, ...) or an (n, >=2) array of them: the dashboard's series and the worker's alike
 Series = Mapping[str, Any]
 
@@ -74,7 +76,11 @@ def _zero_std(series: Series) -> list[Alert]:
     """The zero-std verdict follows its cause (the worker logs ``zero_std/all_high`` and ``all_low``): groups whose
     answers were all right are prompts already solved, which a working run produces (a note; "stop" only when the
     signal says so, ``STOP_SHARE`` of the groups or more alike, and held-out correctness has stopped improving too);
-    all wrong, too hard (a warning); both, each share named."""
+    all wrong, too hard (a warning); both, each share named. Every group of every step so far alike is none of
+    these: nothing at all can be learned, said as trainer.insight.spread says it everywhere."""
+    nothing = no_spread(series)
+    if nothing is not None:
+        return [Alert("zero_std", nothing.sentence, nothing.hint)]
     recent = _values(series, "frac_reward_zero_std")[-WINDOW:]
     if len(recent) < 3 or _mean(recent) <= 0.5:
         return []

@@ -9,25 +9,30 @@ from trainer.loading.data import DataError, DataSettings
 from trainer.loading.heldout import HINT, NoHeldOut, heldout_set, no_heldout_reason
 
 
-def check_heldout(config: DataSettings) -> list[str]:
-    """Validation: a problem when the config asks for held-out evaluation (``eval_steps``) on data that can have
-    none. A built-in data set is checked by building the set (cheap, no I/O); others by what is known unloaded."""
-    steps = getattr(config, "eval_steps", 0)
-    if not steps:
-        return []
+def missing_heldout(config: DataSettings) -> str | None:
+    """Why the config's data has no problems its run does not train on, with how to get some; None when it has some,
+    or may have. A built-in data set is checked by building the set (cheap, no I/O); others by what is known
+    unloaded (a hub data set is not downloaded to find out). Validation asks it of a config with ``eval_steps``, and
+    ``grpo-studio run``'s summary before it suggests ``grpo-studio eval``."""
     if config.dataset_name.startswith("builtin:"):
         try:
             heldout_set(config)
-            return []
+            return None
         except NoHeldOut as exc:
-            reason = str(exc)
+            return str(exc)
         except DataError:
-            return []  # an unknown built-in set or split is reported by the data set's own check
-    else:
-        reason = no_heldout_reason(config)
-        if reason is None:
-            return []
-        reason += f"; {HINT}"
+            return None  # an unknown built-in set or split is reported by the data set's own check
+    reason = no_heldout_reason(config)
+    return None if reason is None else f"{reason}; {HINT}"
+
+
+def check_heldout(config: DataSettings) -> list[str]:
+    """Validation: a problem when the config asks for held-out evaluation (``eval_steps``) on data that can have
+    none (:func:`missing_heldout`)."""
+    steps = getattr(config, "eval_steps", 0)
+    reason = missing_heldout(config) if steps else None
+    if reason is None:
+        return []
     return [f"eval_steps {steps}: no held-out problems to evaluate on: {reason}, or set eval_steps to 0"]
 
 

@@ -17,14 +17,18 @@ if TYPE_CHECKING:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Validate the config (exit 2 with every problem, starting nothing), create the run, train it."""
+    """Validate the config (exit 2 with every problem, starting nothing; exit 2 too when its model or data set can't
+    be fetched here), create the run, train it."""
     from app import actions
+    from app.actions.base import FetchError
     from trainer.presets import resolve_preset
 
     source = Path(resolve_preset(args.config))
     start = "detached" if args.detach else "here"
     try:
         launched = actions.launch(source, actions.OPERATOR, name=args.name, start=start, warn=True)
+    except FetchError as exc:  # a valid config naming what can't be fetched here: its one sentence, as it is
+        return refused(exc)
     except actions.ActionError as exc:
         return refused(actions.ActionError(f"{args.config}: invalid run config", exc.problems))
     for note in launched.notes:

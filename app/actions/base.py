@@ -35,6 +35,11 @@ class ActionError(Exception):
         self.exit_code = exit_code
 
 
+class FetchError(ActionError):
+    """A valid config that names a model or data set this machine can't fetch (the hub out of reach, and it is not in
+    the local cache): said as it is, since no setting of the config is wrong."""
+
+
 def read_mapping_of(source: ConfigSource) -> tuple[dict[str, Any], str]:
     """The flat mapping a config source holds and a name for it in messages. Text and files are parsed in a child
     process with limits (trainer.config.file): a hostile document costs that process, not the dashboard."""

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from app.actions.base import ActionError, ConfigSource, config_of, find_run, problems_message, read_mapping_of
+from app.actions.base import (
+    ActionError,
+    ConfigSource,
+    FetchError,
+    config_of,
+    find_run,
+    problems_message,
+    read_mapping_of,
+)
 from app.actions.reading import nothing_learned
 from app.liveness import liveness_problem
 from storage import queries
@@ -19,6 +27,7 @@ from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
 from trainer.config import RunConfig, review
 from trainer.config.access import Access
+from trainer.loading.hub import fetch_problem
 from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.supervise.run_files import RunFiles
 from trainer.supervise.slurm import SlurmError, queue_positions, where
@@ -132,6 +141,11 @@ def launch(
     if checked.problems or checked.config is None:
         raise ActionError(problems_message(checked.problems), checked.problems)
     config = checked.config
+    if start != "queue" and config.executor != "slurm":
+        # a worker starts now, here: what it can't fetch is refused before a run exists (a queued run hears the same
+        # sentence from its worker within seconds; a Slurm node may reach the hub when this one does not)
+        if problem := fetch_problem(config.model_name_or_path, config.dataset_name):
+            raise FetchError(problem)
     same = probed is not None and {**probed["config"], "name": config.name} == config.to_dict()
     with get_sessionmaker().begin() as session:
         run = queries.create_run(session, config.name, config.to_dict(), total_steps=config.max_steps)

@@ -58,6 +58,7 @@ from trainer.job.diskspace import (
 from trainer.job.held_rows import set_aside
 from trainer.job.trackers import place_trackers
 from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
+from trainer.loading.hub import HubUnreachable, ModelAccessError
 from trainer.supervise.commands import with_package_path
 from trainer.supervise.gpu_lease import lease_for
 from trainer.supervise.processes import process_start_time
@@ -249,7 +250,7 @@ def failure_sentence(exc: BaseException, files: RunFiles, run_id: int) -> str:
     we know; else the exception's first line and where the traceback is."""
     if not files.root.is_dir():
         return gone_message(files.root)
-    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone, DatabaseMoved)):
+    if isinstance(exc, (DiskFullError, ResumeError, RunDirectoryGone, DatabaseMoved, HubUnreachable, ModelAccessError)):
         return str(exc)
     if is_disk_full(exc):
         return full_message(files.root)

@@ -25,6 +25,7 @@ from trainer.config.names import (
     protected_file_problem,
 )
 from trainer.loading.datafiles import DataFileError, check_value, read_rows, summarize
+from trainer.loading.hub import hub_or_cache
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -177,7 +178,8 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
     if name in GSM8K_NAMES:
         from datasets import load_dataset
 
-        rows = load_dataset("openai/gsm8k", "main", split=split)
+        with hub_or_cache(name, "dataset"):  # a hub out of reach: the cache, or one sentence within seconds
+            rows = load_dataset("openai/gsm8k", "main", split=split)
         return [Problem(r["question"], gsm8k_reference(r["answer"])) for r in rows]
     if looks_like_path(name):
         if problem := protected_file_problem(name, "dataset"):
@@ -189,7 +191,8 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
         raise DataError(problem)  # never a packaged builder's name, never a folder of the working directory
     from datasets import load_dataset
 
-    rows = load_dataset(name, split=split)
+    with hub_or_cache(name, "dataset"):
+        rows = load_dataset(name, split=split)
     return _map_columns(rows, config.question_column, config.answer_column, name)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.config import GROUPS, ConfigError, RunConfig, review
+from trainer.config.rules import MULTILINE_FIELDS
 from trainer.presets import tiny_demo
 
 GROUP_TITLES = {
@@ -100,7 +101,7 @@ def form_fields(defaults: RunConfig | None = None) -> list[FieldSpec]:
             kind = "list"
         else:
             kind = {bool: "bool", int: "int", float: "float"}.get(hint, "text")
-        if f.name == "system_prompt":
+        if f.name in MULTILINE_FIELDS:
             kind = "multiline"
         rng = _range_note(meta.get("min"), meta.get("max"))
         specs.append(
@@ -171,7 +172,7 @@ def named(values: Mapping[Any, Any], widgets: Mapping[str, Any]) -> dict[str, An
 def form_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
     """The form's widget values by setting name as a config mapping (text trimmed, except the system prompt)."""
     return {
-        name: value.strip() if isinstance(value, str) and name != "system_prompt" else value
+        name: value.strip() if isinstance(value, str) and name not in MULTILINE_FIELDS else value
         for name, value in values.items()
     }
 

@@ -60,7 +60,7 @@ def test_the_values_of_a_set_of_inputs_are_read_by_setting_name():
 
 def test_presets_are_valid_and_the_tiny_ones_are_offline():
     all_presets = presets()
-    assert len(all_presets) == 5
+    assert len(all_presets) == 6
     for name, config in all_presets.items():
         assert review.problems(config) == [], name
     tiny = all_presets["Tiny offline demo (CPU)"]
@@ -70,6 +70,12 @@ def test_presets_are_valid_and_the_tiny_ones_are_offline():
         "builtin:tiny-tools",
         "builtin:arithmetic3",
         ["builtin:calculator"],
+        False,
+    )
+    real = all_presets["Real model on a CPU: SmolLM2-135M-Instruct on GSM8K-format problems"]
+    assert (real.model_name_or_path, real.dataset_name, real.use_vllm) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "builtin:word-problems",
         False,
     )
 

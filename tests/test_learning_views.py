@@ -152,7 +152,6 @@ def length_run(module_database, format_learner_path):
     """A run whose only paid reward is length (tests/length_reward.py), correctness logged beside it at weight 0:
     the less warmed-up sibling of the built-in model, whose answers still vary, so the length reward climbs within
     a few steps; held-out correctness every 3 steps."""
-    from trainer.evaluation import periodic_eval
 
     config = tiny_config(
         name="length-hack",
@@ -164,13 +163,12 @@ def length_run(module_database, format_learner_path):
         max_steps=9,
         save_steps=3,
         eval_steps=LENGTH_EVAL_STEPS,
-    )
-    run_id = create_run(config)
-    with pytest.MonkeyPatch.context() as mp:
         # 50 held-out problems, not 100: the evaluations are most of this run's time, and one problem (2 points)
         # still reads as flat (watch.FLAT)
-        mp.setattr(periodic_eval, "EVAL_PROBLEMS", 50)
-        assert run_worker(run_id).value == "completed"
+        eval_problems=50,
+    )
+    run_id = create_run(config)
+    assert run_worker(run_id).value == "completed"
     return run_id
 
 

@@ -86,7 +86,7 @@ def compare(
         return compare(
             config,
             adapters[adapter],
-            make_prompt(question, config.system_prompt),
+            make_prompt(question, config.system_prompt, config.few_shot_examples),
             reference,
             n=n,
             greedy=greedy,

@@ -28,7 +28,7 @@ def prompt_preview(config: RunConfig, count: int = 3) -> tuple[list[tuple[str, s
     template = local_chat_template(config.model_name_or_path)
     shown = []
     for problem in rows:
-        messages = make_prompt(problem.question, config.system_prompt)
+        messages = make_prompt(problem.question, config.system_prompt, config.few_shot_examples)
         if template:
             try:
                 text = render_chat_template(template, messages)

@@ -26,9 +26,10 @@ from trainer.safe_text import text_problem
 
 PATH_FIELDS = ("model_name_or_path", "dataset_name")
 ACCEPTED = {
-    "dataset_name": "builtin:arithmetic or builtin:code, a hub data set as owner/name (e.g. openai/gsm8k), or the full "
+    "dataset_name": "builtin:arithmetic, builtin:word-problems or builtin:code, a hub data set as owner/name (e.g. openai/gsm8k), or the full "
     "path of a .jsonl, .json, .csv or .parquet file",
-    "model_name_or_path": f"{BUILTIN_MODEL}, a hub model id (name or owner/name), or the full path of a model directory",
+    "model_name_or_path": f"{BUILTIN_MODEL}, a hub model id (name or owner/name), or the full path of a model directory "
+    "or .gguf file",
 }
 
 

@@ -11,7 +11,8 @@ load.py:1047-1054); and it loads ``owner/name`` from a local folder of that name
 
 - a data set is ``builtin:...``, the ``gsm8k`` alias, a hub id with its owner (``owner/name``, checked by
   huggingface_hub's own rules), or a path to a data file; a single word is refused, never handed to ``datasets``;
-- a model is ``builtin:tiny`` (or ``builtin:tiny-tools``), a hub id (``name`` or ``owner/name``) or a local directory;
+- a model is ``builtin:tiny`` (or ``builtin:tiny-tools``), a hub id (``name`` or ``owner/name``), a local directory or
+  a local ``.gguf`` file (trainer.loading.gguf);
 - a hub id that also names something in the working directory is refused: which one would load depends on where the
   process runs, and the dashboard must never read its working directory.
 """
@@ -27,7 +28,8 @@ BUILTIN_TOOL_MODEL = "builtin:tiny-tools"
 BUILTIN_MODELS = (BUILTIN_MODEL, BUILTIN_TOOL_MODEL)
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 GSM8K_NAMES = ("gsm8k", "openai/gsm8k")
-BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:arithmetic3", "builtin:code")
+BUILTIN_DATASETS = ("builtin:arithmetic", "builtin:arithmetic3", "builtin:word-problems", "builtin:code")
+MODEL_FILE_SUFFIX = ".gguf"  # a model in one file, as llama.cpp, Ollama and LM Studio keep them
 
 
 def looks_like_path(text: str) -> bool:
@@ -38,7 +40,7 @@ def looks_like_path(text: str) -> bool:
         text.startswith((".", "/", "~"))
         or text.count("/") > 1
         or "\\" in text
-        or Path(text).suffix.lower() in DATA_SUFFIXES
+        or Path(text).suffix.lower() in (*DATA_SUFFIXES, MODEL_FILE_SUFFIX)
     )
 
 

@@ -23,8 +23,9 @@ from trainer.safe_text import text_problem
 MAX_TEXT_CHARS = 1_000
 MAX_PROMPT_CHARS = 20_000
 MAX_LIST_ITEMS = 64
-# The one text setting that may span lines; every other one reaches a job script, a command line or a terminal.
-MULTILINE_FIELDS = ("system_prompt",)
+# The text settings that may span lines (prompt text); every other one reaches a job script, a command line or a
+# terminal.
+MULTILINE_FIELDS = ("system_prompt", "few_shot_examples")
 
 
 # --- one field ------------------------------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ def check_range(f: dataclasses.Field, value: Any) -> list[str]:
     if meta.get("choices") and value not in meta["choices"]:
         return [f"{f.name} {shorten(value)}: expected one of {', '.join(meta['choices'])}"]
     if isinstance(value, str):
-        limit = MAX_PROMPT_CHARS if f.name == "system_prompt" else MAX_TEXT_CHARS
+        limit = MAX_PROMPT_CHARS if f.name in MULTILINE_FIELDS else MAX_TEXT_CHARS
         if len(value) > limit:
             return [f"{f.name} is {len(value):,} characters long: at most {limit:,}"]
         unsafe = text_problem(f.name, value, multiline=f.name in MULTILINE_FIELDS)

@@ -33,6 +33,7 @@ from typing import Any
 
 from trainer import trl_features
 from trainer.config import rules
+from trainer.config.examples import parse_examples
 from trainer.config.fields import (
     EXECUTORS,
     SYSTEM_PROMPT,
@@ -59,12 +60,14 @@ class RunConfig:
         # Unsloth's ungated copy of meta-llama/Llama-3.2-3B-Instruct (the same weights): the meta-llama repo needs
         # an HF_TOKEN of an account that accepted Meta's license, which compare, eval and the plain path would ask for.
         "unsloth/Llama-3.2-3B-Instruct",
-        "Model to fine-tune: a Hugging Face hub id, a local directory, or builtin:tiny (offline demo model).",
+        "Model to fine-tune: a Hugging Face hub id, a local directory, a .gguf file (as llama.cpp, Ollama and LM "
+        "Studio keep them: dequantized once, then trained in 16/32 bits), or builtin:tiny (offline demo model).",
     )
     # --- data ---
     dataset_name: str = data(
         "gsm8k",
-        "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic or builtin:code (offline), a hub id, or a local .jsonl/.csv/.parquet file.",
+        "Data set: gsm8k (openai/gsm8k from the hub), builtin:arithmetic, builtin:word-problems (GSM8K's format, "
+        "easy) or builtin:code (offline), a hub id, or a local .jsonl/.csv/.parquet file.",
     )
     dataset_split: str = data("train", "Split of the data set to train on.", advanced=True)
     question_column: str = data("question", "Column of a local file that holds the question.")
@@ -82,6 +85,13 @@ class RunConfig:
         advanced=True,
     )
     system_prompt: str = data(SYSTEM_PROMPT, "System prompt put before every question.")
+    few_shot_examples: str = data(
+        "",
+        "Worked examples shown before every question as earlier turns of the chat: a line 'Q: ...' (a question), "
+        "then a line 'A: ...' (its answer, which may run over several lines), repeated. A small model that ignores "
+        "the system prompt's format often copies it from one or two examples (empty: none).",
+        advanced=True,
+    )
     # --- rewards ---
     reward_funcs: list[str] = rewards(
         ["xmlcount", "soft_format", "strict_format", "int", "correctness"],
@@ -216,6 +226,13 @@ class RunConfig:
         "reward), stored per step from step 0 (the base); 0: off.",
         min=0,
         max=1_000_000,
+    )
+    eval_problems: int = advanced(
+        100,
+        "How many held-out problems each evaluation while training scores, the same ones every time (100 gives a "
+        "1-point resolution; fewer for a slow model on a CPU, where each greedy answer takes a while).",
+        min=10,
+        max=10_000,
     )
     measured_kl_steps: int = advanced(
         5,
@@ -401,6 +418,10 @@ class RunConfig:
         )
         found.extend(rules.check_trackers(list(self.report_to)))
         found.extend(rules.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
+        try:
+            parse_examples(self.few_shot_examples)
+        except ValueError as exc:
+            found.append(str(exc))
         if not self.lora_target_modules:
             found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         return found

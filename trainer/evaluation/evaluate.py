@@ -135,7 +135,7 @@ def side_metrics(
     extended with each problem's greedy correctness (the learning map's held-out rows)."""
     from trainer.evaluation.tool_turns import generate_with_tools, run_tools
 
-    prompts = [make_prompt(p.question, config.system_prompt) for p in problems]
+    prompts = [make_prompt(p.question, config.system_prompt, config.few_shot_examples) for p in problems]
     answers = [p.answer for p in problems]
     max_new = config.max_completion_length
     tools_for = run_tools(config) if config.uses_tools() else None

@@ -10,7 +10,7 @@ Design decisions:
 
 - The problems are the ones ``grpo-studio eval`` uses (:func:`trainer.evaluation.evaluate.heldout_for`, the one
   definition in trainer.loading.heldout: the rows ``heldout_fraction`` keeps out of training, else another split
-  with every training question removed), the first ``EVAL_PROBLEMS`` of them, the same at every step so the points
+  with every training question removed), the first ``eval_problems`` of them (the config's), the same at every step so the points
   of the curve compare. Where they came from is written to the run's log.
 - Evaluating must not change training: the random state (torch, CPU and CUDA) is put back afterwards, since the
   sampling helper reseeds, and the model goes back to training mode. A run with ``eval_steps`` trains exactly as the
@@ -32,7 +32,9 @@ from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
 
-EVAL_PROBLEMS = 100  # enough for a 1-point resolution; ~2 s of greedy answers from the built-in model on one thread
+# The config's default eval_problems: enough for a 1-point resolution; ~2 s of greedy answers from the built-in model
+# on one thread, 2.5 min from SmolLM2-135M on 2 cores.
+EVAL_PROBLEMS = 100
 
 
 def heldout_metrics(
@@ -76,7 +78,7 @@ def make_heldout_callback(
         log_line("eval_steps: no held-out evaluation under DeepSpeed ZeRO-3 (one process cannot generate alone)")
         return None
     try:
-        held = heldout_for(config, EVAL_PROBLEMS)
+        held = heldout_for(config, config.eval_problems)
     except EvaluationError as exc:
         log_line(f"eval_steps: no held-out evaluation: {exc}")
         return None

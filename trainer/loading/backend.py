@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.config.names import BUILTIN_MODELS, BUILTIN_TOOL_MODEL
-from trainer.loading.hub import hub_access
+from trainer.loading.gguf import dequantized_dir, is_gguf, offline_copy
+from trainer.loading.hub import hub_access, hub_problem
 
 if TYPE_CHECKING:  # for annotations only
     from trainer.config import RunConfig
@@ -199,7 +200,18 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
 
 
 def model_path(config: RunConfig) -> str:
-    """Where to load the model from: a built-in model's directory (shipped or cached), or the configured id/path."""
+    """Where to load the model from: a built-in model's directory (shipped or cached), a GGUF file's dequantized
+    folder (made on first use, trainer.loading.gguf), a hub model's installed GGUF copy when the hub can't give it,
+    or the configured id/path."""
+    name = config.model_name_or_path
+    if is_gguf(name):
+        return str(dequantized_dir(name))
+    if (copy := offline_copy(name)) is not None and hub_problem(name, "model"):
+        log.warning(
+            f"{name}: the Hugging Face Hub can't give it here, so the installed GGUF copy {copy.name} is trained "
+            "instead (dequantized: the same architecture and tokenizer, weights rounded by its quantisation)"
+        )
+        return str(dequantized_dir(str(copy)))
     if config.model_name_or_path == BUILTIN_TOOL_MODEL:
         from trainer.loading.tiny_tools import tiny_tools_dir
 
@@ -268,7 +280,7 @@ def load_model(config: RunConfig, backend: Backend):
     placement = device_map(config, backend)
     if backend.device == "cuda":
         _use_gpu(local_rank())
-    with hub_access(config.model_name_or_path):
+    with hub_access(path):
         if backend.name == "unsloth":
             return _load_unsloth(config, path, backend, placement)
         import torch

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainer.config.examples import parse_examples
 from trainer.config.names import (
     GSM8K_NAMES,
     file_split_problem,
@@ -57,6 +58,7 @@ class DataSettings(Protocol):
     max_train_samples: int
     heldout_fraction: float
     system_prompt: str
+    few_shot_examples: str
 
 
 @dataclass(frozen=True)
@@ -155,9 +157,12 @@ def gsm8k_reference(answer: str) -> str:
     return without_thousands(answer.split("####")[-1].strip())
 
 
-def make_prompt(question: str, system_prompt: str) -> list[dict[str, str]]:
-    """Chat messages for one question: the system prompt (when not empty), then the user's question."""
+def make_prompt(question: str, system_prompt: str, examples: str = "") -> list[dict[str, str]]:
+    """Chat messages for one question: the system prompt (when not empty), the worked examples as earlier turns of
+    the conversation (``examples``: RunConfig.few_shot_examples, read by :func:`parse_examples`), then the question."""
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for asked, answered in parse_examples(examples):
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     return messages + [{"role": "user", "content": question}]
 
 
@@ -170,6 +175,13 @@ def load_problems(config: DataSettings, split: str | None = None, limit: int | N
         return arithmetic_problems(split)
     if name == "builtin:arithmetic3":
         return arithmetic3_problems(split)
+    if name == "builtin:word-problems":
+        from trainer.loading.word_problems import word_problem_split
+
+        try:
+            return [Problem(r["question"], gsm8k_reference(r["answer"])) for r in word_problem_split(split)]
+        except ValueError as exc:
+            raise DataError(str(exc)) from None
     if name == "builtin:code":
         # a dozen problems is too few to hold any out: every split is the whole set
         from trainer.scoring.code_tasks import CODE_PROBLEMS
@@ -221,7 +233,11 @@ def build_dataset(config: DataSettings, split: str | None = None) -> Dataset:
     with_tests = any(p.tests for p in problems)
     rows = []
     for p in problems:
-        row = {"prompt": make_prompt(p.question, config.system_prompt), "question": p.question, "answer": p.answer}
+        row = {
+            "prompt": make_prompt(p.question, config.system_prompt, config.few_shot_examples),
+            "question": p.question,
+            "answer": p.answer,
+        }
         if with_tests:
             row["tests"] = list(p.tests or [])
         rows.append(row)

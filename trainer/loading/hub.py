@@ -189,7 +189,11 @@ def unreachable_message(repo: str, kind: Kind, why: str) -> str:
 
 def fetch_problem(model: str, dataset: str) -> str | None:
     """The sentence of :func:`hub_problem` for the first of a run's model and data set that can't be had, or None."""
-    return hub_problem(model, "model") or hub_problem(dataset, "dataset")
+    from trainer.loading.gguf import offline_copy
+
+    # a model with an installed GGUF copy trains from it when the hub can't give it (trainer.loading.backend)
+    model_problem = None if offline_copy(model) is not None else hub_problem(model, "model")
+    return model_problem or hub_problem(dataset, "dataset")
 
 
 def hub_problem(name: str, kind: Kind) -> str | None:

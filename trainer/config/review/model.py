@@ -1,4 +1,5 @@
-"""The rules of the model settings: what ``model_name_or_path`` names (a built-in model, a local directory, a hub id:
+"""The rules of the model settings: what ``model_name_or_path`` names (a built-in model, a local directory or .gguf
+file, a hub id:
 trainer.config.names decides which), and what the GPU path (trainer.loading.backend) cannot start with."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from pathlib import Path
 from trainer.config.names import BUILTIN_MODEL, BUILTIN_MODELS, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.config.run_config import RunConfig
 from trainer.loading.backend import VLLM_MAX_LORA_RANK
+from trainer.loading.gguf import gguf_problem, is_gguf
 
 
 def check_model(model: str) -> list[str]:
@@ -21,9 +23,13 @@ def check_model(model: str) -> list[str]:
     if looks_like_path(model) or Path(model).expanduser().is_dir():
         if problem := protected_file_problem(model, "model"):
             return [problem]
+        if is_gguf(model):
+            return [problem] if (problem := gguf_problem(model)) else []
+        if Path(model).expanduser().is_file():
+            return [f"model {model!r} is a file: expected a model directory or a .gguf file"]
         return [] if Path(model).expanduser().is_dir() else [f"model {model!r}: no such directory"]
     if problem := hub_id_problem(model, "model", owner_required=False):
-        return [f"{problem}; expected a hub id like owner/name, a local directory, or {BUILTIN_MODEL}"]
+        return [f"{problem}; expected a hub id like owner/name, a local directory, a .gguf file, or {BUILTIN_MODEL}"]
     return []
 
 

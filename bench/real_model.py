@@ -87,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--set", action="append", default=[], help="key=value changed in the preset (YAML value)")
+    parser.add_argument("--keep", type=Path, help="keep the first seed's data directory here (for a screenshot)")
     args = parser.parse_args(argv)
     changes = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
     print(f"preset {PRESET.name}, changes {changes or 'none'}, {os.cpu_count()} CPUs, load at start {os.getloadavg()}")
     met = 0
     for seed in args.seeds:
-        with tempfile.TemporaryDirectory(prefix="real-model-") as home:
-            figures = run_seed(seed, changes, Path(home))
+        if args.keep is not None and seed == args.seeds[0]:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            figures = run_seed(seed, changes, args.keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="real-model-") as home:
+                figures = run_seed(seed, changes, Path(home))
         series = figures["series"]
         (step0, share0), (step1, share1) = format_share(series, 0), format_share(series, -1)
         correct = series["heldout/correct"]

@@ -30,6 +30,7 @@ def test_importing_the_config_loads_only_its_own_ground():
     assert loaded == [
         "trainer",
         "trainer.config",
+        "trainer.config.examples",
         "trainer.config.fields",
         "trainer.config.file",
         "trainer.config.keys",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trainer.config import RunConfig
 from trainer.evaluation.run_lookup import RunLookupError
+from trainer.loading.gguf import is_gguf
 from trainer.version import version
 
 
@@ -89,12 +90,24 @@ def model_card(run_id: int, config: RunConfig) -> str:
             "from peft import PeftModel",
             "from transformers import AutoModelForCausalLM",
             "",
-            f'base = AutoModelForCausalLM.from_pretrained("{config.model_name_or_path if hub else "PATH/TO/BASE"}")',
+            base_load_line(config.model_name_or_path, hub),
             'model = PeftModel.from_pretrained(base, "PATH/TO/THIS/FOLDER")',
             "```",
             "",
         ]
     )
+
+
+def base_load_line(model: str, hub: bool) -> str:
+    """The model card's line that loads the base: the hub id, a GGUF file through transformers' ``gguf_file`` (it
+    dequantizes the file as the run did), or a placeholder for a local folder."""
+    if is_gguf(model):
+        name = Path(model).name
+        return (
+            f'base = AutoModelForCausalLM.from_pretrained("PATH/TO/THE/FOLDER/OF/{name}", gguf_file="{name}")'
+            "  # pip install gguf"
+        )
+    return f'base = AutoModelForCausalLM.from_pretrained("{model if hub else "PATH/TO/BASE"}")'
 
 
 def zip_adapter(adapter_dir: Path, target: Path) -> Path:

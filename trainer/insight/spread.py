@@ -25,7 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.probe.report import WASTED_ZERO_STD  # the probe's own "would learn nothing" line (torch-free)
+# At least this share of groups with identical rewards: a run learns (next to) nothing. The probe's verdict draws
+# the same line (trainer.probe.report imports it from here: the probe stands above the insight it reports with).
+WASTED_ZERO_STD = 0.9
 
 # The keys the rule reads (an entrance that reads a few keys reads these).
 ZERO_STD_KEY = "frac_reward_zero_std"  # TRL's share of the step's groups whose rewards are all equal

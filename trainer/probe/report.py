@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-WASTED_ZERO_STD = 0.9  # at least this share of groups with identical rewards: the run learns (next to) nothing
+from trainer.insight.spread import WASTED_ZERO_STD  # at least this share of groups alike: the run learns ~nothing
+
 RISKY_ZERO_STD = 0.5
 RISKY_TRUNCATED = 0.3  # this share of completions cut at max_completion_length: answers never get written
 PARTIAL_CREDIT = ("soft_format", "xmlcount")  # rewards that pay for part of the format, so a group's answers differ

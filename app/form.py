@@ -34,6 +34,8 @@ LABELS = {
     "model_name_or_path": "Model",
     "dataset_name": "Data set",
     "system_prompt": "System prompt",
+    "few_shot_examples": "Worked examples",
+    "eval_problems": "Held-out problems per evaluation",
     "reward_funcs": "Reward functions",
     "reward_weights": "Reward weights",
     "num_generations": "Group size G",
@@ -170,7 +172,7 @@ def named(values: Mapping[Any, Any], widgets: Mapping[str, Any]) -> dict[str, An
 
 
 def form_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The form's widget values by setting name as a config mapping (text trimmed, except the system prompt)."""
+    """The form's widget values by setting name as a config mapping (text trimmed, except the prompt texts: the system prompt and the worked examples)."""
     return {
         name: value.strip() if isinstance(value, str) and name not in MULTILINE_FIELDS else value
         for name, value in values.items()

@@ -168,6 +168,28 @@ def test_prompt_truncation_cuts_only_long_questions_from_the_left():
     assert cut["prompt"][0] == dataset["prompt"][0] and cut["prompt"][1] != dataset["prompt"][1]
 
 
+def test_a_limit_the_rest_of_the_prompt_alone_fills_is_refused_not_cut_to_an_empty_question():
+    """Worked examples (few_shot_examples) make the fixed part of a prompt long: when it alone fills
+    max_prompt_length, cutting the question can't fit the prompt, and the run is refused saying so."""
+    import dataclasses
+
+    from trainer.job.trl_args import _prompt_tokens, truncate_prompts
+    from trainer.loading.data import make_prompt
+    from trainer.loading.tiny import build_tokenizer
+    from trainer.loading.word_problems import EXAMPLES
+
+    tokenizer = build_tokenizer()
+    config = dataclasses.replace(
+        RunConfig(dataset_name="builtin:arithmetic", max_train_samples=4), few_shot_examples=EXAMPLES
+    )
+    dataset = build_dataset(config)
+    (fixed,) = _prompt_tokens(tokenizer, [make_prompt("", config.system_prompt, EXAMPLES)])
+    with pytest.raises(ValueError, match=f"leaves no room for a question: .* alone take {fixed} tokens"):
+        truncate_prompts(dataset, tokenizer, fixed - 1)
+    cut, count = truncate_prompts(dataset, tokenizer, fixed + 3)  # room for a few tokens of each question
+    assert count == 4 and all(len(p) == 6 for p in cut["prompt"])  # system, two worked examples, the question
+
+
 def test_a_local_files_test_split_is_refused_not_ignored(tmp_path):
     """Issue 34: ``dataset_split: test`` on a local file was ignored, so the rows its ``split`` column marks test
     were trained on. A file has no splits: asking for one is refused in one sentence, before and at load."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
@@ -93,11 +94,88 @@ def test_the_dashboard_reads_a_gguf_file_only_by_its_full_path_under_its_roots(t
 
 
 def test_the_cache_key_follows_the_files_size_and_time_not_its_name_alone(tmp_path):
+    import os
+
     path = write_gguf(tmp_path / "model.gguf", "llama")
     first = gguf.cache_key(path)
     assert gguf.cache_key(path) == first
-    write_gguf(path, "llama", dtype="float16")  # replaced in place: another quantisation under the same name
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten: same size, a later time
     assert gguf.cache_key(path) != first
+    write_gguf(path, "llama", dtype="float16")  # replaced in place: another quantisation under the same name
+    assert gguf.cache_key(path) not in (first,)
+
+
+def fake_conversion(calls):
+    """A stand-in for the conversion (transformers' dequantizing is the slow tests'): it records its call and writes
+    what a finished folder holds."""
+
+    def write(path, folder):
+        calls.append(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text("{}")
+        (folder / gguf.MARKER).write_text("{}")
+
+    return write
+
+
+def test_a_gguf_file_is_converted_once_and_its_folder_reused(tmp_path, studio_home, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gguf, "_write_plain_model", fake_conversion(calls))
+    path = write_gguf(tmp_path / "model.gguf", "llama")
+    assert gguf.existing_dequantized(str(path)) is None  # a check never converts
+    folder = gguf.dequantized_dir(str(path))
+    assert folder.parent == studio_home / "cache" / "gguf" and (folder / "config.json").is_file()
+    assert gguf.dequantized_dir(str(path)) == folder and len(calls) == 1
+    assert gguf.existing_dequantized(str(path)) == folder
+    assert not list(folder.parent.glob(".*"))  # no scratch folder left behind
+
+
+def test_what_an_interrupted_conversion_left_is_cleared_by_the_next(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gguf, "_write_plain_model", fake_conversion(calls))
+    path = write_gguf(tmp_path / "model.gguf", "llama")
+    target = gguf._target(str(path))
+    target.mkdir(parents=True)  # a folder without its marker: a copy stopped half-way
+    (target / "model.safetensors").write_text("half")
+    dead = target.with_name(f".{target.name}-999999999")  # a scratch folder of a process that is gone
+    dead.mkdir()
+    assert gguf.dequantized_dir(str(path)) == target and len(calls) == 1
+    assert not (target / "model.safetensors").exists() and not dead.exists()
+
+
+def test_a_gguf_file_moved_after_its_run_is_one_sentence(tmp_path):
+    with pytest.raises(gguf.GGUFError, match=r"^model '.*gone\.gguf': no such file \(moved or deleted"):
+        gguf.dequantized_dir(str(tmp_path / "gone.gguf"))
+
+
+def test_a_hub_model_loads_from_its_gguf_copy_only_where_it_is_not_cached(tmp_path, monkeypatch):
+    """The choice reads this machine's files, never the hub's answer: the worker, Compare, evaluation and export
+    load the same base."""
+    from trainer.loading import backend
+
+    model = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    copy = write_gguf(tmp_path / "copy.gguf", "llama")
+    monkeypatch.setattr(backend, "offline_copy", lambda name: copy if name == model else None)
+    monkeypatch.setattr(backend, "dequantized_dir", lambda name: tmp_path / f"plain-of-{Path(name).name}")
+    monkeypatch.setattr(backend, "is_cached", lambda repo, kind: False)
+    config = RunConfig(model_name_or_path=model)
+    assert backend.model_path(config) == str(tmp_path / "plain-of-copy.gguf")
+    monkeypatch.setattr(backend, "is_cached", lambda repo, kind: True)
+    assert backend.model_path(config) == model  # the hub's own weights, from the cache
+    assert (
+        backend.model_path(RunConfig(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct")) == "Qwen/Qwen2.5-0.5B-Instruct"
+    )
+
+
+def test_checking_a_tool_run_on_a_gguf_model_neither_converts_nor_crashes(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gguf, "_write_plain_model", fake_conversion(calls))
+    for model in (str(tmp_path / "missing.gguf"), str(write_gguf(tmp_path / "model.gguf", "llama"))):
+        config = RunConfig(model_name_or_path=model, dataset_name="builtin:arithmetic3", tools=["builtin:calculator"])
+        problems = review.problems(config)
+        assert all("no such file" in p for p in problems if model in p), problems
+    assert calls == []
 
 
 def test_a_hub_model_with_an_installed_gguf_copy_needs_no_hub_at_launch(monkeypatch, tmp_path):
@@ -133,6 +211,8 @@ def test_worked_examples_become_earlier_turns_of_the_chat_in_order():
         ("A: 2", "an answer (A:) comes before any question"),
         ("Q: one", "the question 'one' has no answer"),
         ("some words\nQ: one\nA: 1", "expected a line starting Q:"),
+        ("Q:\nA: 2", "an empty question"),
+        ("Q: one\nA:   \n", "an empty answer"),
     ],
 )
 def test_examples_that_are_not_question_answer_pairs_are_refused_saying_how(text, expected):
@@ -160,6 +240,12 @@ def test_word_problems_are_gsm8k_rows_whose_reference_is_what_the_question_asks(
             expected = a - b
         assert reference == str(expected), row
         assert answer.endswith(f"#### {expected}") and f"={expected}>>{expected}" in answer
+
+
+def test_the_presets_worked_examples_are_the_ones_written_for_word_problems():
+    from trainer.presets import load_preset, resolve_preset
+
+    assert load_preset(resolve_preset("smollm2-135m")).few_shot_examples == EXAMPLES
 
 
 def test_word_problem_splits_are_disjoint_fixed_and_read_like_gsm8k():
@@ -192,7 +278,7 @@ def test_a_gguf_path_typed_into_the_form_validates_and_launches(studio_home, fre
     config = dataclasses.replace(load_preset(resolve_preset("smollm2-135m")), model_name_or_path=str(path))
     values = new_run.form_values(config)
     message, problems, run_id = new_run.launch_report(Access(), None, values)
-    assert problems == [] and message.startswith(new_run.verdict("go", "Launched:", "")[:20]), message
+    assert problems == [] and "Launched:" in message and f"Run {run_id} (**smollm2-135m**) queued" in message, message
     with get_sessionmaker().begin() as s:
         stored = queries.get_run(s, run_id).config
     assert stored["model_name_or_path"] == str(path) and stored["few_shot_examples"] == config.few_shot_examples

@@ -25,7 +25,11 @@ def prompt_preview(config: RunConfig, count: int = 3) -> tuple[list[tuple[str, s
         raise ActionError(str(exc)) from None
     except Exception as exc:  # the hub unreachable, etc.
         raise ActionError(f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}") from None
-    template = local_chat_template(config.model_name_or_path)
+    from trainer.loading.backend import existing_model_path
+
+    # a GGUF model's template is in its dequantized folder, once made (a preview never converts one)
+    model = config.model_name_or_path
+    template = local_chat_template(model if model.startswith("builtin:") else existing_model_path(config) or model)
     shown = []
     for problem in rows:
         messages = make_prompt(problem.question, config.system_prompt, config.few_shot_examples)

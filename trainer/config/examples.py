@@ -18,6 +18,9 @@ def parse_examples(text: str) -> list[tuple[str, str]]:
     def close() -> None:
         nonlocal question
         body = "\n".join(lines).strip("\n")
+        if role is not None and not body.strip():
+            kind = "question" if role == "Q" else "answer"
+            raise ValueError(f"few_shot_examples: an empty {kind} ({role}: with no text after it)")
         if role == "Q":
             if question is not None:
                 raise ValueError(f"few_shot_examples: the question {question[:40]!r} has no answer (a line A: ...)")

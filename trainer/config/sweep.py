@@ -46,7 +46,8 @@ MAX_MEMBERS = 64
 MAX_VALUES = 32  # values of one setting (a list, or a range's count)
 SWEEP_KEYS = ("method", "members", "seed", "objective", "direction", "settings", "prune")
 # Settings that name things or are machinery (where it runs, what it is called), never a point of a search.
-NOT_SWEPT = frozenset({"name", "executor", "backend", "vllm_mode"})
+# eval_problems: a median rule compares members' held-out scores, which must be read on the same problems
+NOT_SWEPT = frozenset({"name", "executor", "backend", "vllm_mode", "eval_problems"})
 
 
 @dataclass(frozen=True)

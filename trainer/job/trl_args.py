@@ -174,8 +174,14 @@ def truncate_prompts(dataset, tokenizer, max_prompt_length: int, tools: list | N
             return row
         messages = row["prompt"]
         question_ids = tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"]
-        keep = max(len(question_ids) - (too_long[index] - max_prompt_length), 0)
-        text = tokenizer.decode(question_ids[len(question_ids) - keep :]) if keep else ""
+        keep = len(question_ids) - (too_long[index] - max_prompt_length)
+        if keep <= 0:  # the rest of the prompt alone fills the limit: no cut of the question can fit it
+            fixed = too_long[index] - len(question_ids)
+            raise ValueError(
+                f"max_prompt_length {max_prompt_length} leaves no room for a question: the system prompt, the worked "
+                f"examples and the chat template alone take {fixed} tokens; raise max_prompt_length or shorten them"
+            )
+        text = tokenizer.decode(question_ids[len(question_ids) - keep :])
         row["prompt"] = messages[:-1] + [{**messages[-1], "content": text}]
         return row
 

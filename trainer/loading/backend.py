@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.config.names import BUILTIN_MODELS, BUILTIN_TOOL_MODEL
-from trainer.loading.gguf import dequantized_dir, is_gguf, offline_copy
-from trainer.loading.hub import hub_access, hub_problem
+from trainer.loading.gguf import dequantized_dir, existing_dequantized, is_gguf, offline_copy
+from trainer.loading.hub import hub_access, is_cached
 
 if TYPE_CHECKING:  # for annotations only
     from trainer.config import RunConfig
@@ -201,17 +201,43 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
 
 def model_path(config: RunConfig) -> str:
     """Where to load the model from: a built-in model's directory (shipped or cached), a GGUF file's dequantized
-    folder (made on first use, trainer.loading.gguf), a hub model's installed GGUF copy when the hub can't give it,
-    or the configured id/path."""
+    folder (made on first use, trainer.loading.gguf), a hub model's installed GGUF copy (:func:`offline_source`), or
+    the configured id/path."""
     name = config.model_name_or_path
     if is_gguf(name):
         return str(dequantized_dir(name))
-    if (copy := offline_copy(name)) is not None and hub_problem(name, "model"):
+    if (copy := offline_source(name)) is not None:
         log.warning(
-            f"{name}: the Hugging Face Hub can't give it here, so the installed GGUF copy {copy.name} is trained "
-            "instead (dequantized: the same architecture and tokenizer, weights rounded by its quantisation)"
+            f"{name} is not in the local Hugging Face cache, so its installed GGUF copy {copy.name} is trained instead "
+            "(dequantized: the same architecture and tokenizer, weights rounded by its quantisation)"
         )
         return str(dequantized_dir(str(copy)))
+    return _plain_path(config)
+
+
+def offline_source(name: str) -> Path | None:
+    """The installed GGUF copy (trainer.loading.gguf.OFFLINE_COPIES) a hub model loads from, or None when it loads
+    from the hub. Decided from this machine's files alone, never from whether the hub answers now, so the worker,
+    Compare, evaluation, export and a fork all load the same base: the copy when the model is not in the local
+    Hugging Face cache and the copy is installed."""
+    copy = offline_copy(name)
+    return copy if copy is not None and not is_cached(name, "model") else None
+
+
+def existing_model_path(config: RunConfig) -> str | None:
+    """:func:`model_path` without its side effects, for checks (the config's review, the form's preview): a GGUF
+    model's folder only when it is already dequantized (None otherwise), a hub id as it is (no download)."""
+    name = config.model_name_or_path
+    if is_gguf(name):
+        found = existing_dequantized(name)
+        return None if found is None else str(found)
+    if (copy := offline_source(name)) is not None:
+        found = existing_dequantized(str(copy))
+        return None if found is None else str(found)
+    return _plain_path(config)
+
+
+def _plain_path(config: RunConfig) -> str:
     if config.model_name_or_path == BUILTIN_TOOL_MODEL:
         from trainer.loading.tiny_tools import tiny_tools_dir
 

@@ -29,7 +29,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -80,9 +79,13 @@ def supported_architectures() -> list[str]:
 
 
 def dequantizable_types() -> set[str]:
-    """The GGUF tensor types ``gguf.dequantize`` turns into floats on this machine's ``gguf`` package."""
-    from gguf.quants import _type_traits
-
+    """The GGUF tensor types ``gguf.dequantize`` turns into floats on this machine's ``gguf`` package (its table of
+    quantisation kernels, gguf 0.19 quants.py ``_type_traits``; without it, the types every release since 0.10
+    has)."""
+    try:
+        from gguf.quants import _type_traits
+    except ImportError:  # a private name: a later gguf may move it
+        return {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"} | set(FLOAT_TYPES)
     return {t.name for t in _type_traits} | set(FLOAT_TYPES)
 
 
@@ -139,33 +142,82 @@ def cache_root() -> Path:
     return data_dir() / "cache" / "gguf"
 
 
+def _target(name: str) -> Path:
+    """The folder the GGUF file ``name`` is dequantized into; raises :class:`GGUFError` when the file is gone (a run
+    trained on a file since moved or deleted: its folder can't be told from another file's without it)."""
+    path = Path(name).expanduser().resolve()
+    if not path.is_file():
+        raise GGUFError(f"model {name!r}: no such file (moved or deleted since the run started?)")
+    return cache_root() / f"{path.stem}-{cache_key(path)}"
+
+
+def existing_dequantized(name: str) -> Path | None:
+    """The dequantized folder of the GGUF file ``name`` when one is already made, else None; never converts, so a
+    check (the config's review, the form's preview) can use it without minutes of work or gigabytes written."""
+    try:
+        target = _target(name)
+    except (GGUFError, OSError):
+        return None
+    return target if (target / MARKER).is_file() else None
+
+
 def dequantized_dir(name: str) -> Path:
     """A plain model folder holding the GGUF file ``name`` dequantized, made on first use and kept (see the module
-    docstring); raises :class:`GGUFError` for a file transformers can't load."""
-    path = Path(name).expanduser().resolve()
-    target = cache_root() / f"{path.stem}-{cache_key(path)}"
+    docstring); raises :class:`GGUFError` for a file transformers can't load.
+
+    Processes converting the same file wait for each other on a lock file (the dashboard's Compare beside a worker,
+    the ranks of a multi-GPU run): the first converts, the others find its folder. A scratch folder left by a process
+    killed mid-way (its pid in the name, that process gone) is removed by the next conversion."""
+    import fcntl
+
+    target = _target(name)
     if (target / MARKER).is_file():
         return target
+    path = Path(name).expanduser().resolve()
     if problem := gguf_problem(str(path)):
         raise GGUFError(problem)
     target.parent.mkdir(parents=True, exist_ok=True)
-    log.info(f"dequantizing {path} into {target} (once: later runs on this file start from that folder)")
-    scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{path.stem}-"))
-    try:
-        _write_plain_model(path, scratch)
-        try:
-            os.rename(scratch, target)
-        except OSError:  # another process finished first: its folder is as good as ours
-            if not (target / MARKER).is_file():
-                raise
-    finally:
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / MARKER).is_file():
+            return target
+        _remove_stale(target)
+        log.info(f"dequantizing {path} into {target} (once: later runs on this file start from that folder)")
+        scratch = target.with_name(f".{target.name}-{os.getpid()}")
         shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            _write_plain_model(path, scratch)
+            os.rename(scratch, target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove what an interrupted conversion left (the lock is held): a target folder without its marker, and
+    scratch folders ``.<target>-<pid>`` whose process is gone."""
+    if target.exists():
+        shutil.rmtree(target, ignore_errors=True)
+    for scratch in target.parent.glob(f".{target.name}-*"):
+        pid = scratch.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write_plain_model(path: Path, folder: Path) -> None:
     """Load the GGUF file with transformers, rebuild the model from its config without ``quantization_config``, and
-    save model, tokenizer and generation settings as a plain folder."""
+    save model, tokenizer and generation settings as a plain folder. The rebuilt model is made on the meta device and
+    takes the loaded tensors as they are (``assign``), so the conversion holds one copy of the weights, not two."""
     import json
 
     import torch
@@ -178,10 +230,14 @@ def _write_plain_model(path: Path, folder: Path) -> None:
     count = sum(p.numel() for p in loaded.parameters())
     dtype = torch.float32 if count <= FLOAT32_MAX_PARAMETERS else torch.bfloat16
     config.dtype = dtype
-    plain = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    plain.load_state_dict(loaded.state_dict())
-    plain.generation_config = loaded.generation_config
+    state = {key: tensor.to(dtype) for key, tensor in loaded.state_dict().items()}
+    generation = loaded.generation_config
     del loaded
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    plain.load_state_dict(state, assign=True)
+    plain.tie_weights()  # a tied lm_head shares the embedding's tensor again after assign replaced it
+    plain.generation_config = generation
     plain.save_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     tokenizer.save_pretrained(folder)

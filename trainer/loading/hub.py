@@ -181,7 +181,10 @@ def unreachable_message(repo: str, kind: Kind, why: str) -> str:
     if kind == "model":
         what, instead = repo, "a local model folder, a .gguf file, or a built-in model (builtin:tiny)"
     else:
-        what, instead = f"the data set {repo}", "a local .jsonl, .json, .csv or .parquet file, or builtin:arithmetic"
+        what, instead = (
+            f"the data set {repo}",
+            "a local .jsonl, .json, .csv or .parquet file, or builtin:word-problems (GSM8K's format, offline)",
+        )
     return (
         f"can't reach the Hugging Face Hub ({why}) to download {what}, and it is not in the local cache: use {instead}"
     )
@@ -191,7 +194,7 @@ def fetch_problem(model: str, dataset: str) -> str | None:
     """The sentence of :func:`hub_problem` for the first of a run's model and data set that can't be had, or None."""
     from trainer.loading.gguf import offline_copy
 
-    # a model with an installed GGUF copy trains from it when the hub can't give it (trainer.loading.backend)
+    # a model with an installed GGUF copy trains from it when it is not cached (trainer.loading.backend.offline_source)
     model_problem = None if offline_copy(model) is not None else hub_problem(model, "model")
     return model_problem or hub_problem(dataset, "dataset")
 

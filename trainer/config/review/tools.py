@@ -51,7 +51,8 @@ from trainer.config.cluster import vllm_node_layout
 from trainer.config.names import BUILTIN_MODEL
 from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import RunConfig
-from trainer.loading.backend import model_path
+from trainer.loading.backend import existing_model_path
+from trainer.loading.data import make_prompt
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
 from trainer.tools.limits import tool_methods
 from trainer.tools.loading import BUILTIN, load_environment, load_tool
@@ -93,8 +94,9 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
         found.append(unknown)
     elif config.environment and (config.environment.startswith(BUILTIN) or import_custom):
         found.extend(_environment_problems(config.environment, schemas))
-    if check_template and schemas and not found:
-        found.extend(_template_problems(config, model_path(config), schemas))
+    # the model's files only where they are on this machine already: a check never downloads or dequantizes
+    if check_template and schemas and not found and (path := existing_model_path(config)) is not None:
+        found.extend(_template_problems(config, path, schemas))
     return found
 
 
@@ -294,7 +296,7 @@ def _template_problems(config: RunConfig, path: str, schemas: list[dict]) -> lis
                 f"model {model}: its chat template renders earlier turns differently once a tool answers (not "
                 "prefix-preserving), and TRL has no training version of it"
             ]
-    empty = [{"role": "system", "content": config.system_prompt}, {"role": "user", "content": ""}]
+    empty = make_prompt("", config.system_prompt, config.few_shot_examples)  # all of a prompt but its question
     text = tokenizer.apply_chat_template(empty, tools=schemas, tokenize=False, add_generation_prompt=True)
     overhead = len(tokenizer(text, add_special_tokens=False)["input_ids"])
     if overhead >= config.max_prompt_length:

@@ -30,7 +30,7 @@ def real_gguf():
 
 
 @pytest.fixture(scope="module")
-def real_run(real_gguf, session_database):
+def real_run(real_gguf, module_database):
     """Two steps of the preset, shrunk where only time is saved, trained by a detached worker; its run id."""
     from trainer.presets import load_preset, resolve_preset
 
@@ -83,13 +83,12 @@ def test_a_detached_worker_trains_the_real_model_and_its_rows_read_back(real_run
     train = {row["question"] for row in word_problem_split("train")}
     for sample in samples:
         assert "<|im_start|>" not in sample.completion  # decoded by the real tokenizer, special tokens dropped
-        question = sample.prompt.rsplit("user", 1)[-1]
-        assert any(q in question for q in train), sample.prompt[-200:]  # the prompt ends with a training question
-        assert "Tom has 3 apples" in sample.prompt  # after the preset's worked examples
+        assert sample.prompt in train  # the step's question (the worked examples before it are the preset's)
         total = sum(v * 1.0 for v in sample.rewards.values() if v is not None)
         assert sample.total_reward == pytest.approx(total, abs=1e-6)  # the preset's weights are all 1
     # offline (HF_HUB_OFFLINE=1 in the suite) the hub id trained from the installed GGUF copy, and the log says so
-    assert "the installed GGUF copy SmolLM2-135M-Instruct.Q4_1.gguf is trained instead" in log
+    assert "is not in the local Hugging Face cache, so its installed GGUF copy" in log
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf is trained instead" in log
 
 
 def test_compare_samples_the_real_base_and_tuned_on_one_prompt_scored_against_its_reference(real_run):

@@ -57,7 +57,7 @@ from trainer.job.diskspace import (
 )
 from trainer.job.held_rows import set_aside
 from trainer.job.trackers import place_trackers
-from trainer.loading.backend import Backend, UnsupportedByUnsloth, local_rank
+from trainer.loading.backend import Backend, UnsupportedByUnsloth, base_source, local_rank
 from trainer.loading.hub import HubUnreachable, ModelAccessError
 from trainer.supervise.commands import with_package_path
 from trainer.supervise.gpu_lease import lease_for
@@ -117,6 +117,8 @@ def build_trainer(
     started = time.perf_counter()
     backend = backend or start_backend(config)
     log_line(f"model path: {backend.describe()}")
+    if source := base_source(config):
+        log_line(source)
 
     # Seed before anything draws random numbers: the LoRA weights are initialised by Unsloth's loader or when
     # GRPOTrainer wraps the model with the PEFT config, both before Trainer.__init__ seeds from its arguments.

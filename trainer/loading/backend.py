@@ -207,12 +207,22 @@ def model_path(config: RunConfig) -> str:
     if is_gguf(name):
         return str(dequantized_dir(name))
     if (copy := offline_source(name)) is not None:
-        log.warning(
-            f"{name} is not in the local Hugging Face cache, so its installed GGUF copy {copy.name} is trained instead "
-            "(dequantized: the same architecture and tokenizer, weights rounded by its quantisation)"
-        )
         return str(dequantized_dir(str(copy)))
     return _plain_path(config)
+
+
+def base_source(config: RunConfig) -> str | None:
+    """A line for the run's log when the base is not what ``model_name_or_path`` says at face value: a GGUF file's
+    dequantized folder, or a hub model's installed GGUF copy (whose weights differ from the hub's by rounding)."""
+    name = config.model_name_or_path
+    if is_gguf(name):
+        return f"base: {name}, dequantized into {dequantized_dir(name)}"
+    if (copy := offline_source(name)) is not None:
+        return (
+            f"base: {name} is not in the local Hugging Face cache, so its installed GGUF copy {copy} is trained "
+            "instead (dequantized: the same architecture and tokenizer, weights rounded by its quantisation)"
+        )
+    return None
 
 
 def offline_source(name: str) -> Path | None:

@@ -171,7 +171,25 @@ def test_length_rising_with_reward_is_flagged():
     }
     (alert,) = length_tracks_reward(series)
     assert (alert.first_step, alert.last_step) == (1, 10)
+    # recomputed: steps 1-5 are 20..28 tokens (mean 24, variance 10), 6-10 are 30..38 (34, 10); the difference's
+    # standard error sqrt(10/5 + 10/5) = 2, so +10 tokens is 5.0 of them
+    assert alert.message.startswith("completions grew from 24.0 to 34.0 tokens (+42 %, 5.0 standard errors above")
     series["reward"] = steady([0.5 + (0.1 if s % 2 else -0.1) for s in range(10)])
+    assert length_tracks_reward(series) == []
+
+
+def test_length_moving_within_its_noise_beside_a_rising_reward_is_not_flagged():
+    """Issue 57: a length-only reward's run kept its completions at 35-38 tokens while the reward rose, and was told
+    they "grew from 36 to 36": a correlation alone is no growth."""
+    lengths = [35.0, 36.0, 35.5, 37.0, 36.0, 36.5, 35.5, 38.0, 36.0, 37.5]
+    reward = [0.1 * s + 0.3 * (length - 36) for s, length in enumerate(lengths)]  # correlated, as a length reward is
+    series = {"completions/mean_length": steady(lengths), "reward": steady(reward)}
+    xs, ys = lengths, reward
+    mx, my = sum(xs) / 10, sum(ys) / 10
+    r = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(
+        sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys)
+    )
+    assert r >= 0.8  # the old rule's only test passes: this is the case it cried wolf on
     assert length_tracks_reward(series) == []
 
 

@@ -24,7 +24,8 @@ sampled answers; a held-out score with earlier held-out scores of the same probl
   evaluated, else the training correctness reward) did not improve. A reward switched on mid-run is judged from
   the step it was switched on.
 - **length tracks reward**: over ``2 * WINDOW`` consecutive steps mean completion length and reward rise together
-  (correlation at least ``CORRELATION``): the length bias of docs/grpo.md.
+  (correlation at least ``CORRELATION``), and the length grew beyond its noise (the later half's mean above the
+  earlier half's by ``NOISE_SIGMAS`` standard errors and by ``GROWTH_SHARE`` of it): the length bias of docs/grpo.md.
 - **diversity collapses**: the share of distinct completions per group fell from the first steps' to at most
   ``COLLAPSED`` of the group.
 - **reward jumps**: one reward's mean at a step lies further from its previous ``HISTORY`` steps' mean than
@@ -57,6 +58,10 @@ TOP = 0.05  # within 5% of its best value, a reward is at its ceiling
 CLIMB = 0.2  # ... having climbed by at least 20% of that ceiling during the run (a reward saturated from step 1 is not news)
 FLAT = 0.02  # correctness moving by 2 points or less is flat (2 of the 100 problems of the periodic curve)
 CORRELATION = 0.8
+# Length growth that is news: the later half of the window's mean length above the earlier half's by NOISE_SIGMAS
+# standard errors of that difference (read off the steps' own spread) and by at least GROWTH_SHARE of the earlier
+# mean. A correlation alone fired on noise: lengths of 35-38 tokens "grew from 36 to 36" beside a rising reward.
+GROWTH_SHARE = 0.1
 COLLAPSED = 0.5  # half the answers of a group or more are copies of another
 HISTORY = 10
 JUMP_SIGMAS = 5.0
@@ -346,23 +351,32 @@ def length_tracks_reward(series: Mapping[str, Sequence], breaks: Sequence[int] =
         mx, my = _mean(xs), _mean(ys)
         r = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / ((len(xs) - 1) * sx * sy)
         half = len(window) // 2
-        if r < CORRELATION or _mean(xs[half:]) <= _mean(xs[:half]):
+        early, late = xs[:half], xs[half:]
+        before, after = _mean(early), _mean(late)
+        error = math.sqrt(_std(early) ** 2 / len(early) + _std(late) ** 2 / len(late))
+        if r < CORRELATION or after - before <= max(NOISE_SIGMAS * error, GROWTH_SHARE * before):
             return None
-        return window[0], (_mean(xs[:half]), _mean(xs[half:]), r)
+        return window[0], (before, after, r, (after - before) / error if error else math.inf)
 
     last = steps[-1] if steps else None
     return [
         WatchAlert(
             "length tracks reward",
-            f"completions grew from {before:.0f} to {after:.0f} tokens with the reward (correlation {r:.2f})",
+            f"completions grew from {before:.1f} to {after:.1f} tokens (+{100 * (after - before) / before:.0f} %, "
+            f"{_sigmas(sigmas)} its noise) with the reward (correlation {r:.2f})",
             a,
             b,
             "longer answers score higher: check that the extra length is reasoning, else add length_penalty or "
             "lower max_completion_length.",
             holds_now=b == last,
         )
-        for a, b, (before, after, r) in _over_time(points, judge, 2 * WINDOW)
+        for a, b, (before, after, r, sigmas) in _over_time(points, judge, 2 * WINDOW)
     ]
+
+
+def _sigmas(value: float) -> str:
+    """A growth in standard errors, for a message: "4.2 standard errors above", or "far above" for a spread of 0."""
+    return "far above" if math.isinf(value) else f"{value:.1f} standard errors above"
 
 
 def diversity_collapses(groups: Sequence[GroupStats]) -> list[WatchAlert]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.charts import CHARTS, Chart, words_instead
+from trainer.config.run_config import CISPO_EPSILON_MAX
 
 CLIP_NOTE = (
     "num_iterations = 1: one optimisation pass per batch, within one optimizer step, so the ratio is exactly 1 and "
@@ -44,13 +45,50 @@ CLIP_CAN_ACT_NOTE = (
 def clip_note(config: Mapping[str, Any]) -> str:
     """Whether clipping can act under this run's settings, in words (see the module docstring); with vLLM generating,
     TRL's importance-sampling correction makes the ratio move whatever the alignment, which the note can't see from
-    the config alone (the backend decides whether vLLM runs), so it reads the alignment only."""
+    the config alone (the backend decides whether vLLM runs), so it reads the alignment only. A cispo run's chart is
+    its cap on the importance weight, said first (:func:`cispo_note`)."""
     mu = int(config.get("num_iterations", 1) or 1)
     ga = int(config.get("gradient_accumulation_steps", 1) or 1)
     spg = int(config.get("steps_per_generation", 0) or 0) or ga  # 0: TRL's default, one batch per optimizer step
     if ga % (spg * mu) != 0:
-        return CLIP_CAN_ACT_NOTE.format(ga=ga, spg=spg, mu=mu)
-    return CLIP_NOTE if mu == 1 and spg == ga else CLIP_ALIGNED_NOTE.format(ga=ga, spg=spg, mu=mu)
+        note = CLIP_CAN_ACT_NOTE.format(ga=ga, spg=spg, mu=mu)
+    else:
+        note = CLIP_NOTE if mu == 1 and spg == ga else CLIP_ALIGNED_NOTE.format(ga=ga, spg=spg, mu=mu)
+    return cispo_note(config, note) if config.get("loss_type") == "cispo" else note
+
+
+def cispo_note(config: Mapping[str, Any], alignment: str) -> str:
+    """cispo's clip: TRL caps each token's importance weight at epsilon_high itself and logs the share of tokens
+    above it as ``cispo_clip_ratio`` (trl 1.16 grpo_trainer.py:3109-3110, 3284-3286). A cap below 1 (a run stored
+    before grpo-studio refused one, or 0 read as epsilon by an older grpo-studio) clips unchanged tokens too."""
+    cap = float(config.get("epsilon_high", 0.0) or 0.0) or CISPO_EPSILON_MAX
+    if cap <= 1:
+        return (
+            f"cispo caps each token's importance weight at epsilon_high = {cap:g}, below 1: even a token the update "
+            f"did not change is capped,<br>so this share is high and every update shrinks to {cap:g} of its size"
+        )
+    return f"cispo caps each token's importance weight at epsilon_high = {cap:g}; " + alignment.replace(
+        "clipping", "the cap"
+    ).replace("the ratio is exactly 1 and", "the weight is exactly 1 and")
+
+
+# What a loss of ~0 means depends on how token losses are aggregated (trl 1.16 grpo_trainer.py _compute_loss): per
+# sequence first (grpo, sapo), a group's advantages summing to 0 make the loss ~0 on-policy; any other aggregation
+# weighs a sequence by its length or scales it, so its loss moves with the lengths of the group's answers.
+LOSS_NOTES = {
+    "dapo": "dapo averages tokens over the whole batch, so longer answers weigh more:<br>the loss is ~0 only when a "
+    "group's answers are equally long; watch reward and KL for progress",
+    "bnpo": "bnpo averages tokens over the batch, so longer answers weigh more:<br>the loss is ~0 only when a group's "
+    "answers are equally long; watch reward and KL for progress",
+    "dr_grpo": "dr_grpo divides by a constant (max_completion_length), so longer answers weigh more:<br>the loss is ~0 "
+    "only when a group's answers are equally long; watch reward and KL for progress",
+    "cispo": "cispo's loss is a capped weight × advantage × log-probability, a sum of log-probabilities,<br>not ~0; "
+    "watch reward and KL for progress",
+    "luspo": "luspo scales each sequence's loss by its length, so the loss moves with the answers' lengths,<br>not ~0; "
+    "watch reward and KL for progress",
+    "vespo": "vespo weights whole sequences smoothly instead of clipping; its loss need not be ~0:<br>watch reward and "
+    "KL for progress",
+}
 
 
 KL_NOTE = "beta = 0: TRL computes no KL term at all, so there is none to chart<br>(set beta > 0, e.g. 0.04, to penalise and chart it)"
@@ -76,6 +114,8 @@ def chart_notes(config: Mapping[str, Any], off: Mapping[str, str] | None = None)
     """Chart name -> the note this run's config calls for, and for a measure that turned itself off (``off``:
     storage.queries.measures_off), that."""
     notes = {"clip_ratio": clip_note(config)}
+    if note := LOSS_NOTES.get(str(config.get("loss_type") or "grpo")):
+        notes["loss"] = note
     try:
         beta = float(config.get("beta", 0.0) or 0.0)
     except (TypeError, ValueError):

@@ -116,9 +116,9 @@ CHARTS: tuple[Chart, ...] = (
         "loss",
         "Loss",
         ("loss", "policy_loss", "aux_loss"),
-        "The clipped surrogate plus the KL term. A loss of 0 is normal for GRPO: on-policy the advantages of a group "
-        "sum to zero, so the loss is ~0 while the gradient is not (trl#3452); watch reward and KL for progress, and "
-        "this chart for NaN.",
+        "The clipped surrogate plus the KL term. With loss_type grpo or sapo a loss of ~0 is normal: on-policy the "
+        "advantages of a group sum to zero, so the loss is ~0 while the gradient is not (trl#3452); watch reward and "
+        "KL for progress, and this chart for NaN.",
         unit="loss",
     ),
     Chart(

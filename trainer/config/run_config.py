@@ -49,6 +49,9 @@ from trainer.config.fields import (
 from trainer.config.file import ConfigFileError, read_mapping, write_mapping
 from trainer.config.values import read_values
 
+# cispo's cap on the importance weight when epsilon_high is 0 (RunConfig.effective_epsilon_high says why)
+CISPO_EPSILON_MAX = 5.0
+
 
 @dataclass
 class RunConfig:
@@ -150,7 +153,9 @@ class RunConfig:
     )
     epsilon_high: float = grpo(
         0.0,
-        "Upper clip of the policy ratio, 1 + epsilon_high (DAPO's clip-higher, e.g. 0.28; cispo's ε_max); 0: epsilon.",
+        "Upper clip of the policy ratio, 1 + epsilon_high (DAPO's clip-higher, e.g. 0.28); 0: epsilon. With "
+        "loss_type cispo it is the cap on each token's importance weight itself (ε_max, not 1 + ε_max), above 1; 0: "
+        "5.0, ScaleRL's value.",
         min=0.0,
         max=10.0,
         advanced=True,
@@ -418,6 +423,13 @@ class RunConfig:
         )
         found.extend(rules.check_trackers(list(self.report_to)))
         found.extend(rules.check_lengths(self.max_prompt_length, self.max_completion_length, self.max_seq_length))
+        if self.loss_type == "cispo" and 0 < self.epsilon_high <= 1:
+            found.append(
+                f"epsilon_high {self.epsilon_high:g} with loss_type cispo caps each token's importance weight at "
+                f"{self.epsilon_high:g} (cispo's cap is epsilon_high itself, not 1 + epsilon_high), so even an unchanged "
+                f"token's update shrinks to {self.epsilon_high:g} of its size; expected above 1 (ScaleRL: 5.0), or 0 "
+                "for 5.0"
+            )
         try:
             parse_examples(self.few_shot_examples)
         except ValueError as exc:
@@ -425,6 +437,16 @@ class RunConfig:
         if not self.lora_target_modules:
             found.append("lora_target_modules is empty: name at least one module (e.g. q_proj) to adapt")
         return found
+
+    def effective_epsilon_high(self) -> float | None:
+        """The epsilon_high TRL gets: the setting, or for 0 TRL's own default (None: epsilon, trl 1.16
+        grpo_trainer.py:946) except with cispo, whose cap on the importance weight is epsilon_high itself
+        (grpo_trainer.py:3109-3110: ``clamp(ratio, max=epsilon_high)``): epsilon's 0.2 would cut an unchanged token's
+        weight to 0.2 and shrink every update five-fold, so 0 means ScaleRL's 5.0 there (TRL's own doc of the
+        setting, grpo_config.py:187-188)."""
+        if self.epsilon_high:
+            return self.epsilon_high
+        return CISPO_EPSILON_MAX if self.loss_type == "cispo" else None
 
     def uses_tools(self) -> bool:
         """Whether the run gives its model tools or an environment (its rollouts, held-out answers and Compare sides

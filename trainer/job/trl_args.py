@@ -71,8 +71,8 @@ def grpo_kwargs(
         "bf16": bf16,
         # 0 is RunConfig's word for TRL's own default (None: gradient_accumulation_steps, grpo_config.py:1098-1100)
         "steps_per_generation": config.steps_per_generation or None,
-        # 0 is RunConfig's word for "as epsilon" (TRL's None, grpo_trainer.py reads it as epsilon)
-        "epsilon_high": config.epsilon_high or None,
+        # 0 is RunConfig's word for "as epsilon" (TRL's None), but for cispo, whose cap it is (5.0)
+        "epsilon_high": config.effective_epsilon_high(),
         # luspo is GSPO's sequence-level ratio scaled by length: TRL warns unless the ratio is per sequence (trl 1.15.0
         # grpo_trainer.py:893-898)
         **({"importance_sampling_level": "sequence"} if config.loss_type == "luspo" else {}),

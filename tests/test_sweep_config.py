@@ -87,6 +87,16 @@ def test_problems_name_the_setting_and_what_is_expected_all_at_once():
         ({"settings": {}}, "sweep.settings is empty: name at least one setting"),
         ({"method": "random", "settings": {"beta": [0, 1]}}, "sweep.members 0: random search needs from 1 to 64"),
         ({"settings": {"beta": [0, 0.1, 0.2, 0.3], "seed": list(range(20))}}, "the grid has 80 members (4 x 20)"),
+        # issue 58: a terminal's escapes, NUL and HTML were stored raw and shown on the Sweeps page and in the CLI
+        (
+            {"settings": {"beta": [0, 1]}, "objective": "reward\x1b]52;c;aGk=\x07"},
+            "sweep.objective holds the control character U+001B (ESC) at character 7: expected printable text",
+        ),
+        ({"settings": {"beta": [0, 1]}, "objective": "reward\x00"}, "sweep.objective holds a NUL byte at character 7"),
+        (
+            {"settings": {"beta": [0, 1]}, "objective": "<img src=x onerror=alert(1)>"},
+            "expected a logged metric's name (at most 200 letters, digits and / _ - . :), e.g. heldout/correct",
+        ),
     ],
 )
 def test_a_broken_block_says_what_is_wrong(block, problem):

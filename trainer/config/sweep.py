@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from typing import Any
 from trainer.config.keys import repr_short, unknown_setting
 from trainer.config.run_config import RunConfig
 from trainer.config.values import coerce, shorten
+from trainer.safe_text import text_problem
 
 METHODS = ("grid", "random", "tpe")
 DIRECTIONS = ("max", "min")
@@ -44,6 +46,9 @@ DEFAULT_OBJECTIVE = "heldout/correct"
 # means to launch. A 10 x 10 x 10 grid typed by mistake is refused, not queued.
 MAX_MEMBERS = 64
 MAX_VALUES = 32  # values of one setting (a list, or a range's count)
+# What a logged metric's key is made of (TRL's keys, the worker's heldout/..., rewards/<name>/mean): a sweep's objective
+# outside it names no metric, and HTML or a terminal's escape in it would reach the Sweeps page and the CLI's table.
+METRIC_NAME = re.compile(r"[A-Za-z0-9_./:-]{1,200}")
 SWEEP_KEYS = ("method", "members", "seed", "objective", "direction", "settings", "prune")
 # Settings that name things or are machinery (where it runs, what it is called), never a point of a search.
 # eval_problems: a median rule compares members' held-out scores, which must be read on the same problems
@@ -179,8 +184,13 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
     if method in ("random", "tpe") and not 1 <= members <= MAX_MEMBERS:
         problems.append(f"sweep.members {members}: {method} search needs from 1 to {MAX_MEMBERS} members")
     objective = block.get("objective", DEFAULT_OBJECTIVE)
-    if not isinstance(objective, str) or not objective.strip() or len(objective) > 200 or "\n" in objective:
-        problems.append(f"sweep.objective {shorten(objective)}: expected a logged metric's name, e.g. heldout/correct")
+    if isinstance(objective, str) and (unsafe := text_problem("sweep.objective", objective)):
+        problems.append(unsafe)  # ESC, OSC 52, NUL: named by code point, never stored or echoed raw
+    elif not isinstance(objective, str) or not METRIC_NAME.fullmatch(objective):
+        problems.append(
+            f"sweep.objective {shorten(objective)}: expected a logged metric's name (at most 200 letters, digits and "
+            "/ _ - . :), e.g. heldout/correct"
+        )
     direction = str(block.get("direction", "max"))
     if direction not in DIRECTIONS:
         problems.append(f"sweep.direction {shorten(direction)}: expected max or min")

@@ -46,6 +46,14 @@ def test_the_calculator_computes_arithmetic(expression, value):
     assert calculator(expression) == value
 
 
+def test_the_calculators_answer_stays_short_whatever_the_expression():
+    """Issue 58: 1e308 multiplied by itself over 195 characters answered 9,000 digits into the model's context."""
+    expression = " * ".join(["1e308"] * 24)  # 191 characters, within the expression's cap
+    assert len(expression) <= 200 and calculator(expression) == "1E+7392"  # 24 x 308, recomputed
+    assert calculator("1e-20 / 1e20") == "1E-40"
+    assert calculator("123456789 * 1000") == "123456789000"  # within the precision: written out, as before
+
+
 @pytest.mark.parametrize(
     ("expression", "error"),
     [

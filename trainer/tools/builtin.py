@@ -45,7 +45,11 @@ def _value(node: ast.AST) -> Decimal:
 
 
 def _text(value: Decimal) -> str:
-    """A result as a person writes it: 4, not 4.000; 0.5, not 5E-1."""
+    """A result as a person writes it: 4, not 4.000; 0.5, not 5E-1. A result beyond the precision's digits either way
+    is written in scientific notation (1.2E+8600): written out, 195 characters of 1e308 * 1e308 * ... made a 9,000-
+    character answer in the model's context (issue 58)."""
+    if value and abs(value.adjusted()) >= _PRECISION:
+        return f"{value.normalize():E}"
     if value == value.to_integral_value():
         return str(value.to_integral_value())
     return format(value.normalize(), "f")

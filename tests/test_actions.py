@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import csv
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -292,3 +293,20 @@ def test_a_resume_while_the_stopped_worker_still_exits_waits_for_it_then_queues(
     finally:
         stuck.kill()
         stuck.wait()
+
+
+@pytest.mark.parametrize("source", ["", "   \n", "{}", "# a comment only\n", {}])
+def test_an_empty_config_is_refused_and_starts_nothing(source, fresh_db):
+    """Issue 58: /launch("") queued the reference recipe (a 3B model from the hub, 250 steps) on a CPU-only machine,
+    and /validate("") said valid: every setting has a default, so an empty config is the biggest run there is."""
+    from app import actions
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    expected = r"^the config( text)? is empty: give the run's settings as YAML or JSON"
+    (problem,) = actions.validate(source, actions.Access()).problems
+    assert re.match(expected, problem), problem
+    with pytest.raises(actions.ActionError, match=expected):
+        actions.launch(source, actions.Access())
+    with get_sessionmaker().begin() as s:
+        assert queries.list_runs(s) == []

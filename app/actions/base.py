@@ -41,8 +41,26 @@ class FetchError(ActionError):
 
 
 def read_mapping_of(source: ConfigSource) -> tuple[dict[str, Any], str]:
-    """The flat mapping a config source holds and a name for it in messages. Text and files are parsed in a child
-    process with limits (trainer.config.file): a hostile document costs that process, not the dashboard."""
+    """The flat mapping a config source holds and a name for it in messages; an empty one is refused
+    (:func:`_nonempty`). Text and files are parsed in a child process with limits (trainer.config.file): a hostile
+    document costs that process, not the dashboard."""
+    mapping, where = _read_mapping(source)
+    return _nonempty(mapping, where), where
+
+
+def _nonempty(mapping: dict[str, Any], where: str) -> dict[str, Any]:
+    """``mapping``, or ActionError when it holds no setting: every setting has a default (the reference recipe, a 3B
+    model on GSM8K from the hub), so an empty config would start the biggest run there is on any machine (issue 58:
+    ``/launch("")`` queued it on a CPU-only machine without the hub)."""
+    if mapping:
+        return mapping
+    raise ActionError(
+        f"{'the config' if where == 'config' else where} is empty: give the run's settings as YAML or JSON (at least "
+        "model_name_or_path and dataset_name), or start from a preset (grpo-studio presets lists them)"
+    )
+
+
+def _read_mapping(source: ConfigSource) -> tuple[dict[str, Any], str]:
     if isinstance(source, RunConfig):
         return source.to_dict(), "config"
     if isinstance(source, Mapping):

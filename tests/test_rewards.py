@@ -246,7 +246,7 @@ def test_config_warns_about_a_format_only_mix_on_arithmetic():
 
     warnings = review.warnings(RunConfig(dataset_name="builtin:arithmetic", reward_funcs=["int"]))
     assert any("whole numbers" in w for w in warnings)
-    assert review.warnings(RunConfig(dataset_name="builtin:arithmetic")) == []
+    assert review.warnings(RunConfig(model_name_or_path="builtin:tiny", dataset_name="builtin:arithmetic")) == []
 
 
 def test_nested_tags_take_the_innermost_complete_answer():

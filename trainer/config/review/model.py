@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trainer.config.names import BUILTIN_MODEL, BUILTIN_MODELS, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.config.run_config import RunConfig
-from trainer.loading.backend import VLLM_MAX_LORA_RANK
+from trainer.loading.backend import VLLM_MAX_LORA_RANK, nvidia_smi_gpu
 from trainer.loading.gguf import gguf_problem, is_gguf
 
 
@@ -51,3 +51,23 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
             "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
         )
     return problems
+
+
+def machine_warnings(config: RunConfig) -> list[str]:
+    """What this machine lacks for a config that asks for a GPU's paths (vLLM, 4-bit) and runs here: without a GPU
+    the run falls back to plain transformers on the CPU in 32 bits (trainer.loading.backend.select_backend), which a
+    preset of billions of parameters makes a matter of days. Read from nvidia-smi, not torch, so a check in the
+    dashboard's process loads nothing (issue 58: a GPU preset read "Valid" on a CPU-only machine)."""
+    wants_gpu = (config.use_vllm or config.load_in_4bit) and config.backend != "plain"
+    if not wants_gpu or config.executor == "slurm" or config.model_name_or_path in BUILTIN_MODELS:
+        return []
+    if nvidia_smi_gpu() is not None:
+        return []
+    asked = " and ".join(
+        name for name, on in (("use_vllm", config.use_vllm), ("load_in_4bit", config.load_in_4bit)) if on
+    )
+    return [
+        f"this machine has no GPU that nvidia-smi sees, so {asked} can't apply: {config.model_name_or_path} would "
+        "train on the CPU in 32 bits with plain transformers, hours to days for a model of billions of parameters; "
+        "run it on a machine with an NVIDIA GPU (or through Slurm), or set backend: plain to train here on purpose"
+    ]

@@ -11,7 +11,7 @@ from app.cli import main
 
 from .helpers import tiny_config
 
-PRESETS = "gsm8k-llama3b, gsm8k-qwen2.5-0.5b, gsm8k-qwen2.5-1.5b, tiny-calculator, tiny-offline"
+PRESETS = "gsm8k-llama3b, gsm8k-qwen2.5-0.5b, gsm8k-qwen2.5-1.5b, smollm2-135m, tiny-calculator, tiny-offline"
 
 
 @pytest.mark.parametrize("command", ["run", "probe"])

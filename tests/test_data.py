@@ -131,12 +131,15 @@ def test_the_loaders_never_import_the_config_review():
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = ast.literal_eval(out.stdout.strip())
     assert not [m for m in loaded if m.startswith("trainer.config.review")]
-    ground = ("fields", "file", "keys", "names", "rules", "run_config", "values")
+    ground = ("examples", "fields", "file", "keys", "names", "rules", "run_config", "values")
     assert set(loaded) <= {"trainer.config", *(f"trainer.config.{name}" for name in ground)}
     tree = ast.parse((ROOT / "trainer" / "loading" / "data.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert {m for m in imported if m.startswith("trainer.config")} == {"trainer.config.names"}
+    assert {m for m in imported if m.startswith("trainer.config")} == {
+        "trainer.config.names",
+        "trainer.config.examples",
+    }
 
 
 def test_prompt_truncation_cuts_only_long_questions_from_the_left():

@@ -258,14 +258,20 @@ def test_a_prompts_length_counts_its_tools(tool_model):
     """The cut of a long prompt measures it with the tools' schemas, as TRL renders it."""
     from datasets import Dataset
 
-    from trainer.job.trl_args import truncate_prompts
+    from trainer.job.trl_args import _prompt_tokens, truncate_prompts
     from trainer.loading.backend import load_tokenizer
 
     tokenizer = load_tokenizer(str(tool_model))
     prompt = [{"role": "system", "content": "Answer."}, {"role": "user", "content": "1 + 1 = ?"}]
     data = Dataset.from_list([{"prompt": prompt}])
     assert truncate_prompts(data, tokenizer, 128)[1] == 0
-    assert truncate_prompts(data, tokenizer, 128, [calculator])[1] == 1
+    (full,) = _prompt_tokens(tokenizer, [prompt], [calculator])
+    assert full > 128  # the schema alone is hundreds of tokens
+    assert truncate_prompts(data, tokenizer, full, [calculator])[1] == 0
+    assert truncate_prompts(data, tokenizer, full - 1, [calculator])[1] == 1
+    # a limit the tools' schema alone fills leaves no room for any question: said, not cut to an empty question
+    with pytest.raises(ValueError, match=r"max_prompt_length 128 leaves no room for a question"):
+        truncate_prompts(data, tokenizer, 128, [calculator])
 
 
 SERVER_SENTENCE = (

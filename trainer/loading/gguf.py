@@ -205,6 +205,8 @@ def _remove_stale(target: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` names a process. trainer.supervise.processes.process_exists says the same, but trainer/supervise
+    imports trainer/loading (the vLLM server's model path), so importing it back would tie the two folders."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -32,9 +32,9 @@ from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
 
-# The config's default eval_problems: enough for a 1-point resolution; ~2 s of greedy answers from the built-in model
-# on one thread, 65-90 s from SmolLM2-135M on 2 loaded cores.
-EVAL_PROBLEMS = 100
+# The config's default eval_problems (declared once, on RunConfig): enough for a 1-point resolution; ~2 s of greedy
+# answers from the built-in model on one thread, 65-90 s from SmolLM2-135M on 2 loaded cores.
+EVAL_PROBLEMS = RunConfig.__dataclass_fields__["eval_problems"].default
 
 
 def heldout_metrics(

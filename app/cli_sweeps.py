@@ -95,6 +95,8 @@ def _table(sweep_id: int) -> int:
         )
     if s.best_run_id is not None:
         print(f"best: run {s.best_run_id} ({s.objective} {s.best_value:.3g}, marked *)")
+    if table.leaning:
+        print(table.leaning)
     return 0
 
 

@@ -4,6 +4,10 @@ stopped it); this module only reads runs.
 
 A member's row holds what the sweep's table shows: its point, status, the objective at its latest evaluation and its
 best so far (read from the metric the sweep names), its latest reward and KL, and why the sweep stopped it.
+
+Only trained steps count towards a member's objective (:func:`trained`): the held-out evaluation at step 0 scores the
+base model before any update, the same for every member, so counting it marked a member at step 1 of 12 best and, in
+a ``min`` sweep, gave every member the base's value as its best (issue 57.5).
 """
 
 from __future__ import annotations
@@ -20,10 +24,24 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.models import Run, RunStatus, Sweep, SweepState, utcnow
 
+FIRST_TRAINED_STEP = 1  # step 0's evaluation is the base model's (trainer/evaluation/periodic_eval.py)
+
+
+def trained(points: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The finite (step, value) points of a member's objective at trained steps: the base model's step-0 score is
+    no member's result."""
+    return [(s, v) for s, v in points if s >= FIRST_TRAINED_STEP and math.isfinite(v)]
+
+
+def objective_points(session: Session, run_id: int, key: str) -> list[tuple[int, float]]:
+    """A member's objective ``key`` at each trained step, oldest first (:func:`trained`)."""
+    return trained([(p.step, p.value) for p in queries.metric_series(session, run_id, key)])
+
 
 @dataclass(frozen=True)
 class Member:
-    """One member of a sweep as its table shows it. ``objective``: (step, value) at each logged step, oldest first."""
+    """One member of a sweep as its table shows it. ``objective``: (step, value) at each trained step, oldest
+    first."""
 
     run_id: int
     name: str
@@ -91,9 +109,7 @@ def members(session: Session, sweep: Sweep) -> list[Member]:
     """Each member of ``sweep`` as its table shows it."""
     found = []
     for run in member_runs(session, sweep.id):
-        series = [
-            (p.step, p.value) for p in queries.metric_series(session, run.id, sweep.objective) if math.isfinite(p.value)
-        ]
+        series = objective_points(session, run.id, sweep.objective)
         kl = queries.last_metric(session, run.id, "kl")
         found.append(
             Member(

@@ -206,7 +206,8 @@ def test_a_tpe_sweep_starts_with_its_startup_points_and_asks_each_next_one_after
         assert third.sweep_point == sw.points(sw.parse(block), told, count=1)[0]  # reproducible from the results
         assert third.status == RunStatus.QUEUED and third.config["beta"] == third.sweep_point["beta"]
         assert (
-            third.name == "grid-3" and queries.log_tail(s, third.id)[0].message == "sweep: asked after 2 results (TPE)"
+            third.name == "grid-3"
+            and queries.log_tail(s, third.id)[0].message == "sweep: asked after 2 results (TPE, leaning on them)"
         )
         queries.finish_run(s, third, RunStatus.FAILED, "boom")
     with get_sessionmaker().begin() as s:

@@ -203,9 +203,32 @@ class SweepTable:
     # each member's objective at each logged step, (step, value) oldest first, by run id: the Sweeps view's curves
     # (not in to_json: /metrics reads a member's whole series)
     curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    leaning: str = ""  # a TPE sweep's sentence on whether its asked points lean on results yet (tpe_note)
 
     def to_json(self) -> dict[str, Any]:
-        return {**summary_json(self.summary), "definition": self.definition, "rows": [vars(r) for r in self.rows]}
+        return {
+            **summary_json(self.summary),
+            "definition": self.definition,
+            "rows": [vars(r) for r in self.rows],
+            "leaning": self.leaning,
+        }
+
+
+def tpe_note(definition: Mapping[str, Any], told: int) -> str:
+    """Whether a TPE sweep's asked points lean toward the good ones yet, after ``told`` results (members ended
+    with a trained objective), in one sentence; empty for grid and random (trainer.config.sweep.leans_after)."""
+    try:
+        leans = sweeps_config.leans_after(sweeps_config.parse(dict(definition)))
+    except sweeps_config.SweepError:  # a definition stored by another version
+        return ""
+    if leans is None:
+        return ""
+    if told < leans:
+        return (
+            f"TPE draws at random until it is told {leans} results (members that ended with a trained objective): "
+            f"{told} so far, so a point asked now is as random as the startup members'."
+        )
+    return f"TPE leans toward the good points: it is told {told} results (it draws at random until {leans})."
 
 
 def _table(session, row) -> SweepTable:
@@ -245,7 +268,9 @@ def _table(session, row) -> SweepTable:
         best.objective_now if best else None,
         row.created_at,
     )
-    return SweepTable(summary, dict(row.definition), rows, {m.run_id: list(m.objective) for m in members})
+    told = sum(1 for m in members if m.status.terminal and m.objective)
+    curves = {m.run_id: list(m.objective) for m in members}
+    return SweepTable(summary, dict(row.definition), rows, curves, tpe_note(row.definition, told))
 
 
 def _seconds(started: datetime | None, finished: datetime | None) -> float | None:

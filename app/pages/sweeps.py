@@ -137,16 +137,18 @@ class SweepView:
 
 
 def header_text(table: actions.SweepTable) -> str:
-    """The sweep's state in a line: what it searches, how far it is, its best member."""
+    """The sweep's state in a line: what it searches, how far it is, its best member (and, for TPE, whether its
+    asked points lean on results yet)."""
     s = table.summary
     settings = ", ".join(table.definition.get("settings") or {})
     best = "no member has scored yet"
     if s.best_run_id is not None:
         best = f"best so far: run {s.best_run_id}, {md(s.objective)} {s.best_value:.3g} (marked {BEST_MARK})"
     state = verdict("wait", "Live:") if s.state == "active" else verdict("ok", "Finished:")
+    leaning = f" {table.leaning}" if table.leaning else ""
     return (
         f"{state} **{md(s.name)}** (sweep {s.id}) — {s.method} over {md(settings)}, {s.direction} {md(s.objective)} — "
-        f"{s.ended} of {s.members} members ended; {best}."
+        f"{s.ended} of {s.members} members ended; {best}.{leaning}"
     )
 
 

@@ -388,6 +388,17 @@ def startup_members(spec: SweepSpec) -> int:
     return spec.size
 
 
+def leans_after(spec: SweepSpec) -> int | None:
+    """How many told results TPE needs before its asked points lean toward the good ones; None for grid and random.
+
+    Optuna's TPESampler samples at random while the study holds fewer than ``n_startup_trials`` finished trials,
+    COMPLETE or PRUNED (optuna 5.1 samplers/_tpe/sampler.py ``_sample_relative`` and ``sample_independent``): here
+    the members told with a result (:func:`_asked`), so a point asked after fewer results than the startup members is
+    as random as theirs. (A point drawn twice within one ask is told PRUNED and counts too: in a search over few
+    values TPE may lean one result early.)"""
+    return startup_members(spec) if spec.method == "tpe" else None
+
+
 def _asked(spec: SweepSpec, told: Told, count: int, used: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     import optuna
 

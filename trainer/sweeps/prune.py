@@ -10,7 +10,8 @@
   last ``signal_window`` steps at least ``signal_share``: with every answer of a group scored alike its advantages
   are 0 and the step teaches nothing. The default 0.9 is trainer/insight/health.py's STOP_SHARE (see docs/grpo.md
   § Failure signs to watch).
-- **median**: at an evaluation step, the member's best objective so far is worse than the median of the other
+- **median**: at a trained evaluation step (step 0's is the base model's, alike for all: storage.sweeps.trained),
+  the member's best objective so far is worse than the median of the other
   members' best at the same step (Optuna's MedianPruner, among members that reached that step), once the member has
   had ``median_warmup`` evaluations and at least ``median_peers`` others reached the step.
 
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from storage.sweeps import trained
 from trainer.config.sweep import Prune, SweepSpec
 
 Points = Sequence[tuple[int, float]]  # (step, value), in step order
@@ -138,5 +140,5 @@ def judge(
         if stop := signal_stop(zero, prune, points_of(series.get("zero_std/all_high"))):
             return stop
     if prune.median:
-        return median_stop(points_of(series.get(spec.objective)), peers, spec)
+        return median_stop(trained(points_of(series.get(spec.objective))), peers, spec)
     return None

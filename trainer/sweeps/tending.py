@@ -23,11 +23,11 @@ from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus, Sweep, SweepState
 from storage.series import series_since
 from trainer.config import review
-from trainer.config.sweep import SweepError, SweepSpec, parse, points
+from trainer.config.sweep import SweepError, SweepSpec, leans_after, parse, points
 from trainer.insight.watch import watch
 from trainer.supervise import schedule
 from trainer.supervise.stop import stop_worker
-from trainer.sweeps.prune import Stop, judge, points_of
+from trainer.sweeps.prune import Stop, judge
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,9 @@ def tend(session: Session, judged: MutableMapping[int, int] | None = None) -> li
         # the members' objectives only when a member is judged or TPE may ask: most passes see no new step, and
         # reading every member's series each 2 s was most of a pass's cost (bench/sweep_overhead.py)
         asking = spec.method == "tpe" and len(runs) < spec.members
-        objectives = {r.id: points_of(_series(session, r.id, sweep.objective)) for r in runs} if due or asking else {}
+        objectives = (
+            {r.id: sweep_rows.objective_points(session, r.id, sweep.objective) for r in runs} if due or asking else {}
+        )
         for run in due:
             judged[run.id] = run.current_step
             series = series_since(session, run.id)
@@ -93,15 +95,13 @@ def ask_next(
     found = review.check({**sweep.base_config, **point, "name": name})
     config = found.config.to_dict() if found.config is not None else {**sweep.base_config, **point, "name": name}
     run = queries.create_run(session, name, config, config.get("max_steps", 0), sweep_id=sweep.id, sweep_point=point)
-    queries.add_log(session, run.id, f"sweep: asked after {len(told)} results (TPE)")
+    leans = leans_after(spec) or 0
+    how = "leaning on them" if len(told) >= leans else f"at random: TPE leans from {leans} results"
+    queries.add_log(session, run.id, f"sweep: asked after {len(told)} results (TPE, {how})")
     if found.problems:
         queries.sweep_stopped(session, run, "not started: its config is invalid: " + "; ".join(found.problems))
     runs.append(run)
     return run
-
-
-def _series(session: Session, run_id: int, key: str) -> list[tuple[int, float]]:
-    return [(p.step, p.value) for p in queries.metric_series(session, run_id, key)]
 
 
 class Scheduler(schedule.Scheduler):

@@ -5,7 +5,6 @@ by its sentence."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from app.api import endpoints
 from trainer.config import review
 from trainer.config.access import Access
 from trainer.tools.builtin import CalculatorEnv, calculator
-from trainer.tools.limits import time_limited, time_limited_environment
 from trainer.tools.loading import trainer_arguments
 
 from .helpers import tiny_config, tiny_with_tool_template
@@ -76,24 +74,24 @@ def test_the_calculator_environment_counts_its_rollouts_calls():
     assert env.calls == 0
 
 
-# --- the time limit -----------------------------------------------------------------------------------------------
+# --- the time limit (the tool process itself: tests/test_tool_process.py) ------------------------------------------
+def _limited(specs: list[str], environment: str = "", timeout_s: float = 1.0) -> dict:
+    return trainer_arguments(specs, environment, timeout_s)
+
+
 def test_a_raising_tool_answers_with_its_error():
-    assert time_limited(calculator)("1 / 0") == "error: ZeroDivisionError: division by zero"
+    assert _limited(["builtin:calculator"])["tools"][0]("1 / 0") == "error: ZeroDivisionError: division by zero"
 
 
-def test_a_hung_tool_answers_within_its_limit():
-    """A tool that never returns gives the timeout's answer; the call returns (its thread is left behind)."""
-
-    def hang(seconds: float) -> str:
-        """Sleep.
-
-        Args:
-            seconds: How long.
-        """
-        time.sleep(seconds)
-        return "done"
-
-    limited = time_limited(hang, timeout_s=0.2)
+def test_a_hung_tool_answers_within_its_limit(tmp_path):
+    """A tool that never returns gives the timeout's answer; the next call gets a fresh tool process."""
+    path = tmp_path / "slow.py"
+    path.write_text(
+        "import time\n\n\ndef hang(seconds: float) -> str:\n"
+        '    """Sleep.\n\n    Args:\n        seconds: How long.\n    """\n'
+        "    time.sleep(seconds)\n    return 'done'\n"
+    )
+    limited = _limited([f"{path}:hang"], timeout_s=0.2)["tools"][0]
     assert limited(60) == "error: the tool took longer than 0.2 s"
     assert limited(0) == "done"
 
@@ -101,14 +99,14 @@ def test_a_hung_tool_answers_within_its_limit():
 def test_the_wrapper_keeps_the_schema_transformers_builds():
     from transformers.utils import get_json_schema
 
-    assert get_json_schema(time_limited(calculator)) == get_json_schema(calculator)
-    limited = time_limited_environment(CalculatorEnv, 1.0)
+    assert get_json_schema(_limited(["builtin:calculator"])["tools"][0]) == get_json_schema(calculator)
+    limited = _limited([], "builtin:calculator")["environment_factory"]
     assert limited.__name__ == "CalculatorEnv"  # TRL logs an environment's own reward under its class name
     assert get_json_schema(limited().calculate) == get_json_schema(CalculatorEnv().calculate)
 
 
 def test_an_environments_tool_answers_its_error_and_keeps_its_state():
-    env = time_limited_environment(CalculatorEnv, 1.0)()
+    env = _limited([], "builtin:calculator")["environment_factory"]()
     assert env.calculate("1 / 0") == "error: ZeroDivisionError: division by zero"
     assert env.calculate("2 * 3") == "6" and env.calls == 2
 

@@ -104,12 +104,13 @@ def build_trainer(
     callbacks: list,
     log_line: Callable[[str], None],
     backend: Backend | None = None,
+    stop: threading.Event | None = None,
     **overrides,
 ) -> Any:
     """Seed → data → tokenizer/model → rewards → GRPOTrainer, in that order. Returns the trainer (not yet trained).
 
     ``output_dir`` is the run's directory; ``backend`` the path :func:`start_backend` chose (chosen here when not
-    given)."""
+    given); ``stop`` the run's stop request, which ends a tool call that is waiting at once."""
     from trainer.loading.backend import load_model
     from trainer.loading.data import build_dataset
     from trainer.scoring.rewards import get_rewards
@@ -159,8 +160,9 @@ def build_trainer(
     )
     for note in args.notes:
         log_line(note)
-    # tools and an environment only when set (trl 1.16.0 trainer/grpo_trainer.py:320-322), each call time-limited
-    tooling = trainer_arguments(list(config.tools), config.environment, config.tool_timeout_s)
+    # tools and an environment only when set (trl 1.16.0 trainer/grpo_trainer.py:320-322), each call run in the
+    # run's tool process, killed at its limit or when the run is asked to stop (trainer.tools.process)
+    tooling = trainer_arguments(list(config.tools), config.environment, config.tool_timeout_s, stop)
     if tooling:
         names = [*config.tools, *([config.environment] if config.environment else [])]
         log_line(f"tools: {', '.join(names)} (each call limited to {config.tool_timeout_s:g} s)")
@@ -373,6 +375,7 @@ def _train_on(
         callbacks,
         log_line,
         backend,
+        stop.event,
         disable_tqdm=not show_progress,
         run_name=f"{config.name} (run {run_id})",
     )
@@ -423,7 +426,9 @@ def _train_secondary(run_id: int, stop: StopRequest) -> RunStatus:
     with lease_for(
         backend.device, f"run {run_id}'s worker (rank {os.environ.get('RANK', '?')})", log.info, local_rank()
     ):
-        trainer = build_trainer(config, files.root, [make_callback(run_id, None, stop, config)], log.info, backend)
+        trainer = build_trainer(
+            config, files.root, [make_callback(run_id, None, stop, config)], log.info, backend, stop.event
+        )
         checkpoint = files.latest_checkpoint()
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         trainer.save_model(str(files.adapter))  # collective under DeepSpeed/FSDP; rank 0 writes the files

@@ -1,41 +1,39 @@
-"""A time limit on every tool call, and a tool's failure as its answer: a tool that raises or hangs ends that
-rollout's turn with the error as the tool's message, never the worker.
+"""A limit on every tool call, and a tool's failure as its answer: a tool that raises or hangs ends that rollout's turn
+with the error as the tool's message, never the worker, and never a run's Stop.
 
 TRL calls a tool in the training process, between two generations of the batch (trl 1.16.0
-trainer/grpo_trainer.py:1964-1990): an exception there becomes ``{"error": str(e)}`` as the tool's answer, but a
-tool that never returns hangs the whole step, and TRL sets no time limit. :func:`time_limited` wraps a tool so that
-each call returns within ``timeout_s`` whatever the tool does: its value, or ``"error: ZeroDivisionError: division
-by zero"``, or ``"error: the tool took longer than 5 s"``.
-
-How a call is bounded, and why a thread rather than a process: each call runs in a new daemon thread that the caller
-waits on with ``join(timeout)``. A join returns on time, but Python cannot stop a thread, so a hung call's thread is
-left running (a daemon: it never keeps the worker from exiting) and its CPU is spent until it ends. A process per
-call would kill a hung tool outright, and is the stronger isolation, but it does not fit here: an environment's
-methods change the environment's own state (a game's board, a counter), which a child process would change in its
-copy only; forking the training process, which holds CUDA and the database writer's threads, is unsafe (a lock held
-by another thread at the fork stays held in the child); and spawning a fresh interpreter per call costs a second or
-more of imports, more than a model's whole turn. A tool whose code the operator does not trust is already refused
-without ``--allow-custom-rewards`` (SECURITY.md); the limit is against a tool that is slow or stuck, not hostile.
+trainer/grpo_trainer.py:1964-2010): an exception there becomes ``{"error": str(e)}`` as the tool's answer, but a
+tool that never returns hangs the whole step, and TRL sets no time limit. Every call here runs in the run's tool
+process (trainer.tools.process), which the training process kills at the limit or when the run is asked to stop, so
+each call returns within ``tool_timeout_s`` whatever the tool does: its value, or ``"error: ZeroDivisionError:
+division by zero"``, or ``"error: the tool took longer than 5 s"``.
 
 An error answered here is a normal return for TRL, so its ``tools/failure_frequency`` (the calls that raised into it,
 trl 1.16.0 trainer/grpo_trainer.py:1980-1990, 2316-2320) does not count it; it counts the call. The worker counts
 the error answers itself instead (``tools/error_rate``, trainer.tools.turns), which the Monitor charts.
 
-The wrapper keeps the tool's name, signature and docstring (``functools.wraps``, whose ``__wrapped__`` inspect and
-typing follow), since transformers builds the tool's JSON schema from them (``transformers.utils.get_json_schema``);
-tests/test_tools.py checks that the schema of a wrapped tool is the tool's own.
+The functions TRL is handed keep the tool's name, signature and docstring (``functools.wraps``, whose ``__wrapped__``
+inspect and typing follow), since transformers builds the tool's JSON schema from them
+(``transformers.utils.get_json_schema``); tests/test_tools.py checks that the schema of a wrapped tool is the tool's
+own. Each is a plain function even for an ``async`` tool: the call waits on the tool process, not on an event loop
+(TRL would otherwise run it on its one event loop thread, which a blocking tool stopped for good).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
+from trainer.tools.process import Lost, Raised, ToolProcess
+
 DEFAULT_TIMEOUT_S = 5.0
+LOST = (
+    "error: this rollout's environment was lost when a call ran past its limit (its process was ended); it starts "
+    "afresh at the next rollout"
+)
 
 
 def error_answer(exc: BaseException) -> str:
@@ -48,43 +46,27 @@ def timeout_answer(timeout_s: float) -> str:
     return f"error: the tool took longer than {timeout_s:g} s"
 
 
-def time_limited(tool: Callable[..., Any], timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[..., Any]:
-    """``tool`` with each call bounded by ``timeout_s`` seconds and its exceptions turned into its answer (see the
-    module docstring). An ``async`` tool stays ``async`` (TRL gathers those on its own event loop,
-    trl 1.16.0 trainer/grpo_trainer.py:2377-2381), bounded with ``asyncio.wait_for``."""
-    if inspect.iscoroutinefunction(tool):
+def error_answer_text(text: str) -> str:
+    """The tool process's error text as the model's answer (it already reads ``error: ...``)."""
+    return text if text.startswith("error:") else f"error: {text}"
 
-        @functools.wraps(tool)
-        async def limited_async(*args, **kwargs):
-            try:
-                return await asyncio.wait_for(tool(*args, **kwargs), timeout_s)
-            except TimeoutError:
-                return timeout_answer(timeout_s)
-            except Exception as exc:  # noqa: BLE001 - a tool's failure is its answer to the model
-                return error_answer(exc)
 
-        return limited_async
+def wraps_tool(limited: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """``limited`` under ``original``'s name, signature and docstring (see the module docstring)."""
+    return functools.wraps(original)(limited)
 
-    @functools.wraps(tool)
+
+def time_limited(spec: str, tool: Callable[..., Any], process: ToolProcess) -> Callable[..., Any]:
+    """The function TRL calls for the tool ``spec`` names (``tool``: it, loaded here for its schema), each call run
+    in ``process`` within its limit, its failure as its answer."""
+
     def limited(*args, **kwargs):
-        outcome: dict[str, Any] = {}
+        try:
+            return process.call(("call", spec, args, kwargs))
+        except Raised as exc:
+            return error_answer_text(str(exc))
 
-        def call() -> None:
-            try:
-                outcome["value"] = tool(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - carried back to the caller's thread as the answer
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=call, name=f"tool {tool.__name__}", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():  # left running: Python cannot stop a thread (module docstring)
-            return timeout_answer(timeout_s)
-        if "error" in outcome:
-            return error_answer(outcome["error"])
-        return outcome["value"]
-
-    return limited
+    return wraps_tool(limited, tool)
 
 
 def tool_methods(cls: type) -> list[str]:
@@ -97,11 +79,81 @@ def tool_methods(cls: type) -> list[str]:
     ]
 
 
-def time_limited_environment(cls: type, timeout_s: float = DEFAULT_TIMEOUT_S) -> type:
-    """A subclass of environment class ``cls`` whose tool methods are :func:`time_limited`. It keeps the class's
-    name, under which TRL logs an environment's own reward (``get_reward``, trl 1.16.0
-    trainer/grpo_trainer.py:706-728); ``reset`` and ``get_reward`` are TRL's to call and stay as they are."""
-    methods = {name: time_limited(getattr(cls, name), timeout_s) for name in tool_methods(cls)}
-    limited = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__, "__doc__": cls.__doc__})
-    limited.__qualname__ = cls.__qualname__
-    return limited
+def time_limited_environment(cls: type, process: ToolProcess) -> type:
+    """The stand-in TRL makes one instance of per rollout for environment class ``cls``, its instances living in
+    ``process`` (:func:`make_stand_in`)."""
+    return make_stand_in(process, cls)
+
+
+def make_stand_in(process: ToolProcess, cls: type) -> type:
+    """A class with ``cls``'s name, docstring and tool methods (their signatures) whose instances live in
+    ``process``: made with no argument, each makes its instance there; a tool method answers as a tool does (its
+    value, its error, its limit, or :data:`LOST`); ``reset`` and ``get_reward`` are forwarded with the same limit
+    (``reset`` makes a lost instance afresh; ``get_reward`` of a lost or late one is None, which TRL skips; one that
+    raised raises, as it did in process); any other public attribute is read from, and written to, the instance."""
+
+    def forward(self, message: tuple) -> Any:
+        return process.call(message, expect_generation=self._grpo_generation)
+
+    def __init__(self) -> None:
+        instance, generation = process.new_instance()
+        object.__setattr__(self, "_grpo_instance", instance)
+        object.__setattr__(self, "_grpo_generation", generation)
+        weakref.finalize(self, process.drop, instance)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # copy, pickle and inspect probe dunders: never the child's
+            raise AttributeError(name)
+        try:
+            return forward(self, ("get", self._grpo_instance, name))
+        except Lost:
+            raise AttributeError(f"{cls.__name__}.{name}: {LOST.removeprefix('error: ')}") from None
+        except Raised as exc:
+            raise AttributeError(str(exc).removeprefix("error: ")) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        forward(self, ("set", self._grpo_instance, name, value))
+
+    def reset(self, **row) -> Any:
+        try:
+            return forward(self, ("method", self._grpo_instance, "reset", (), row))
+        except Lost:
+            __init__(self)
+            return forward(self, ("method", self._grpo_instance, "reset", (), row))
+        except Raised as exc:
+            if exc.ended:  # past its limit or stopped: no observation, and the instance is lost with the process
+                return None
+            raise RuntimeError(f"{cls.__name__}.reset raised: {exc}") from None
+
+    def get_reward(self) -> float | None:
+        try:
+            return forward(self, ("method", self._grpo_instance, "get_reward", (), {}))
+        except Lost:
+            return None
+        except Raised as exc:
+            if exc.ended:
+                return None
+            raise RuntimeError(f"{cls.__name__}.get_reward raised: {exc}") from None
+
+    def method_for(name: str) -> Callable[..., Any]:
+        def method(self, *args, **kwargs):
+            try:
+                return forward(self, ("method", self._grpo_instance, name, args, kwargs))
+            except Lost:
+                return LOST
+            except Raised as exc:
+                return error_answer_text(str(exc))
+
+        return functools.wraps(getattr(cls, name))(method)
+
+    members: dict[str, Any] = {name: method_for(name) for name in tool_methods(cls)}
+    members |= {"__init__": __init__, "__getattr__": __getattr__, "__setattr__": __setattr__, "reset": reset}
+    if callable(inspect.getattr_static(cls, "get_reward", None)):  # TRL adds an environment's reward only then
+        members["get_reward"] = get_reward
+    members |= {"__module__": cls.__module__, "__doc__": cls.__doc__}
+    stand_in = type(cls.__name__, (), members)
+    stand_in.__qualname__ = cls.__qualname__
+    return stand_in

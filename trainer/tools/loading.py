@@ -4,18 +4,22 @@ user's own ``path/to/file.py:name``, imported by the one loader of a user's code
 
 :func:`trainer_arguments` is what the worker hands GRPOTrainer: ``tools=`` (a list of functions) and
 ``environment_factory=`` (a class TRL calls with no argument, once per rollout: trl 1.16.0
-trainer/grpo_trainer.py:685-686, 2354-2358), each call time-limited (trainer.tools.limits). Nothing is passed when
-neither is set, so a run without tools builds the trainer exactly as before.
+trainer/grpo_trainer.py:685-686, 2354-2358), each call run in the run's tool process within its limit
+(trainer.tools.limits, trainer.tools.process). Nothing is passed when neither is set, so a run without tools builds
+the trainer exactly as before. The user's modules are imported here too, for the tools' signatures and docstrings
+(the schemas the model is shown); only the child calls them.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from trainer.scoring.custom_rewards import import_object
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
 from trainer.tools.limits import time_limited, time_limited_environment, tool_methods
+from trainer.tools.process import ToolProcess
 
 BUILTIN = "builtin:"
 
@@ -55,14 +59,20 @@ def load_environment(spec: str) -> type:
     return cls
 
 
-def trainer_arguments(tools: list[str], environment: str, timeout_s: float) -> dict[str, Any]:
-    """GRPOTrainer's ``tools`` and ``environment_factory`` for a run's settings, each call limited to ``timeout_s``;
-    an empty mapping when neither is set."""
+def trainer_arguments(
+    tools: list[str], environment: str, timeout_s: float, stop: threading.Event | None = None
+) -> dict[str, Any]:
+    """GRPOTrainer's ``tools`` and ``environment_factory`` for a run's settings, each call run in one tool process
+    and limited to ``timeout_s``, a waiting call ended at once when ``stop`` (the run's stop request) is set; an
+    empty mapping when neither is set."""
+    if not tools and not environment:
+        return {}
+    process = ToolProcess(tools, environment, timeout_s, stop)
     found: dict[str, Any] = {}
     if tools:
-        found["tools"] = [time_limited(load_tool(spec), timeout_s) for spec in tools]
+        found["tools"] = [time_limited(spec, load_tool(spec), process) for spec in tools]
     if environment:
-        found["environment_factory"] = time_limited_environment(load_environment(environment), timeout_s)
+        found["environment_factory"] = time_limited_environment(load_environment(environment), process)
     return found
 
 

@@ -31,6 +31,7 @@ from app.verdict import problem, verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
 from trainer.config.access import Access
+from trainer.supervise.schedule import share_slots
 from trainer.sweeps.tending import Scheduler  # the supervisor's, tending the sweeps after each pass
 
 log = logging.getLogger(__name__)
@@ -403,6 +404,7 @@ def serve(
         )
     # the queue is the supervisor's (trainer.supervise.schedule); the Compare panel frees its model before a start
     scheduler = Scheduler(max_concurrent, before_start=compare.release_for_run)
+    share_slots(max_concurrent)  # the evaluation jobs it starts count against the same limit (issue 58.6)
     scheduler.start()
     # uvicorn takes X-Forwarded-For from loopback peers by default: a client through an SSH tunnel or a local proxy
     # could then name any address and escape the login limit (app/guard.py); an operator behind a trusted proxy sets it

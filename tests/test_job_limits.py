@@ -103,16 +103,67 @@ def test_an_evaluation_over_the_cap_is_queued_behind_the_running_one_in_order(mo
     first = _running_evaluation(run_id)
     second, third = _queued_evaluation(run_id, os.getpid()), _queued_evaluation(run_id)
     assert _behind(second) == (
-        f"queued behind evaluation {first} of run {run_id} (running): 1 at a time (GRPO_STUDIO_EVAL_SLOTS)"
+        f"queued behind evaluation {first} of run {run_id} (running): 1 at a time, runs and evaluations together (GRPO_STUDIO_MAX_CONCURRENT_RUNS)"
     )
     assert _behind(third) == (
-        f"queued behind evaluation {first} of run {run_id} (running) and 1 more: 1 at a time (GRPO_STUDIO_EVAL_SLOTS)"
+        f"queued behind evaluation {first} of run {run_id} (running) and 1 more: 1 at a time, runs and evaluations together (GRPO_STUDIO_MAX_CONCURRENT_RUNS)"
     )
-    monkeypatch.setenv("GRPO_STUDIO_EVAL_SLOTS", "2")  # the operator allows two: the second's turn has come
+    monkeypatch.setenv("GRPO_STUDIO_MAX_CONCURRENT_RUNS", "2")  # the operator allows two: the second's turn has come
     assert _behind(second) is None
     assert _behind(third) == (
-        f"queued behind evaluation {first} of run {run_id} (running) and 1 more: 2 at a time (GRPO_STUDIO_EVAL_SLOTS)"
+        f"queued behind evaluation {first} of run {run_id} (running) and 1 more: 2 at a time, runs and evaluations together (GRPO_STUDIO_MAX_CONCURRENT_RUNS)"
     )
+
+
+def _training_run() -> int:
+    """A run that holds a training slot: running, its worker alive (this process)."""
+    from trainer.supervise.processes import process_start_time
+
+    with get_sessionmaker().begin() as s:
+        run = queries.create_run(s, "training", tiny_config().to_dict(), 4)
+        queries.mark_running(s, run, os.getpid(), "/tmp/unused")
+        run.pid_started = process_start_time(os.getpid())
+        return run.id
+
+
+def test_an_evaluation_waits_behind_a_training_run_under_the_same_limit(monkeypatch):
+    """Issue 58.6: five /evaluate calls beside a training run all ran at once. With the dashboard's limit of 1 a run
+    that trains holds the slot, so every evaluation waits; with 2, the first evaluation runs and the rest wait."""
+    from trainer.evaluation.eval_job import wait_turn
+
+    monkeypatch.delenv("GRPO_STUDIO_MAX_CONCURRENT_RUNS", raising=False)  # the default: 1
+    training = _training_run()
+    evaluations = [_queued_evaluation(_run(), os.getpid()) for _ in range(5)]
+    assert _behind(evaluations[0]) == (
+        f"queued behind run {training} (training): 1 at a time, runs and evaluations together "
+        "(GRPO_STUDIO_MAX_CONCURRENT_RUNS)"
+    )
+    assert _behind(evaluations[4]).startswith(f"queued behind evaluation {evaluations[0]} of run ")
+    monkeypatch.setenv("GRPO_STUDIO_MAX_CONCURRENT_RUNS", "2")
+    assert wait_turn(evaluations[0], poll_s=0) is True  # its turn: one run and one evaluation
+    assert [_behind(e) is None for e in evaluations[1:]] == [False] * 4
+
+
+def test_a_run_waits_for_a_slot_held_by_a_running_evaluation():
+    """The other side of the one limit: the scheduler starts no run while an evaluation holds the only slot."""
+    from trainer.supervise import schedule
+
+    _running_evaluation(_run())
+    with get_sessionmaker().begin() as s:
+        queued = queries.create_run(s, "waiting", tiny_config().to_dict(), 4).id
+    with get_sessionmaker().begin() as s:
+        assert schedule.schedule(s, max_concurrent=1) == []
+    with get_sessionmaker().begin() as s:
+        assert queries.get_run(s, queued).status == RunStatus.QUEUED and queries.get_run(s, queued).pid is None
+
+
+def test_the_dashboards_limit_reaches_the_jobs_it_starts(monkeypatch):
+    from trainer.supervise.schedule import share_slots, slots
+
+    monkeypatch.setenv("GRPO_STUDIO_MAX_CONCURRENT_RUNS", "")  # restored after the test, whatever share_slots sets
+    assert slots() == 1
+    share_slots(3)  # what serve does with --max-concurrent-runs 3
+    assert os.environ["GRPO_STUDIO_MAX_CONCURRENT_RUNS"] == "3" and slots() == 3
 
 
 def test_a_queued_evaluation_takes_its_turn_when_the_one_ahead_ends():
@@ -200,8 +251,8 @@ def test_the_api_reports_a_queued_evaluation_and_what_it_waits_for():
         "run_id": run_id,
         "adapter": "final",
         "status": "queued",
-        "queued_behind": f"queued behind evaluation {first} of run {run_id} (running): 1 at a time "
-        "(GRPO_STUDIO_EVAL_SLOTS)",
+        "queued_behind": f"queued behind evaluation {first} of run {run_id} (running): 1 at a time, runs and "
+        "evaluations together (GRPO_STUDIO_MAX_CONCURRENT_RUNS)",
         "done": 0,
         "total": 0,
         "error": None,
@@ -386,7 +437,7 @@ def test_evaluate_over_the_cap_queues_a_real_job_that_a_stop_ends_while_it_waits
     queued = answer["evaluation_id"]
     assert (answer["status"], answer["queued_behind"]) == (
         "queued",
-        f"queued behind evaluation {first} of run {run_id} (running): 1 at a time (GRPO_STUDIO_EVAL_SLOTS)",
+        f"queued behind evaluation {first} of run {run_id} (running): 1 at a time, runs and evaluations together (GRPO_STUDIO_MAX_CONCURRENT_RUNS)",
     )
     time.sleep(3)  # long enough for its process to have taken a turn, had it not waited
     assert (evaluation_state(run_id).id, evaluation_state(run_id).status) == (queued, RunStatus.QUEUED)
@@ -410,7 +461,7 @@ def test_queued_jobs_run_one_at_a_time_and_each_ends_at_its_timeout_in_the_runs_
     from trainer.supervise.processes import process_start_time
 
     run_id = _run()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPO_STUDIO_EVAL_TIMEOUT_S": "3", "GRPO_STUDIO_EVAL_SLOTS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPO_STUDIO_EVAL_TIMEOUT_S": "3", "GRPO_STUDIO_MAX_CONCURRENT_RUNS": "1"}
     ids = [_queued_evaluation(run_id) for _ in range(2)]
     jobs = []
     for evaluation_id in ids:
@@ -439,6 +490,10 @@ def test_the_evaluation_panel_says_whom_a_queued_evaluation_waits_for():
     from app.pages.evaluation import status_line
 
     row = Evaluation(id=5, run_id=1, adapter="final", k=200, samples=4, status=RunStatus.QUEUED, done=0, total=2000)
-    line = status_line(row, "queued behind evaluation 4 of run 1 (running): 1 at a time (GRPO_STUDIO_EVAL_SLOTS)")
+    line = status_line(
+        row,
+        "queued behind evaluation 4 of run 1 (running): 1 at a time, runs and evaluations together "
+        "(GRPO_STUDIO_MAX_CONCURRENT_RUNS)",
+    )
     assert "Queued:" in line and "queued behind evaluation 4 of run 1 (running)" in line
     assert "its turn has come" in status_line(row)  # no one ahead: its process is about to take the slot

@@ -149,7 +149,7 @@ def test_an_evaluation_committed_late_does_not_take_the_slot_a_later_one_is_taki
     from trainer.evaluation.eval_job import queue_state, wait_turn
     from trainer.supervise.processes import process_start_time
 
-    monkeypatch.setenv("GRPO_STUDIO_EVAL_SLOTS", "1")
+    monkeypatch.setenv("GRPO_STUDIO_MAX_CONCURRENT_RUNS", "1")
     here = os.getpid(), process_start_time(os.getpid())
     with get_sessionmaker().begin() as s:
         run_id = queries.create_run(s, "evaluated", tiny_config().to_dict(), 4).id

@@ -7,9 +7,10 @@ bare spinner, held a Gradio worker, and was lost when the dashboard restarted. A
   held-out split — so bad input is refused before anything starts; then it writes a row (status ``queued``) and
   starts ``python -m trainer.evaluation.eval_job ID`` in its own session (trainer.supervise.start.spawn_detached), output
   to ``eval-ID.log`` in the run directory.
-- the job process first waits its turn (:func:`wait_turn`): at most ``GRPO_STUDIO_EVAL_SLOTS`` jobs (default 1)
-  run at once over every dashboard of the database, first come first served (six requests at once used to load six
-  models, with no end). Waiting costs a sleeping Python process and no model; the queue is the rows themselves, so
+- the job process first waits its turn (:func:`wait_turn`): runs and evaluation jobs share one limit, the
+  dashboard's ``--max-concurrent-runs`` (trainer.supervise.schedule.slots, default 1), over every dashboard of the
+  database, evaluations first come first served among themselves (six requests at once used to load six models,
+  with no end, and five evaluations ran beside a training run: issue 58.6). Waiting costs a sleeping Python process and no model; the queue is the rows themselves, so
   it survives a dashboard restart and every dashboard shows who waits behind whom (:func:`queued_behind`).
 - then it loads the model, writes ``done``/``total`` answers as it goes (at most about once a second), and ends the
   row completed with its results, or failed with the error; SIGTERM ends it as stopped (queued or running); past
@@ -33,16 +34,14 @@ from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Evaluation, RunStatus
 from trainer.evaluation.run_lookup import run_adapter
+from trainer.supervise import workers
 from trainer.supervise.processes import pid_alive, process_start_time
+from trainer.supervise.schedule import SLOTS_VARIABLE, slots
 from trainer.supervise.start import spawn_detached
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress writes
 QUEUE_POLL_S = 1.0  # seconds between two looks of a queued job at the queue: one small read each
 START_GRACE_S = 120.0  # a row may wait this long for its process to be recorded (spawning takes well under a second)
-# How many evaluation jobs may run at once, over every dashboard of the database: each loads a model (on a CPU one
-# already takes every core; six at once of a million samples each ran with no end). The operator may raise it.
-SLOTS_VARIABLE = "GRPO_STUDIO_EVAL_SLOTS"
-DEFAULT_SLOTS = 1
 # A job that runs (queueing not counted) longer than this ends as failed, and the run's log says so (the operator may change it).
 TIMEOUT_VARIABLE = "GRPO_STUDIO_EVAL_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 3 * 3600
@@ -51,12 +50,6 @@ DEFAULT_TIMEOUT_S = 3 * 3600
 class EvaluationTimeout(BaseException):
     """Raised in the job's process by its alarm: the job ran past its time limit. A BaseException, as
     KeyboardInterrupt is, so that no ``except Exception`` in the model code it interrupts swallows it."""
-
-
-def slots() -> int:
-    """The operator's ``GRPO_STUDIO_EVAL_SLOTS`` (at least 1), else :data:`DEFAULT_SLOTS`."""
-    value = os.environ.get(SLOTS_VARIABLE, "")
-    return max(1, int(value)) if value.strip().isdigit() else DEFAULT_SLOTS
 
 
 def timeout_s() -> int:
@@ -85,17 +78,20 @@ def ahead_of(session, evaluation: Evaluation) -> list[Evaluation]:
 
 
 def queued_behind(session, evaluation: Evaluation) -> str | None:
-    """Why ``evaluation`` may not run yet, in words ("queued behind evaluation 4 of run 1 …"), or None when its turn
-    has come. Every queued job that came first counts, running or not: first come, first served."""
+    """Why ``evaluation`` may not run yet, in words ("queued behind evaluation 4 of run 1 …", "queued behind run 3
+    (training) …"), or None when its turn has come. Every queued evaluation that came first counts, running or not
+    (first come, first served), and so does every run that trains (one limit: trainer.supervise.schedule)."""
     ahead = ahead_of(session, evaluation)
-    if len(ahead) < slots():
+    training = workers.active_runs(session)
+    limit = slots()
+    if len(ahead) + len(training) < limit:
         return None
-    first, more = ahead[0], len(ahead) - 1
+    first = f"evaluation {ahead[0].id} of run {ahead[0].run_id} ({ahead[0].status})" if ahead else ""
+    if not ahead:
+        first = f"run {training[0].id} (training)"
+    more = len(ahead) + len(training) - 1
     others = f" and {more} more" if more else ""
-    return (
-        f"queued behind evaluation {first.id} of run {first.run_id} ({first.status}){others}: "
-        f"{slots()} at a time ({SLOTS_VARIABLE})"
-    )
+    return f"queued behind {first}{others}: {limit} at a time, runs and evaluations together ({SLOTS_VARIABLE})"
 
 
 def start_evaluation(run_id: int, adapter: str, k: int, samples: int) -> int:
@@ -135,7 +131,9 @@ def wait_turn(evaluation_id: int, poll_s: float | None = None) -> bool:
     hand) has its turn."""
     while True:
         with get_sessionmaker().begin() as session:
-            queries.lock_evaluation_queue(session)  # one job decides at a time: no two take the last slot
+            # one job decides at a time, and not while the scheduler counts: no two take the last slot
+            queries.lock_scheduling(session)
+            queries.lock_evaluation_queue(session)
             row = queries.get_evaluation(session, evaluation_id)
             if row is None or row.status.terminal:
                 return False

@@ -3,11 +3,17 @@ dashboard's scheduler thread that does both every few seconds.
 
 :func:`reconcile` marks runs whose process is gone as failed (or stopped, when a stop was asked of them). The queue
 lives in the database (queued runs without a worker, oldest first), so it survives a dashboard restart.
+
+One limit holds runs and evaluation jobs together (issue 58.6): each loads a model, and five ``/evaluate`` calls at
+once used to load five beside a training run. A running evaluation takes a slot here, and an evaluation job waits for
+one (trainer.evaluation.eval_job), both under :func:`storage.queries.lock_scheduling`. The dashboard's
+``--max-concurrent-runs`` reaches the jobs it starts as :data:`SLOTS_VARIABLE`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -23,6 +29,18 @@ from trainer.supervise.stop import stopped_early
 log = logging.getLogger(__name__)
 
 SCHEDULE_SECONDS = 2.0
+SLOTS_VARIABLE = "GRPO_STUDIO_MAX_CONCURRENT_RUNS"  # the dashboard's --max-concurrent-runs, for the jobs it starts
+
+
+def slots() -> int:
+    """How many runs and evaluation jobs may load a model at once: :data:`SLOTS_VARIABLE` (at least 1), else 1."""
+    value = os.environ.get(SLOTS_VARIABLE, "")
+    return max(1, int(value)) if value.strip().isdigit() else 1
+
+
+def share_slots(max_concurrent: int) -> None:
+    """Make ``max_concurrent`` the limit of the evaluation jobs this process starts (they read :func:`slots`)."""
+    os.environ[SLOTS_VARIABLE] = str(max(1, int(max_concurrent)))
 
 
 def slurm_jobs(session: Session) -> list[str]:
@@ -76,7 +94,8 @@ def schedule(
     before_start: Callable[[Run], None] | None = None,
     slurm_states: dict | None = None,
 ) -> list[int]:
-    """Reconcile, then start the oldest waiting runs while fewer than ``max_concurrent`` train. Returns started ids.
+    """Reconcile, then start the oldest waiting runs while fewer than ``max_concurrent`` train or evaluate. Returns
+    started ids.
     ``before_start(run)`` is called before each worker starts (the dashboard frees its GPU model there).
 
     The queue lives in the database (queued runs without a worker, oldest first), so it survives a dashboard
@@ -86,7 +105,7 @@ def schedule(
     """
     queries.lock_scheduling(session)  # one limit across processes: the count and the starts in one transaction
     reconcile(session, slurm_states)
-    free = max_concurrent - len(workers.active_runs(session))
+    free = max_concurrent - len(workers.active_runs(session)) - len(workers.running_evaluations(session))
     queued = [r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid and not r.slurm_job_id]
     waiting = sorted(queued, key=lambda r: r.id)
     on_slurm = [r for r in waiting if (r.config or {}).get("executor") == "slurm"]

@@ -1,4 +1,5 @@
-"""A run's worker as the supervisor sees it: whether it is alive, which runs hold a training slot, its log's tail.
+"""A run's worker as the supervisor sees it: whether it is alive, which runs and evaluation jobs hold a slot, its log's
+tail.
 
 A run on the slurm executor is a Slurm job instead (trainer.supervise.slurm): whether it is alive is Slurm's answer.
 """
@@ -10,7 +11,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from storage import queries
-from storage.models import Run, RunStatus
+from storage.models import Evaluation, Run, RunStatus
 from trainer.supervise import slurm
 from trainer.supervise.processes import pid_alive
 from trainer.supervise.run_files import RunFiles
@@ -28,6 +29,16 @@ def is_alive(run: Run) -> bool:
 def active_runs(session: Session) -> list[Run]:
     """Runs that hold a training slot: running, or queued with a live worker that has not marked itself yet."""
     return [r for r in queries.list_runs(session, LIVE) if r.pid and not r.slurm_job_id and is_alive(r)]
+
+
+def running_evaluations(session: Session) -> list[Evaluation]:
+    """Evaluation jobs that hold a slot: running, with their process alive (issue 58.6: an evaluation loads a model
+    as a run does, so it counts against the same limit; trainer.evaluation.eval_job)."""
+    return [
+        e
+        for e in queries.live_evaluations(session)
+        if e.status == RunStatus.RUNNING and e.pid and pid_alive(e.pid, e.pid_started)
+    ]
 
 
 def log_tail(run: Run, lines: int = 20) -> str:

@@ -108,9 +108,13 @@ CHARTS: tuple[Chart, ...] = (
     Chart(
         "entropy",
         "Entropy",
-        ("entropy", "entropy_coef"),
-        "How spread the policy's token choices are; collapsing entropy means the group's answers stop differing.",
+        ("entropy", "entropy_coef", "text/repeating", "text/unusual_chars"),
+        "How spread the policy's token choices are; collapsing entropy means the group's answers stop differing. "
+        "On the right, the worker's signs of a collapsed policy (docs/grpo.md): the share of completions that loop "
+        "and of characters outside the base's alphabet, near 0 on a healthy run.",
         unit="nats per token",
+        right=("text/repeating", "text/unusual_chars"),
+        right_unit="share",
     ),
     Chart(
         "loss",
@@ -228,6 +232,8 @@ SERIES_NAMES = {
     "tools/call_frequency": "calls per completion",
     "tools/error_rate": "error answers",
     "tools/failure_frequency": "failures TRL counted",
+    "text/repeating": "completions that loop",
+    "text/unusual_chars": "characters outside the base's",
 }
 
 

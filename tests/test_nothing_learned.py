@@ -24,6 +24,7 @@ from app import actions
 from app.cli_output import ProgressPrinter, heldout_missing, summary
 from storage import learning, queries
 from storage.db import get_sessionmaker
+from trainer.insight.collapse import REPEATING_KEY, UNUSUAL_KEY
 from trainer.insight.health import health_alerts
 from trainer.insight.spread import LEAST_STEPS, PROBE_KEY, PROBE_WHERE, no_spread
 from trainer.job.callback import zero_std_shares
@@ -299,3 +300,8 @@ def test_the_honest_demo_never_says_it(tmp_path, tiny_model_path):
     assert "nothing can be learned" not in out and _said(run_id)["api"] is None
     (next_line,) = [line for line in out.splitlines() if line.startswith("  next: ")]
     assert next_line.startswith(f"  next: grpo-studio eval {run_id} ")
+    # nor any sign of a collapse (issue 57): the base's honest answers neither loop nor leave its alphabet
+    with get_sessionmaker().begin() as s:
+        signs = {key: [p.value for p in queries.metric_series(s, run_id, key)] for key in (REPEATING_KEY, UNUSUAL_KEY)}
+    assert signs == {REPEATING_KEY: [0.0] * 3, UNUSUAL_KEY: [0.0] * 3}
+    assert "collapse" not in {a["name"] for a in actions.alerts(run_id)}

@@ -13,11 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trainer.insight.health import Alert, health_alerts
+from trainer.insight.collapse import fine_before
+from trainer.insight.health import WINDOW, Alert, health_alerts
 from trainer.insight.signals import signal_alerts, signal_notes
-from trainer.insight.watch import WatchAlert, watch
+from trainer.insight.watch import COLLAPSE, HELDOUT_SIZE, WatchAlert, watch
 
 WARNING, NOTE = "warning", "note"
+# The failure signs whose advice is about the task (too hard: train on easier prompts; answers cut at the length
+# limit: raise max_completion_length). After a collapse of a model that could do the task they are its symptoms, and
+# their advice is wrong: the collapse's diagnosis says what to do instead (issue 57: three such alerts blamed the task
+# of a run broken by a learning rate of 5e-2).
+TASK_ADVICE = frozenset({"zero_std", "length_limit", "truncated_flat"})
 
 
 @dataclass(frozen=True)
@@ -72,10 +78,30 @@ def alert_list(
     """Every alert of a run: ``liveness`` (app.liveness.liveness_alerts of a live run, when the caller has it),
     health and signal signs of the recent steps, the watch's history (``watch_alerts`` when already computed, else
     from ``series``, ``groups`` and ``heldout_size``), then the notes."""
-    found = [_from(a, "liveness") for a in liveness]
-    found += [_from(a, "health") for a in health_alerts(series, max_completion_length)]
-    found += [_from(a, "signal") for a in signal_alerts(series)]
     history = watch(series, groups, heldout_size) if watch_alerts is None else watch_alerts
+    broke = _collapsed_from(series, history, heldout_size or HELDOUT_SIZE)
+    found = [_from(a, "liveness") for a in liveness]
+    found += [
+        _from(a, "health")
+        for a in health_alerts(series, max_completion_length)
+        if not broke or a.name not in TASK_ADVICE
+    ]
+    found += [_from(a, "signal") for a in signal_alerts(series) if not broke or a.name not in TASK_ADVICE]
     found += [_from_watch(a) for a in history]
     notes = [a for a in found if a.level == NOTE]
     return [a for a in found if a.level != NOTE] + notes + [_from(a, "signal") for a in signal_notes(series)]
+
+
+def _collapsed_from(series: Mapping[str, Sequence], history: Sequence[WatchAlert], n: int) -> bool:
+    """Whether the recent steps (the failure signs' window) are those of a collapse of a model that could do the
+    task before it (held-out well above 0 at the evaluation before the collapse began): the task-difficulty advice
+    is then suppressed. Without a held-out evaluation before the collapse the advice stays: nothing says the task was
+    within reach."""
+    steps = [int(p[0]) for points in series.values() for p in points]
+    if not steps:
+        return False
+    latest = max(steps)
+    return any(
+        a.name == COLLAPSE and a.last_step >= latest - WINDOW and fine_before(series, a.first_step, n) is not None
+        for a in history
+    )

@@ -10,6 +10,10 @@ at the latest step). A finished run's report therefore lists every sign it ever 
 The signs, and what each compares (like with like: a training reward with the training correctness of the same
 sampled answers; a held-out score with earlier held-out scores of the same problems):
 
+- **collapse** (trainer/insight/collapse.py): KL or entropy jumping by a nat per token within a few steps, or the
+  sampled text degenerating (loops, characters outside the base's alphabet): one diagnosis naming the likely cause
+  (too high a learning rate, too small a beta), saying so when held-out shows the task was within reach before.
+  trainer/insight/alerts.py then holds back the task-difficulty advice of the failure signs.
 - **held-out falls**: a held-out evaluation lies below the best one before it by more than ``NOISE_SIGMAS`` times the
   noise of the difference of two evaluations of ``n`` problems (sqrt(p1 q1 / n + p2 q2 / n)), whatever the reward
   does. The held-out problems are never trained on: a model getting fewer of them right is getting worse.
@@ -46,6 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from storage.learning import GroupStats
+from trainer.insight.collapse import collapses, fine_before
 
 WINDOW = 5  # steps a level is judged on: long enough to ignore one noisy step of a small batch
 LOOKBACK = 3  # evaluations a rise is measured over: a slow divergence shows within a few evaluations
@@ -494,6 +499,36 @@ def _stretches_adjacent(flagged: Sequence[tuple[int, int]], points: Points) -> l
     return merged
 
 
+COLLAPSE = "collapse"
+
+
+def collapse_alerts(series: Mapping[str, Sequence], n: int = HELDOUT_SIZE) -> list[WatchAlert]:
+    """Each stretch where the run collapsed (trainer.insight.collapse): one diagnosis naming the likely cause,
+    too high a learning rate or too small a beta, and saying so when held-out shows the task was within reach."""
+    alerts = []
+    for c in collapses(series):
+        rate = f" at a learning rate of {c.learning_rate:.3g}" if c.learning_rate else ""
+        before = fine_before(series, c.first_step, n)
+        task = (
+            f"; held-out was {before[1]:.0%} at step {before[0]}, so the task is not too hard: the model broke"
+            if before
+            else ""
+        )
+        alerts.append(
+            WatchAlert(
+                COLLAPSE,
+                f"the policy collapsed{rate}: " + "; ".join(c.evidence) + task,
+                c.first_step,
+                c.last_step,
+                "likely cause: too high a learning rate, or too small a beta to hold the policy near the base. "
+                "Start again (or fork from a checkpoint before these steps) with a learning rate about 10 times "
+                "lower or a larger beta; the completions of these steps show what the model writes now.",
+                holds_now=c.holds_now,
+            )
+        )
+    return alerts
+
+
 def watch(
     series: Mapping[str, Sequence], groups: Sequence[GroupStats] = (), heldout_size: int | None = None
 ) -> list[WatchAlert]:
@@ -503,7 +538,8 @@ def watch(
     switched = switched_on(series)
     breaks = sorted(set(switched.values()))
     alerts = (
-        heldout_falls(series, n)
+        collapse_alerts(series, n)
+        + heldout_falls(series, n)
         + reward_outruns_heldout(series, n, breaks)
         + shaping_saturates(series, switched)
         + length_tracks_reward(series, breaks)

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from storage import queries
+from trainer.insight.collapse import alphabet, text_signs
 from trainer.job.db_writer import DatabaseMoved
 from trainer.tools.turns import completion_turns, tool_error_rate
 
@@ -73,6 +74,9 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
         tokens: Any = None  # a TokenCapture (trainer.job.token_capture) once training began, for a writing process
         curriculum: Any = None  # a Curriculum (trainer.job.curriculum) when the run has one
         alerts = forwarder  # the run's alerts to trackio (trainer.job.tracker_alerts), or None
+        # the base's alphabet (trainer.insight.collapse): the characters of the first sampled step's prompts and
+        # answers, which the base wrote (a fresh adapter is zero); after a resume, the first step this process sampled
+        known: frozenset[str] | None = None
 
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             from trainer.job.checkpoints import follow_config_after_resume
@@ -117,7 +121,11 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                         if drawn is not None:
                             record = {"run_id": run_id, "step": state.global_step, "drawn": drawn.questions}
                             writer.rows("curriculum_steps", [record | {"skipped": drawn.skipped}])
+                    completions = [row["completion"] for row in rows]
+                    if self.known is None:
+                        self.known = alphabet([row["prompt"] for row in rows] + completions)
                     shares = zero_std_shares(rows) | (tool_error_rate(rows) if with_tools else {})
+                    shares |= text_signs(completions, self.known)
                     writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
                     self.last_sample_step = state.global_step
             if forwarder is not None:

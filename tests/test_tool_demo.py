@@ -34,3 +34,16 @@ def test_the_calculator_preset_trains_and_the_model_calls_the_tool():
     assert sum(p.value for p in calls) > 0  # some sampled answers called the calculator
     assert all(p.value < 1 for p in calls)  # and rarely, as the warm-up left it (one call in ten)
     assert all(p.value == 0 for p in failures)  # every call parsed into a calculator call that ran
+
+
+def test_the_calculator_presets_comment_claims_what_docs_tools_says_it_teaches():
+    """Issue 57.7: the demo teaches the model *to* call the calculator, not *when* (every problem of
+    builtin:arithmetic3 needs it, docs/tools.md § Not yet); its comment said "when to call". The examples/ copy is the
+    same file byte for byte (tests/test_dashboard_logic.py)."""
+    from pathlib import Path
+
+    header = [line for line in (PRESET_DIR / "tiny-calculator.yaml").read_text().splitlines() if line.startswith("#")]
+    said = " ".join(line.lstrip("# ") for line in header)
+    assert "to call a calculator, not when" in said and "when to call" not in said
+    tools_doc = (Path(__file__).resolve().parent.parent / "docs" / "tools.md").read_text()
+    assert "teaching the model *to* call, not *when*" in tools_doc

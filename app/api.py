@@ -73,6 +73,24 @@ def sweeps(access: Access, sweep_id: int | None) -> dict:
     return _sendable(acted(actions.sweep_detail, sweep_id).to_json())
 
 
+def stop_sweep(access: Access, sweep_id: int) -> dict:
+    """Stop a sweep: the scheduler asks it no new member and prunes none, and every live member is stopped (a queued
+    one at once, a training one at its next step boundary, its adapter saved); "members": the runs stopped."""
+    return acted(actions.stop_sweep, sweep_id).to_json()
+
+
+def resume_sweep(access: Access, sweep_id: int) -> dict:
+    """Resume a stopped sweep: active again, and the members its stop ended queued to continue from their latest
+    checkpoints ("members"); a TPE sweep asks its next points again."""
+    return acted(actions.resume_sweep, sweep_id).to_json()
+
+
+def delete_sweep(access: Access, sweep_id: int) -> dict:
+    """Delete a sweep whose members have all ended, with every member (its metrics, samples, log and files);
+    "members": the runs deleted. A sweep with a live member is refused: stop it first."""
+    return acted(actions.delete_sweep, sweep_id).to_json() | {"deleted": True}
+
+
 def stop(access: Access, run_id: int) -> dict:
     """Ask a live run to stop at its next step boundary (its adapter is saved)."""
     sent = acted(actions.stop, run_id)
@@ -158,6 +176,9 @@ ANSWERS: dict[str, Callable[..., Any]] = {
     "launch": launch,
     "sweep": sweep,
     "sweeps": sweeps,
+    "stop_sweep": stop_sweep,
+    "resume_sweep": resume_sweep,
+    "delete_sweep": delete_sweep,
     "stop": stop,
     "resume": resume,
     "fork": fork,

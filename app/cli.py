@@ -35,7 +35,7 @@ from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_p
 from app.cli_output import quiet_libraries, quiet_logging, version
 from app.cli_prompts import cmd_alerts, cmd_prompts
 from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
-from app.cli_sweeps import cmd_sweep, cmd_sweeps
+from app.cli_sweeps import cmd_resume_sweep, cmd_stop_sweep, cmd_sweep, cmd_sweeps
 from app.terminal import guarded_terminal
 
 
@@ -164,6 +164,8 @@ COMMANDS = {
     "launch": cmd_run,
     "sweep": cmd_sweep,
     "sweeps": cmd_sweeps,
+    "stop_sweep": cmd_stop_sweep,
+    "resume_sweep": cmd_resume_sweep,
     "stop": cmd_stop,
     "resume": cmd_resume,
     "fork": cmd_fork,

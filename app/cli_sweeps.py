@@ -1,5 +1,6 @@
 """The ``grpo-studio`` commands on sweeps: ``sweep`` (create one, then run its queue here until every member has
-ended, unless ``--detach``) and ``sweeps`` (the list, or one sweep's table). Thin adapters over app.actions."""
+ended, unless ``--detach``), ``sweeps`` (the list, or one sweep's table), ``stop_sweep`` and ``resume_sweep``. Thin
+adapters over app.actions."""
 
 from __future__ import annotations
 
@@ -102,3 +103,23 @@ def _table(sweep_id: int) -> int:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+def cmd_stop_sweep(args: argparse.Namespace) -> int:
+    """Stop a sweep and its live members."""
+    from app import actions
+
+    changed = actions.stop_sweep(args.sweep_id)
+    runs = ", ".join(map(str, changed.members)) or "none was live"
+    print(f"sweep {changed.sweep_id} stopped: no member is asked or pruned; members stopped: {runs}")
+    return 0
+
+
+def cmd_resume_sweep(args: argparse.Namespace) -> int:
+    """Resume a stopped sweep (its queue is the dashboard's: grpo-studio serve trains the members)."""
+    from app import actions
+
+    changed = actions.resume_sweep(args.sweep_id)
+    runs = ", ".join(map(str, changed.members)) or "none"
+    print(f"sweep {changed.sweep_id} is active again; members queued to continue: {runs}")
+    return 0

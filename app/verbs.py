@@ -110,6 +110,12 @@ CONFIG = Param(
     "a YAML or JSON file with RunConfig fields, or a preset's name (grpo-studio presets)",
     check=text(MAX_CONFIG_CHARS, None),  # the API takes the text itself, the CLI a file or a preset
 )
+SWEEP_ID = Param(
+    "sweep_id",
+    int,
+    "the sweep's id, as `grpo-studio sweeps` lists it",
+    check=lambda value, name: arguments.whole(name, value, 1, arguments.MAX_ID),
+)
 ADAPTER = Param("adapter", str, '"final" or "step N" (a checkpoint; default final)', "final", check=text(40))
 
 
@@ -211,6 +217,29 @@ VERBS: tuple[Verb, ...] = (
         ),
         reads=("sweep_detail", "summary_json", "point_text"),
         examples=("grpo-studio sweeps", "grpo-studio sweeps --id 1"),
+    ),
+    Verb(
+        "stop_sweep",
+        "stop_sweep",
+        "stop a sweep: no member is asked or pruned, every live member stops (queued at once, training at its next step)",
+        BOTH,
+        (SWEEP_ID,),
+        examples=("grpo-studio stop_sweep 1",),
+    ),
+    Verb(
+        "resume_sweep",
+        "resume_sweep",
+        "resume a stopped sweep: its members that the stop ended continue from their checkpoints, TPE asks again",
+        BOTH,
+        (SWEEP_ID,),
+        examples=("grpo-studio resume_sweep 1",),
+    ),
+    Verb(
+        "delete_sweep",
+        "delete_sweep",
+        "delete a sweep whose members have all ended, with every member's metrics, samples, log and files",
+        API_PAGE,
+        (SWEEP_ID,),
     ),
     Verb(
         "stop",

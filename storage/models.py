@@ -147,10 +147,12 @@ class Run(Base):
 
 
 class SweepState(enum.StrEnum):
-    """A sweep is ``active`` while a member is queued or running, ``finished`` once every member has ended."""
+    """A sweep is ``active`` while a member is queued or running, ``finished`` once every member has ended,
+    ``stopped`` when a user stopped it (no member is asked or pruned until it is resumed)."""
 
     ACTIVE = "active"
     FINISHED = "finished"
+    STOPPED = "stopped"
 
 
 class Sweep(Base):

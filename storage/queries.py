@@ -23,6 +23,8 @@ from storage.models import (
     RunStatus,
     Sample,
     SampleTokens,
+    Sweep,
+    SweepState,
     utcnow,
 )
 
@@ -258,6 +260,18 @@ def sweep_stopped(session: Session, run: Run, reason: str) -> None:
     add_log(session, run.id, f"sweep: {reason}")
     if run.status == RunStatus.QUEUED and not run.pid and not run.slurm_job_id:
         finish_run(session, run, RunStatus.STOPPED, reason)
+
+
+def sweep_active(session: Session, sweep_id: int) -> bool:
+    """Whether the sweep ``sweep_id`` is active (the scheduler's pass asks and prunes its members)."""
+    return session.scalar(select(Sweep.state).where(Sweep.id == sweep_id)) == SweepState.ACTIVE.value
+
+
+def sweep_resumed(session: Session, run: Run) -> None:
+    """A member the sweep's stop had stopped goes on with its sweep: its stop reason cleared (the caller requeues
+    it)."""
+    run.sweep_stop = None
+    add_log(session, run.id, "sweep: resumed with its sweep")
 
 
 def delete_run(session: Session, run_id: int) -> None:

@@ -140,3 +140,20 @@ def finish_if_done(session: Session, sweep: Sweep) -> bool:
     sweep.state = SweepState.FINISHED.value
     sweep.finished_at = utcnow()
     return True
+
+
+def stop_sweep(sweep: Sweep) -> None:
+    """Mark a sweep stopped by its user: the scheduler's pass neither asks it a new member nor prunes it."""
+    sweep.state = SweepState.STOPPED.value
+    sweep.finished_at = utcnow()
+
+
+def resume_sweep(sweep: Sweep) -> None:
+    """Mark a stopped sweep active again: the scheduler's pass tends it and asks its next members."""
+    sweep.state = SweepState.ACTIVE.value
+    sweep.finished_at = None
+
+
+def delete_sweep(session: Session, sweep: Sweep) -> None:
+    """Delete a sweep's row (the caller has deleted its members)."""
+    session.delete(sweep)

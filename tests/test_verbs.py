@@ -25,6 +25,9 @@ preview          prompt_preview     -                   -           new_run
 launch           launch             launch (run)        /launch     new_run
 sweep            sweep              sweep               /sweep      new_run
 sweeps           sweeps             sweeps              /sweeps     sweeps
+stop_sweep       stop_sweep         stop_sweep          /stop_sweep sweeps
+resume_sweep     resume_sweep       resume_sweep        /resume_sweep sweeps
+delete_sweep     delete_sweep       -                   /delete_sweep sweeps
 stop             stop               stop                /stop       runs
 resume           resume             resume              /resume     runs
 fork             fork               fork                /fork       runs, sweeps

@@ -70,6 +70,7 @@ from app.actions.runs import (
     stop,
     validate,
 )
+from app.actions.sweep_control import SweepChanged, delete_sweep, resume_sweep, stop_sweep
 from app.actions.sweeps import (
     MemberRow,
     SweepSummary,
@@ -108,6 +109,7 @@ __all__ = [
     "RunConfig",
     "RunStatus",
     "RunSummary",
+    "SweepChanged",
     "SweepSummary",
     "SweepTable",
     "Swept",
@@ -124,6 +126,7 @@ __all__ = [
     "data_dir",
     "dataset_names",
     "delete",
+    "delete_sweep",
     "describe_error",
     "evaluate",
     "evaluation_json",
@@ -154,6 +157,7 @@ __all__ = [
     "prompt_preview",
     "release_compare_model",
     "resume",
+    "resume_sweep",
     "run_alerts",
     "run_detail",
     "run_json",
@@ -165,6 +169,7 @@ __all__ = [
     "step_samples",
     "stop",
     "stop_evaluation",
+    "stop_sweep",
     "summary_json",
     "sweep",
     "sweep_detail",

@@ -250,12 +250,19 @@ def clone(run_id: int) -> RunConfig:
     return config
 
 
-def delete(run_id: int) -> str:
-    """Delete a run that is not live, with its metrics, samples, log and files; returns its name."""
+def delete(run_id: int, within_sweep: bool = False) -> str:
+    """Delete a run that is not live, with its metrics, samples, log and files; returns its name. A member of an
+    active sweep is refused (its sweep would ask another point in its place: stop the sweep first), unless
+    ``within_sweep`` (the sweep itself is being deleted: app.actions.sweep_control)."""
     with get_sessionmaker().begin() as session:
         run = find_run(session, run_id)
         if run.status in LIVE:
             raise ActionError(f"run {run.id} is {run.status}: stop it before deleting it")
+        if run.sweep_id is not None and not within_sweep and queries.sweep_active(session, run.sweep_id):
+            raise ActionError(
+                f"run {run.id} is a member of sweep {run.sweep_id}, which is active: deleting it would make the sweep "
+                f"ask another point in its place; stop the sweep first (grpo-studio stop_sweep {run.sweep_id})"
+            )
         output_dir, name = run.output_dir, run.name
         queries.delete_run(session, run.id)
     if output_dir:

@@ -191,6 +191,54 @@ def refresh(sweep_id, sort: str | None, picked, drawn: tuple | None) -> SweepVie
     )
 
 
+def stop_picked(sweep_id) -> str:
+    """Stop the sweep picked (app.actions.stop_sweep): no member asked or pruned, its live members stopped."""
+    if sweep_id in (None, ""):
+        return problem("pick a sweep first")
+    try:
+        changed = acted(actions.stop_sweep, int(sweep_id))
+    except gr.Error as exc:
+        return problem(said(exc))
+    runs = ", ".join(map(str, changed.members)) or "none was live"
+    return verdict(
+        "ok", "Stopped:", f"sweep {changed.sweep_id} asks and prunes no member now; members stopped: run {runs}."
+    )
+
+
+def resume_picked(sweep_id) -> str:
+    """Resume the sweep picked (app.actions.resume_sweep): active again, the members its stop ended queued."""
+    if sweep_id in (None, ""):
+        return problem("pick a sweep first")
+    try:
+        changed = acted(actions.resume_sweep, int(sweep_id))
+    except gr.Error as exc:
+        return problem(said(exc))
+    runs = ", ".join(map(str, changed.members)) or "none"
+    return verdict("go", "Resumed:", f"sweep {changed.sweep_id} is active again; members queued to continue: {runs}.")
+
+
+def delete_picked(sweep_id, confirmed: bool) -> str:
+    """Delete the sweep picked with every member, after the confirmation naming it (as the Runs page's delete)."""
+    if sweep_id in (None, ""):
+        return problem("pick a sweep first")
+    if not confirmed:
+        return problem(
+            f"tick '{delete_label(sweep_id)}' to confirm: every member's metrics, samples and files are removed"
+        )
+    try:
+        changed = acted(actions.delete_sweep, int(sweep_id))
+    except gr.Error as exc:
+        return problem(said(exc))
+    return verdict("ok", "Deleted:", f"sweep {changed.sweep_id} and its {len(changed.members)} members.")
+
+
+def delete_label(sweep_id) -> str:
+    """The delete confirmation's label: it names the sweep it would delete."""
+    if sweep_id in (None, ""):
+        return "yes, delete the sweep (pick one first)"
+    return f"yes, delete sweep {int(sweep_id)} and every member"
+
+
 def fork_from_best(access: Access, sweep_id, run_id, settings: str | None) -> str:
     """Queue a fork of member ``run_id`` from its checkpoint nearest the step where its objective was best, with
     its own settings and ``settings`` changed (one key=value a line), through app.actions.fork as the Runs page's
@@ -284,6 +332,11 @@ def build(access: Access) -> SweepsPage:
             scale=3,
         )
         fork_button = gr.Button("Fork from best checkpoint", elem_id="sweeps-fork", scale=1)
+    with gr.Row():
+        stop_button = gr.Button("Stop sweep", variant="stop", elem_id="sweeps-stop", scale=1)
+        resume_button = gr.Button("Resume sweep", elem_id="sweeps-resume", scale=1)
+        confirm = gr.Checkbox(label=delete_label(None), value=False, elem_id="sweeps-confirm", scale=2)
+        delete_button = gr.Button("Delete sweep", elem_id="sweeps-delete", scale=1)
     message = gr.Markdown(elem_id="sweeps-message")
     with gr.Row():
         with gr.Column(min_width=320):
@@ -328,6 +381,18 @@ def build(access: Access) -> SweepsPage:
     fork_button.click(partial(fork_from_best, access), [picker, member, fork_set], message).then(
         None, js=show("sweeps-message")
     )
+
+    for button, verb in ((stop_button, stop_picked), (resume_button, resume_picked)):
+        button.click(verb, picker, message).then(None, js=show("sweeps-message")).then(
+            shown, inputs, outputs, show_progress="hidden"
+        )
+    # the confirmation names the sweep and is cleared after every delete and when another sweep is picked
+    delete_button.click(
+        lambda sweep_id, ticked: (delete_picked(sweep_id, ticked), gr.update(value=False)),
+        [picker, confirm],
+        [message, confirm],
+    ).then(None, js=show("sweeps-message"))
+    picker.change(lambda s: gr.update(value=False, label=delete_label(s)), picker, confirm, show_progress="hidden")
 
     def pick_row(evt: gr.SelectData):
         row = evt.row_value or []

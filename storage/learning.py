@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CurriculumStep, HeldOutResult, Sample, SampleTokens
@@ -78,8 +78,12 @@ def add_token_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def add_heldout_rows(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert held-out results (dicts with the columns of :class:`HeldOutResult`)."""
+    """Insert held-out results (dicts with the columns of :class:`HeldOutResult`), replacing those of the same run and
+    step: a resumed run evaluates the checkpoint it starts from again (trainer/evaluation/periodic_eval.py), and each
+    problem must count once per evaluation (the watch's noise reads the set's size off these rows)."""
     if rows:
+        for run_id, step in sorted({(r["run_id"], r["step"]) for r in rows}):
+            session.execute(delete(HeldOutResult).where(HeldOutResult.run_id == run_id, HeldOutResult.step == step))
         session.execute(HeldOutResult.__table__.insert(), list(rows))
 
 

@@ -91,7 +91,17 @@ def cached_alerts(series, max_completion_length: int | None, run: Run | None = N
     from trainer.insight.alerts import alert_list
 
     live = liveness_alerts(run) if run is not None else []
-    return alert_list(series, max_completion_length, live, watch_alerts)
+    return alert_list(series, max_completion_length, live, watch_alerts, notes=fork_notes(run))
+
+
+def fork_notes(run: Run | None) -> list:
+    """The note of a fork that changed its parent's rewards (trainer.insight.forks); [] for any other run."""
+    from trainer.insight.forks import fork_notes as read_notes
+
+    if run is None or run.parent_run_id is None:
+        return []
+    with get_sessionmaker().begin() as session:
+        return read_notes(session, run)
 
 
 def sample_steps(run_id: int | None) -> list[int]:

@@ -100,6 +100,7 @@ def alerts(run_id: int) -> list[dict[str, Any]]:
 
 def run_alerts(run_id: int) -> list:
     """The run's alerts as trainer.insight.alerts.RunAlert (see :func:`alerts`)."""
+    from app.actions.monitoring import fork_notes
     from app.liveness import liveness_alerts
     from trainer.insight.alerts import alert_list
 
@@ -107,7 +108,10 @@ def run_alerts(run_id: int) -> list:
     with get_sessionmaker().begin() as session:
         run = find_run(session, run_id)
         series = series_since(session, run.id)
-        return alert_list(series, (run.config or {}).get("max_completion_length"), liveness_alerts(run), history)
+        notes = fork_notes(run)
+        return alert_list(
+            series, (run.config or {}).get("max_completion_length"), liveness_alerts(run), history, notes=notes
+        )
 
 
 def nothing_learned(run_id: int) -> NoSpread | None:

@@ -1,6 +1,7 @@
 """Held-out evaluation while a run trains (``eval_steps``): the learning curve on problems the run never trains on.
 
-Every ``eval_steps`` steps, and at step 0 (the base model, before the first update) and the last step, the worker
+Every ``eval_steps`` steps, at the step training starts from (step 0: the base model, before the first update; a
+fork's or a resume's checkpoint step: the model it continues) and at the last step, the worker
 scores a fixed subset of held-out problems with greedy answers: correctness, strict-format rate, mean completion
 length and the mean of each of the run's rewards. The numbers are stored as ordinary metrics of that step under
 ``heldout/…`` keys (``heldout/correct``, ``heldout/format``, ``heldout/mean_length``, ``heldout/rewards/<name>``), so
@@ -64,8 +65,8 @@ def make_heldout_callback(
     log_line: Callable[[str], None],
     store_results: Callable[[int, list[dict]], None] | None = None,
 ):
-    """A TrainerCallback that scores held-out problems at step 0, every ``config.eval_steps`` steps and at the last
-    step, handing ``store(step, metrics)`` the result (and ``store_results(step, rows)`` each problem's, rows of
+    """A TrainerCallback that scores held-out problems at the step training starts from (0, or a fork's or resume's
+    checkpoint step), every ``config.eval_steps`` steps and at the last step, handing ``store(step, metrics)`` the result (and ``store_results(step, rows)`` each problem's, rows of
     storage.models.HeldOutResult without the run id); None when ``eval_steps`` is 0 or this run cannot evaluate
     (the reason goes to ``log_line``). Set its ``trainer`` attribute once the trainer exists."""
     from transformers import TrainerCallback
@@ -114,8 +115,9 @@ def make_heldout_callback(
                 store_results(step, rows)
 
         def on_train_begin(self, args, state, control, **kwargs):
-            if state.global_step == 0:
-                self.evaluate(0)
+            # step 0, the base; or the checkpoint a fork or a resume starts from: a fork's own rows begin after it,
+            # and without this point its curve began eval_steps later, under rewards its parent never had (issue 57)
+            self.evaluate(state.global_step)
 
         def on_step_end(self, args, state, control, **kwargs):
             step = state.global_step

@@ -29,7 +29,7 @@ TASK_ADVICE = frozenset({"zero_std", "length_limit", "truncated_flat"})
 @dataclass(frozen=True)
 class RunAlert:
     """One entry of the list: what, what to try, how serious (``level``: warning or note), which rules raised it
-    (``source``: liveness, health, signal or watch) and, for the watch's, the steps where it held and whether it
+    (``source``: liveness, health, signal, watch or fork) and, for the watch's, the steps where it held and whether it
     still holds (a cleared one stays listed)."""
 
     name: str
@@ -74,10 +74,12 @@ def alert_list(
     watch_alerts: Sequence[WatchAlert] | None = None,
     groups: Sequence = (),
     heldout_size: int | None = None,
+    notes: Sequence[Alert] = (),
 ) -> list[RunAlert]:
     """Every alert of a run: ``liveness`` (app.liveness.liveness_alerts of a live run, when the caller has it),
     health and signal signs of the recent steps, the watch's history (``watch_alerts`` when already computed, else
-    from ``series``, ``groups`` and ``heldout_size``), then the notes."""
+    from ``series``, ``groups`` and ``heldout_size``), then the notes (``notes``: those the caller read off the run's
+    rows, a fork's change of rewards: trainer.insight.forks)."""
     history = watch(series, groups, heldout_size) if watch_alerts is None else watch_alerts
     broke = _collapsed_from(series, history, heldout_size or HELDOUT_SIZE)
     found = [_from(a, "liveness") for a in liveness]
@@ -88,8 +90,9 @@ def alert_list(
     ]
     found += [_from(a, "signal") for a in signal_alerts(series) if not broke or a.name not in TASK_ADVICE]
     found += [_from_watch(a) for a in history]
-    notes = [a for a in found if a.level == NOTE]
-    return [a for a in found if a.level != NOTE] + notes + [_from(a, "signal") for a in signal_notes(series)]
+    found += [_from(a, "fork") for a in notes]
+    listed_notes = [a for a in found if a.level == NOTE]
+    return [a for a in found if a.level != NOTE] + listed_notes + [_from(a, "signal") for a in signal_notes(series)]
 
 
 def _collapsed_from(series: Mapping[str, Sequence], history: Sequence[WatchAlert], n: int) -> bool:

@@ -88,6 +88,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                 writer.progress(state.global_step, state.max_steps)
                 if changed is not None:
                     writer.log(f"learning rate from the checkpoint replaced by this run's {changed:g}")
+            if forwarder is not None:
+                forwarder.notes = fork_notes(run_id)
 
         def on_train_end(self, args, state, control, **kwargs):
             if forwarder is not None:
@@ -136,6 +138,20 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                 writer.flush()
 
     return StudioCallback()
+
+
+def fork_notes(run_id: int) -> list:
+    """The note of a fork that changed its parent's rewards (trainer.insight.forks), for the run's tracker; [] when the
+    rows can't be read (a note is not worth failing for)."""
+    from storage.db import get_sessionmaker
+    from trainer.insight.forks import fork_notes as read_notes
+
+    try:
+        with get_sessionmaker().begin() as session:
+            return read_notes(session, queries.get_run(session, run_id))
+    except Exception as exc:  # noqa: BLE001 - the database may be away for a while (trainer/job/db_writer.py)
+        log.warning("the fork's note for the tracker not read: %s", exc)
+        return []
 
 
 def sample_rows(

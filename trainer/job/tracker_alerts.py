@@ -44,6 +44,7 @@ class AlertForwarder:
         self.holding: set[tuple[str, str]] = set()  # the signs of now that held at the last judgement
         self.last_judged: int | None = None
         self.step = 0
+        self.notes: list = []  # notes read off the run's rows once, at its start (a fork's change of rewards)
 
     def observe(self, step: int, logs: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> None:
         """One logged step: its numeric metrics, and its sample rows (for the diversity sign); judge when due."""
@@ -64,7 +65,7 @@ class AlertForwarder:
     def judge(self) -> None:
         """Send every alert that fired since the last judgement."""
         holding = set()
-        for alert in alert_list(self.series, self.max_completion_length, groups=self.groups):
+        for alert in alert_list(self.series, self.max_completion_length, groups=self.groups, notes=self.notes):
             level = "info" if alert.level == NOTE else "warn"
             if alert.first_step is not None:  # the watch's: a stretch of steps
                 key = (alert.name, alert.first_step)

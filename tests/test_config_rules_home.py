@@ -23,6 +23,9 @@ RULE_NAME = re.compile(r"^(check_\w+|\w*_problems?|\w*_warnings|\w*_refusal)$")
 # Functions outside trainer/config/ named like a rule that are no rule of a config, and why. A new rule of a config
 # goes into trainer/config/ (the module of its concept), not onto this list.
 NOT_CONFIG_RULES = {
+    # what vLLM's CPU engine runs: the model's files (its head width) and the engine's kernels, checked by the worker
+    # too (trainer.loading.backend.select_backend), as gguf_problem is for a GGUF file
+    "cpu_vllm_problem": "the CPU engine's reach, from the model's files",
     # rows of a data set: its Problem records (question and answer), not problems with a setting
     "arithmetic_problems": "the built-in task's rows",
     "load_problems": "a data set's rows",

@@ -89,6 +89,11 @@ def start_backend(config: RunConfig) -> Backend:
         from trainer.loading.vllm_env import prepare_vllm
 
         prepare_vllm()  # before TRL's colocate engine or Unsloth's starts: no FlashInfer JIT without nvcc (issue 26)
+    if backend.use_vllm and backend.device == "cpu":
+        from trainer.loading.backend import model_path
+        from trainer.loading.vllm_cpu import prepare_cpu_vllm
+
+        prepare_cpu_vllm(config, model_path(config))  # the CPU engine's KV cache, threads and reloadable weights
     if backend.name == "unsloth":
         import unsloth  # noqa: F401
     if backend.use_vllm:
@@ -182,6 +187,10 @@ def build_trainer(
         **tooling,
     )
     trainer.grpo_studio_backend = backend
+    if backend.use_vllm:
+        from trainer.job.engine_report import report_engine
+
+        report_engine(trainer, log_line)  # the engine's settings as vLLM holds them, and its first sampling's
     # measured KL at beta 0 (TRL logs its own KL otherwise), step time split, tokens/s, peak GPU memory
     install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0, note=log_line)
     # the token view's values, on every process (their forward passes may be collective); the writing one stores them

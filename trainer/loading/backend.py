@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 # a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
 VLLM_MAX_LORA_RANK = 512
 
+# The attention head widths vLLM's CPU attention runs (vllm 0.32 v1/attention/backends/cpu_attn.py:69-70); any other
+# fails at the first generate ("Unsupported CPU attention configuration: head_dim=24"), as the built-in models' do.
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
 # Compile and kernel caches, each under the data directory rather than the working directory or /tmp, so they
 # survive a container restart (the Docker image sets the same variables under /data). Without them: Unsloth's
 # compiled modules go to ./unsloth_compiled_cache (unsloth_zoo 2026.10.9 compiler.py:88-94, falling back to a temp
@@ -171,6 +175,12 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
     if config.backend == "plain":
         return plain("plain path chosen in the config")
     if not caps.cuda:
+        if config.backend == "trl" and config.use_vllm and caps.vllm:
+            if problem := cpu_vllm_problem(config):
+                raise BackendError(problem)
+            return Backend(
+                "trl_vllm", "cpu", False, True, "no GPU; backend: trl asks TRL's vLLM colocate engine to generate on the CPU"
+            )
         return plain("no GPU")
     if config.model_name_or_path in BUILTIN_MODELS:
         return plain("model architecture not supported by Unsloth: the built-in tiny model")
@@ -197,6 +207,46 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
         note = "; 16-bit, as TRL's weight sync to vLLM needs" if config.load_in_4bit else ""
         return Backend("trl_vllm", "cuda", caps.bf16, True, f"{why}; TRL + vLLM colocate generates the groups{note}")
     return plain(why + ("; vllm not installed, generating with transformers" if config.use_vllm else ""))
+
+
+def cpu_vllm_problem(config: RunConfig) -> str | None:
+    """Why vLLM can't generate for ``config`` on a CPU, in one sentence, or None: training through a server needs a
+    GPU (TRL 1.16 syncs the weights to the server over NCCL only, trl/generation/vllm_client.py:755-760), and vLLM's CPU
+    attention runs only some head widths (:data:`VLLM_CPU_HEAD_SIZES`). A model whose config can't be read here yet
+    (a hub id not downloaded, a GGUF file not yet dequantized) passes: its width is checked when it loads."""
+    if config.vllm_mode == "server":
+        return (
+            "vllm_mode: server needs a GPU: TRL sends the trained weights to the vLLM server over NCCL only; on a CPU "
+            "use vllm_mode: colocate"
+        )
+    width = head_width(config)
+    if width is not None and width not in VLLM_CPU_HEAD_SIZES:
+        return (
+            f"vLLM on a CPU runs attention heads {', '.join(map(str, VLLM_CPU_HEAD_SIZES[:4]))}, … wide, and "
+            f"{config.model_name_or_path}'s are {width}: set use_vllm: false (or backend: auto) to generate with "
+            "transformers"
+        )
+    return None
+
+
+def head_width(config: RunConfig) -> int | None:
+    """The width of one attention head of ``config``'s model, read from its config.json without loading it (the
+    built-in models' from their spec), or None when that file isn't on this machine yet."""
+    import json
+
+    if config.model_name_or_path in BUILTIN_MODELS:
+        from trainer.loading.tiny import TinySpec
+
+        return TinySpec.hidden_size // TinySpec.num_heads
+    path = existing_model_path(config)
+    try:
+        found = json.loads((Path(path or "").expanduser() / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    text = found.get("text_config", found)
+    heads = text.get("num_attention_heads")
+    width = text.get("head_dim") or (text.get("hidden_size", 0) // heads if heads else None)
+    return width if isinstance(width, int) else None
 
 
 def model_path(config: RunConfig) -> str:

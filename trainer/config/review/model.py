@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trainer.config.names import BUILTIN_MODEL, BUILTIN_MODELS, hub_id_problem, looks_like_path, protected_file_problem
 from trainer.config.run_config import RunConfig
-from trainer.loading.backend import VLLM_MAX_LORA_RANK, nvidia_smi_gpu
+from trainer.loading.backend import VLLM_MAX_LORA_RANK, cpu_vllm_problem, nvidia_smi_gpu
 from trainer.loading.gguf import gguf_problem, is_gguf
 
 
@@ -45,12 +45,22 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
             f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
             "use_vllm: false"
         )
+    server_on_cpu = config.use_vllm and config.vllm_mode == "server" and config.executor != "slurm"
+    if (server_on_cpu and nvidia_smi_gpu() is None or vllm_on_cpu(config)) and (problem := cpu_vllm_problem(config)):
+        problems.append(problem)
     if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
         problems.append(
             f"deepspeed_stage {config.deepspeed_stage} needs DeepSpeed, which is not installed: "
             "pip install 'grpo-studio[deepspeed]' (or set deepspeed_stage: 0)"
         )
     return problems
+
+
+def vllm_on_cpu(config: RunConfig) -> bool:
+    """Whether ``config`` asks vLLM to generate on this machine's CPU: backend: trl with use_vllm, vLLM installed
+    and no GPU that nvidia-smi sees (trainer.loading.backend.select_backend makes the same choice from torch)."""
+    asks = config.backend == "trl" and config.use_vllm and config.executor != "slurm"
+    return asks and importlib.util.find_spec("vllm") is not None and nvidia_smi_gpu() is None
 
 
 def machine_warnings(config: RunConfig) -> list[str]:
@@ -61,6 +71,8 @@ def machine_warnings(config: RunConfig) -> list[str]:
     wants_gpu = (config.use_vllm or config.load_in_4bit) and config.backend != "plain"
     if not wants_gpu or config.executor == "slurm" or config.model_name_or_path in BUILTIN_MODELS:
         return []
+    if vllm_on_cpu(config) and not config.load_in_4bit:
+        return []  # asked for on purpose, and it runs (checked by gpu_path_problems)
     if nvidia_smi_gpu() is not None:
         return []
     asked = " and ".join(

@@ -342,3 +342,18 @@ def test_the_writer_stores_token_and_heldout_rows_through_its_held_rows(tmp_path
     assert values.tokens == ["<answer>", "7"] and values.ref_logprobs is None
     assert values.logprobs == pytest.approx([-0.5, -0.01], rel=1e-3)
     assert points == [HeldOutPoint(0, 3, "q", 1.0)]
+
+
+def test_a_single_pass_runs_frontier_is_its_latest_steps_prompts_whose_group_disagreed():
+    """Issue 57.6: every prompt seen once (the demo's 800), the frontier was always empty; it is now the prompts seen
+    once in the latest FRONTIER_STEPS steps whose group disagreed."""
+    from trainer.insight.learning_map import FRONTIER_STEPS
+
+    rows = []
+    for step in range(1, 16):
+        rows += [sample(step, f"split {step}", 2.0 if i < 4 else 0.0) for i in range(8)]  # disagrees
+        rows += [sample(step, f"alike {step}", 2.0, group=1) for _ in range(8)]  # all right: no signal
+    lm = build_map(rows)
+    assert lm.counts()[SEEN_ONCE] == 30
+    assert [ln.prompt for ln in lm.frontier] == [f"split {s}" for s in range(16 - FRONTIER_STEPS, 16)]
+    assert [ln.prompt for ln in build_map(rows, upto=3).frontier] == ["split 1", "split 2", "split 3"]

@@ -305,3 +305,17 @@ def test_the_honest_demo_never_says_it(tmp_path, tiny_model_path):
         signs = {key: [p.value for p in queries.metric_series(s, run_id, key)] for key in (REPEATING_KEY, UNUSUAL_KEY)}
     assert signs == {REPEATING_KEY: [0.0] * 3, UNUSUAL_KEY: [0.0] * 3}
     assert "collapse" not in {a["name"] for a in actions.alerts(run_id)}
+    # its learning map's frontier (issue 57.6): every prompt is seen once, and the frontier is those whose group
+    # disagreed (all 3 steps are within its latest 10), read here off the stored samples
+    from trainer.insight.report import learning_report
+
+    with get_sessionmaker().begin() as s:
+        samples = learning.scored_samples(s, run_id)
+    totals: dict[tuple[int, int], list[float]] = defaultdict(list)
+    prompts = {}
+    for sample in samples:
+        totals[(sample.step, sample.group_index)].append(sample.total_reward)
+        prompts[(sample.step, sample.group_index)] = sample.prompt
+    disagreed = {prompts[k] for k, values in totals.items() if max(values) > min(values)}
+    frontier = learning_report(run_id).map.frontier
+    assert disagreed and {ln.prompt for ln in frontier} == disagreed and len(frontier) == len(disagreed)

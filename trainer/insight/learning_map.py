@@ -20,7 +20,8 @@ evaluation is one greedy answer, solved when right. Each name says what the rows
 - **forgetting**: the mean of its latest ``window`` visits is well below (``FORGET_MARGIN``) its best stretch of
   ``window`` visits before (a held-out problem: right at an earlier evaluation, wrong now).
 - **learning**: everything else: right sometimes, not yet every time, and not falling. These groups disagree, which is
-  what GRPO's advantages feed on; those whose latest visit still carried signal are the **frontier**.
+  what GRPO's advantages feed on; those whose latest visit still carried signal are the **frontier**, and so are
+  the prompts *seen once* in the latest ``FRONTIER_STEPS`` steps whose group disagreed (a single-pass run's).
 
 "Solved" reads the run's correctness reward: the first reward whose name contains "correct" (the built-in
 ``correctness``, or a custom ``my_correct``), an answer passing when it scored above 0. A run without one counts an
@@ -47,6 +48,10 @@ HELDOUT_WINDOW = 1  # a held-out problem's answer is greedy (no luck): its lates
 SOLVED = 0.85
 FORGET_MARGIN = 0.25  # how far below its best earlier pass rate a prompt's recent mean must fall to be forgetting
 TRAIN, HELDOUT = "train", "held-out"
+# A prompt seen once is on the frontier while its one group is among the latest 10 sampled steps (the health signs'
+# window): its group disagreed, so GRPO learnt from it just now; older ones are history, not "now". On the demo
+# (8 prompts a step, about 28 % of groups disagreeing) that was 22 prompts of a 100-step run, not its 359.
+FRONTIER_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,18 @@ class LearningMap:
 
     @property
     def frontier(self) -> list[PromptLine]:
-        """Training prompts being learnt now: class learning, and their latest visit's group disagreed."""
-        return [ln for ln in self.lines if ln.source == TRAIN and ln.cls == LEARNING and ln.visits[-1].signal]
+        """Training prompts being learnt now, their latest visit's group disagreed: class learning, or seen once at
+        one of the map's latest ``FRONTIER_STEPS`` steps (a run that samples each prompt once has no other class, and
+        its frontier was always empty: issue 57)."""
+        sampled = sorted({v.step for ln in self.lines if ln.source == TRAIN for v in ln.visits})
+        recent = set(sampled[-FRONTIER_STEPS:])
+        return [
+            ln
+            for ln in self.lines
+            if ln.source == TRAIN
+            and ln.visits[-1].signal
+            and (ln.cls == LEARNING or (ln.cls == SEEN_ONCE and ln.visits[-1].step in recent))
+        ]
 
     def line(self, prompt: str, source: str = TRAIN) -> PromptLine | None:
         """The line of one prompt, or None when it was never seen (up to ``upto``)."""

@@ -113,11 +113,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Start the dashboard (blocks)."""
+    """Start the dashboard (blocks). Every refusal (a malformed flag, another dashboard on this database, a port
+    another program holds) is said before Gradio is imported: on a loaded machine that import took minutes."""
     import os
 
-    from app.serve_checks import ServeRefused, claim, port_problem, release
-    from app.server import parse_auth, parse_size, serve
+    from app.serve_checks import ServeRefused, claim, parse_auth, parse_size, port_problem, release
     from trainer.config.access import Access
 
     auth, source = (args.auth, "--auth") if args.auth else (os.environ.get("GRPO_STUDIO_AUTH"), "GRPO_STUDIO_AUTH")
@@ -146,6 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if taken:
             print(f"grpo-studio: {taken}", file=sys.stderr)
             return 2
+        from app.server import serve  # Gradio, at last
+
         # (quiet_libraries ran for every command: the workers the dashboard starts inherit it)
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         print(

@@ -16,12 +16,18 @@ FastAPI app through ``launch(app_kwargs={"middleware": ...})``, that
 - counts failed logins per client address: after ``MAX_FAILURES`` within ``WINDOW_S`` the client's logins are
   answered 429 (with ``Retry-After``) for ``COOLDOWN_S``, logged once per lock-out; the right password works again
   after it, and a success clears the count;
-- serves the login page with an empty API description to a visitor without a valid session cookie.
+- serves the login page with an empty API description to a visitor without a valid session cookie, its ``HEAD``
+  saying the length its ``GET`` sends;
+- answers every other route such a visitor asks for with Gradio's own 401, unless it is in :data:`PUBLIC_ROUTES`.
 
-The client address is the connection's: the dashboard trusts no ``X-Forwarded-For`` header (``serve`` sets uvicorn's
-``FORWARDED_ALLOW_IPS`` to none unless the operator set it), since a local tunnel or proxy would let a client name
-any address. Behind a reverse proxy every client then has the proxy's address, so put a login limit on the proxy as
-well; failures from all clients together are limited too (``MAX_FAILURES_ALL``).
+Gradio asks for the login only on the routes it marks (``Depends(login_check)``): logged out, ``/gradio_api/runs``
+answered with the whole API's description (33 KB: every endpoint and its parameters), FastAPI's ``/openapi.json``
+with every route's, and ``/gradio_api/app_id``, ``/token``, ``/user``, ``/heartbeat``, ``/cancel``, ``/reset``
+answered too (issue 58.1). So the guard turns that around: a visitor who is not logged in reaches only the login
+page, the login and the logout, and the files the login page loads (Gradio's scripts, styles and fonts under
+``/assets/`` and ``/static/``: the same for every app, found from a headless Chromium's requests on the login page).
+A path under those two is answered by Gradio's file routes alone (no route declared before them matches one, and
+they serve files of Gradio's package, refusing ``..``), so a path can't name a file to the guard and reach a route.
 """
 
 from __future__ import annotations
@@ -45,6 +51,17 @@ COOLDOWN_S = 30.0
 # (an IPv6 /64 holds 2**64) must not get MAX_FAILURES guesses per address.
 MAX_FAILURES_ALL = 50
 EMPTY_API = json.dumps({"named_endpoints": {}, "unnamed_endpoints": {}})
+# What a visitor who is not logged in may ask for: the login page (its API description emptied), the login and the
+# logout, and the files the login page loads.
+PUBLIC = frozenset(
+    {("GET", "/"), ("HEAD", "/"), ("POST", "/login"), ("POST", "/login/"), ("GET", "/logout")}
+    | {("GET", "/theme.css"), ("GET", "/favicon.ico")}
+)
+PUBLIC_FILES = ("/assets/", "/static/")  # GET and HEAD
+# Gradio's launch() asks this of its own server once, without a cookie, to start the queue (gradio 6.31
+# blocks.py:3557-3565, routes.py:2128-2135); it answers only until that has happened.
+STARTUP_ROUTE = "/gradio_api/startup-events"
+NOT_LOGGED_IN = json.dumps({"detail": {"error": "Not authenticated", "auth_message": None}}).encode()
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
 
 
@@ -125,17 +142,21 @@ class LoginGuard:
         self.lock = threading.Lock()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        gradio = scope.get("app")
+        if scope["type"] not in ("http", "websocket") or getattr(gradio, "auth", None) is None:
             return await self.app(scope, receive, send)
         path, method = scope.get("path", ""), scope.get("method", "")
-        gradio = scope.get("app")
-        if getattr(gradio, "auth", None) is None:
-            return await self.app(scope, receive, send)
-        if method == "POST" and path.rstrip("/") == "/login":
+        if method == "POST" and path in ("/login", "/login/"):  # throttled whoever asks
             return await self._login(scope, receive, send)
-        if method in ("GET", "HEAD") and path == "/" and not _logged_in(scope, gradio):
+        if _logged_in(scope, gradio):
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            return await send({"type": "websocket.close", "code": 1008})  # policy violation: log in first
+        if path == "/" and method in ("GET", "HEAD"):
             return await self._login_page(scope, receive, send)
-        return await self.app(scope, receive, send)
+        if _public(method, path) or path == STARTUP_ROUTE and not getattr(gradio, "startup_events_triggered", True):
+            return await self.app(scope, receive, send)
+        return await _not_logged_in(send)
 
     async def _login(self, scope, receive, send):
         client = (scope.get("client") or ("unknown",))[0]
@@ -207,6 +228,9 @@ class LoginGuard:
                 )
 
     async def _login_page(self, scope, receive, send):
+        """The page Gradio serves at / with its API description emptied. A HEAD is answered from the page a GET
+        gets (asked of Gradio as a GET, its body not sent): Gradio's HEAD carries no body to measure, and a
+        Content-Length of 0 beside a GET of 5,972 bytes was a header that lied (issue 58.7)."""
         start, body = {}, []
 
         async def hold(message):
@@ -223,7 +247,25 @@ class LoginGuard:
             else:
                 await send(message)
 
-        await self.app(scope, receive, hold)
+        await self.app({**scope, "method": "GET"} if scope.get("method") == "HEAD" else scope, receive, hold)
+
+
+def _public(method: str, path: str) -> bool:
+    """Whether a visitor who is not logged in may ask for this."""
+    return (method, path) in PUBLIC or method in ("GET", "HEAD") and path.startswith(PUBLIC_FILES)
+
+
+async def _not_logged_in(send) -> None:
+    """Gradio's own answer to a request that needs the login (routes.py login_check), so that its page and
+    gradio_client read it as they read Gradio's."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(NOT_LOGGED_IN)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": NOT_LOGGED_IN})
 
 
 def _logged_in(scope, gradio) -> bool:

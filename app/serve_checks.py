@@ -7,6 +7,9 @@ file under the data dir holding its pid and address (``dashboard.lock``, or ``da
 ``$DATABASE_URL``); a second one is refused, naming them. A lock whose pid is gone (a dashboard killed with -9) is
 stale and taken over. A port another program listens on is refused in one sentence naming a free one, instead of
 Gradio's traceback and its advice about ``GRADIO_SERVER_PORT``.
+
+Nothing here imports Gradio: ``serve`` says each of these refusals (and a malformed ``--auth`` or
+``--max-upload-size``) before it imports the dashboard, which took 88-116 s on a machine at load 23 (issue 58.8).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -116,3 +120,21 @@ def _alive(pid: int) -> bool:
 def _address(host: str, port: object) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     return f"http://{shown}:{port}/"
+
+
+def parse_auth(value: str | None) -> tuple[str, str] | None:
+    """ "user:password" → (user, password); None for no auth. Raises ValueError for a malformed value."""
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("auth must look like user:password")
+    return user, password
+
+
+def parse_size(text: str) -> int:
+    """ "1GB", "500 MB", "2g", "1000000" → bytes; raises ValueError with what is expected."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a size: expected e.g. 500MB, 1GB or a number of bytes")
+    return int(float(match.group(1)) * 1000 ** " kmgt".index(match.group(2) or " "))

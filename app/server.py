@@ -12,7 +12,6 @@ import html
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from app.guard import BodyLimit, LoginGuard
 from app.page_script import PageScript
 from app.pages import compare, monitor, new_run, runs, sweeps
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
+from app.serve_checks import parse_auth
 from app.verdict import problem, verdict
 from storage.db import data_dir, get_sessionmaker
 from storage.summaries import RunSummary, matching, run_summaries
@@ -348,24 +348,6 @@ def refresh_lists(query: str | None, previous: tuple | None, shown: int | None =
     return table, gr.update(choices=choices), overlay, gr.update(choices=finished), (lists, rows)
 
 
-def parse_auth(value: str | None) -> tuple[str, str] | None:
-    """ "user:password" → (user, password); None for no auth. Raises ValueError for a malformed value."""
-    if not value:
-        return None
-    user, sep, password = value.partition(":")
-    if not sep or not user or not password:
-        raise ValueError("auth must look like user:password")
-    return user, password
-
-
-def parse_size(text: str) -> int:
-    """ "1GB", "500 MB", "2g", "1000000" → bytes; raises ValueError with what is expected."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text.lower())
-    if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a size: expected e.g. 500MB, 1GB or a number of bytes")
-    return int(float(match.group(1)) * 1000 ** " kmgt".index(match.group(2) or " "))
-
-
 # Gradio's queue looks for new events every 1 ms while it has none (gradio 6.31 queueing.py:149 `sleep_when_free`, read
 # by Queue.start_processing at :508-546) and for progress to send every 10 ms (:150, Queue.start_progress_updates at
 # :561-569): an idle dashboard, no page open, used about 5 % of a core on that alone (bench/idle_server.py). A look
@@ -379,6 +361,50 @@ def pace_queue(demo: gr.Blocks) -> gr.Blocks:
     demo._queue.sleep_when_free = IDLE_LOOK_SECONDS
     demo._queue.progress_update_sleep_when_free = PROGRESS_LOOK_SECONDS
     return demo
+
+
+def middleware(max_upload_bytes: int) -> list[Middleware]:
+    """What stands in front of Gradio's routes, outermost first: request bodies bounded, logins throttled and
+    everything but the login page kept from a visitor who is not logged in (app/guard.py), and the page's own script
+    ahead of Gradio's (app/page_script.py)."""
+    return [
+        Middleware(BodyLimit, max_upload_bytes=max_upload_bytes),
+        Middleware(LoginGuard),
+        Middleware(PageScript),
+    ]
+
+
+def launch(
+    demo: gr.Blocks,
+    host: str,
+    port: int,
+    credentials: tuple[str, str] | None,
+    max_upload_bytes: int = MAX_UPLOAD_BYTES,
+    block: bool = True,
+) -> None:
+    """Serve ``demo`` at ``host:port`` (blocks until interrupted unless ``block`` is False; then ``demo.close()``
+    stops it).
+
+    Gradio's launch() then asks its own server for ``/`` once with a 3 s timeout (gradio 6.31 networking.py
+    ``url_ok``, called at blocks.py:3592) and takes a timeout for "localhost is not accessible": on a busy machine
+    the dashboard died right after it had started to answer, telling the operator to set share=True (issue 58.8).
+    ``_frontend=False`` is the launch() argument that skips that look and nothing else (its only use in 6.31); the
+    server is known to answer by then, since launch() has just had its ``startup-events`` answered by it, with no
+    timeout. tests/test_serve_start.py holds a server whose own HEAD is answered slowly to that."""
+    pace_queue(demo.queue(default_concurrency_limit=8)).launch(
+        max_file_size=max_upload_bytes,
+        app_kwargs={"middleware": middleware(max_upload_bytes)},
+        server_name=host,
+        server_port=port,
+        auth=credentials,
+        show_error=True,
+        # downloads (exported configs, adapter zips, merged models) are written under the data dir only
+        allowed_paths=[str(data_dir() / "exports")],
+        prevent_thread_lock=not block,
+        css=CSS + styles.CSS,
+        quiet=True,  # no "set share=True" hint: the command line says where to open the dashboard
+        _frontend=False,
+    )
 
 
 def serve(
@@ -412,25 +438,5 @@ def serve(
     demo = build_app(access)
     prune_uploads()
     started = time.perf_counter()
-    pace_queue(demo.queue(default_concurrency_limit=8)).launch(
-        max_file_size=max_upload_bytes,
-        # request bodies bounded, failed logins throttled, no API description on the login page (app/guard.py)
-        # and the page's own script ahead of Gradio's (app/page_script.py)
-        app_kwargs={
-            "middleware": [
-                Middleware(BodyLimit, max_upload_bytes=max_upload_bytes),
-                Middleware(LoginGuard),
-                Middleware(PageScript),
-            ]
-        },
-        server_name=host,
-        server_port=port,
-        auth=credentials,
-        show_error=True,
-        # downloads (exported configs, adapter zips, merged models) are written under the data dir only
-        allowed_paths=[str(data_dir() / "exports")],
-        prevent_thread_lock=False,
-        css=CSS + styles.CSS,
-        quiet=True,  # no "set share=True" hint: the command line says where to open the dashboard
-    )
+    launch(demo, host, port, credentials, max_upload_bytes)
     log.info("dashboard stopped after %.0f s", time.perf_counter() - started)

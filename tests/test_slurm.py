@@ -198,39 +198,6 @@ def test_vllm_gpus_count_within_the_visible_gpus():
         vllm_server.split_gpus(["0", "1", "2", "3"], [4])
 
 
-def test_the_supervisor_runs_training_beside_the_server_and_stops_the_server_after(tmp_path, monkeypatch):
-    """The server is a stand-in (``sleep``: vLLM needs a GPU); what is checked is the supervisor's part: the GPUs
-    each process gets, the server's address in training's environment, both pids in the run's log, and the server
-    stopped once training has ended."""
-    config = tiny_config(vllm_mode="server", vllm_gpus="0", backend="trl", use_vllm=True, model_name_or_path="org/m")
-    run_id = create_run(config)
-    with get_sessionmaker().begin() as s:
-        queries.worker_launched(s, queries.get_run(s, run_id), 1, None, str(tmp_path))
-
-    def stand_in(*args, **kwargs):
-        return ["bash", "-c", 'echo "$CUDA_VISIBLE_DEVICES" > server-gpus; exec sleep 600']
-
-    monkeypatch.setattr(vllm_server, "vllm_serve_command", stand_in)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5")
-    training = [
-        sys.executable,
-        "-c",
-        "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
-        "os.environ['GRPO_STUDIO_VLLM_SERVER'], file=open('train-env', 'w'))",
-    ]
-    assert vllm_server.supervise(run_id, training) == 0
-    assert (tmp_path / "server-gpus").read_text().strip() == "2"
-    gpus, address = (tmp_path / "train-env").read_text().split()
-    assert gpus == "3,5" and address.startswith("127.0.0.1:")
-    with get_sessionmaker().begin() as s:
-        lines = [line.message for line in queries.log_tail(s, run_id)]
-    started = next(line for line in lines if line.startswith("vLLM server started"))
-    server_pid = int(started.split("pid ")[1].split(")")[0])
-    assert f"at {address}" in started and "training on GPUs 3,5" in started
-    assert lines[-1] == f"vLLM server stopped (pid {server_pid})"
-    assert not Path(f"/proc/{server_pid}").exists()
-
-
 def test_a_data_dir_on_a_local_filesystem_is_flagged_for_slurm(monkeypatch, tmp_path):
     from trainer.config.cluster import cluster_warnings, filesystem_type
 

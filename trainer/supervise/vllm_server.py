@@ -32,6 +32,11 @@ from trainer.supervise.gpu_lease import GpuBusy, acquire, default_wait
 from trainer.supervise.run_files import RunFiles
 
 SERVER_STOP_WAIT_S = 30
+# How long the server may take to answer /health before the run fails saying so: loading a large model and starting
+# its engine takes minutes (GRPO_STUDIO_VLLM_START_TIMEOUT_S changes it). TRL's own client waits 240 s by default
+# (GRPOConfig.vllm_server_timeout), without telling a dead server from a slow one.
+SERVER_START_TIMEOUT_S = 900
+PORT_TRIES = 3  # a port found free can be taken before the server binds it: try another, twice
 
 
 def split_gpus(visible: list[str], vllm_positions: list[int]) -> tuple[list[str], list[str]]:
@@ -111,23 +116,11 @@ def supervise(run_id: int, training: list[str]) -> int:
 
 
 def _serve_and_train(run_id, config, files: RunFiles, serve_gpus, train_gpus, training: list[str]) -> int:
-    from trainer.loading.backend import model_path
-
-    port, group_port = free_port(), free_port()
-    command = vllm_serve_command(
-        model_path(config), len(serve_gpus), port, config.vllm_gpu_memory_utilization, config.max_seq_length
-    )
-    with open(files.vllm_log, "ab") as log:
-        server = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # out of the group a stop signals: it serves until the last step is done
-            preexec_fn=_die_with_parent,
-            env=server_env(serve_gpus),
-            cwd=str(files.root),
-        )
+    started = _start_server(run_id, config, files, serve_gpus)
+    if isinstance(started, str):
+        _log(run_id, started, "ERROR")
+        return 1
+    server, port = started
     _log(
         run_id,
         f"vLLM server started (pid {server.pid}) on GPUs {','.join(serve_gpus)} at 127.0.0.1:{port}; training on "
@@ -136,21 +129,93 @@ def _serve_and_train(run_id, config, files: RunFiles, serve_gpus, train_gpus, tr
     env = os.environ | {
         "CUDA_VISIBLE_DEVICES": ",".join(train_gpus),
         VLLM_SERVER_ENV: f"127.0.0.1:{port}",
-        VLLM_GROUP_PORT_ENV: str(group_port),
+        VLLM_GROUP_PORT_ENV: str(free_port()),
     }
     trainer = subprocess.Popen(training, stdin=subprocess.DEVNULL, env=env, cwd=str(files.root))
     # Slurm may signal only this process (the job's batch step): pass a stop on to training.
     signal.signal(signal.SIGTERM, lambda *_: trainer.send_signal(signal.SIGTERM))
     signal.signal(signal.SIGINT, lambda *_: trainer.send_signal(signal.SIGINT))
-    reported = False
+    died = False
     while trainer.poll() is None:
-        if server.poll() is not None and not reported:
-            _log(run_id, f"vLLM server exited with code {server.returncode}: see {files.vllm_log}", "ERROR")
-            reported = True
+        if server.poll() is not None and not died:
+            # Training can't go on without its generator: stop it now (it saves at its step boundary) rather than
+            # let TRL's client wait out its timeout on every request.
+            _log(run_id, f"{server_exit(server, files)}; stopping training", "ERROR")
+            trainer.send_signal(signal.SIGTERM)
+            died = True
         time.sleep(1)
     _stop_server(server)
     _log(run_id, f"vLLM server stopped (pid {server.pid})")
-    return trainer.returncode
+    return 1 if died and trainer.returncode == 0 else trainer.returncode
+
+
+def _start_server(run_id, config, files: RunFiles, serve_gpus) -> tuple[subprocess.Popen, int] | str:
+    """Start the run's server and wait until it answers: (the server, its port), or why it did not, in a sentence.
+    A port taken between choosing and binding it gets another (:data:`PORT_TRIES`)."""
+    from trainer.loading.backend import model_path
+
+    timeout = float(os.environ.get("GRPO_STUDIO_VLLM_START_TIMEOUT_S") or SERVER_START_TIMEOUT_S)
+    for attempt in range(1, PORT_TRIES + 1):
+        port = free_port()
+        command = vllm_serve_command(
+            model_path(config), len(serve_gpus), port, config.vllm_gpu_memory_utilization, config.max_seq_length
+        )
+        start = files.vllm_log.stat().st_size if files.vllm_log.exists() else 0
+        with open(files.vllm_log, "ab") as log:
+            server = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # out of the group a stop signals: it serves until the last step is done
+                preexec_fn=_die_with_parent,
+                env=server_env(serve_gpus),
+                cwd=str(files.root),
+            )
+        problem = wait_until_ready(server, port, timeout)
+        if problem is None:
+            return server, port
+        exited = server.poll() is not None
+        _stop_server(server)
+        written = files.vllm_log.read_bytes()[start:].decode(errors="replace")
+        if exited and "address already in use" in written.lower() and attempt < PORT_TRIES:
+            _log(run_id, f"port {port} was taken before the vLLM server bound it: trying another")
+            continue
+        return server_exit(server, files, written, " before it answered") if exited else problem
+    raise AssertionError("unreachable: the last try returns")
+
+
+def wait_until_ready(server: subprocess.Popen, port: int, timeout_s: float, interval_s: float = 1.0) -> str | None:
+    """Poll the server's ``/health`` (vLLM's and TRL's server both answer it; trl 1.16 generation/vllm_client.py:278)
+    until it answers 200: None then, else why not: it exited, or it did not answer within ``timeout_s``."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.poll() is not None:
+            return f"the vLLM server exited with code {server.returncode} before it answered"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return None
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() >= deadline:
+            return (
+                f"the vLLM server did not answer at 127.0.0.1:{port} within {timeout_s:g} s (set "
+                "GRPO_STUDIO_VLLM_START_TIMEOUT_S for a model that takes longer to load)"
+            )
+        time.sleep(interval_s)
+
+
+def server_exit(server: subprocess.Popen, files: RunFiles, written: str | None = None, when: str = "") -> str:
+    """One sentence on a server that exited: its code, ``when``, and the last line of its log (``written``: what it
+    wrote this time, else the whole log)."""
+    text = written if written is not None else files.vllm_log.read_text(errors="replace")
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    said = f" ({last[:300]})" if last else ""
+    return f"the vLLM server exited with code {server.returncode}{when}{said}; its log: {files.vllm_log}"
 
 
 def _stop_server(server: subprocess.Popen) -> None:

@@ -253,7 +253,7 @@ class RunConfig:
         "e.g. pip install 'grpo-studio[trackio]'); grpo-studio's own charts read its database either way.",
     )
     keep_samples_every: int = advanced(
-        1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1
+        1, "Past the latest 100 steps, keep sampled completions of every Nth step only (1: all).", min=1, max=1_000_000
     )
     curriculum: bool = advanced(
         False,
@@ -265,6 +265,7 @@ class RunConfig:
         3,
         "With curriculum: visits in a row solved by the whole group after which a prompt is no longer sampled.",
         min=1,
+        max=1_000_000,
     )
     curriculum_never_keep: float = advanced(
         0.5, "With curriculum: the share of draws a prompt never solved so far is still sampled in.", min=0.0, max=1.0
@@ -299,11 +300,16 @@ class RunConfig:
     backend: str = advanced(
         "auto",
         "Model path: auto (Unsloth + vLLM when a GPU and the gpu extra are there; TRL + vLLM with vLLM but no Unsloth; "
-        "else plain), or force plain, unsloth or trl (TRL's own vLLM colocate mode, no Unsloth).",
+        "else plain), or force plain, unsloth or trl (TRL's own vLLM colocate mode, no Unsloth; on a CPU with a CPU "
+        "build of vLLM installed, trl with use_vllm is how vLLM generates there).",
         choices=("auto", "plain", "unsloth", "trl"),
     )
     load_in_4bit: bool = advanced(True, "Load the base model in 4 bits (GPU only; saves memory).")
-    use_vllm: bool = advanced(True, "Generate groups with vLLM (GPU fast path only).")
+    use_vllm: bool = advanced(
+        True,
+        "Generate groups with vLLM: the GPU fast path. On a CPU only with backend: trl, and slower there than "
+        "transformers' generate (bench/vllm_cpu.py), so plain generation stays the CPU's default.",
+    )
     vllm_importance_sampling_correction: bool = advanced(
         True,
         "TRL + vLLM: weight each completion by pi_train / pi_vLLM, the gap between the sampler's and the trainer's "
@@ -378,7 +384,12 @@ class RunConfig:
         :class:`ConfigError` listing every problem (with the range problems of the values that did parse, so a second
         try isn't needed); everything else is left to trainer.config.review.problems.
         """
-        kwargs, problems, notes = read_values(data, typing.get_type_hints(cls))
+        ranges = {
+            f.name: rules.range_text(f.metadata["min"], f.metadata["max"])
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("min") is not None or f.metadata.get("max") is not None
+        }
+        kwargs, problems, notes = read_values(data, typing.get_type_hints(cls), ranges)
         if problems:
             partial = cls(**kwargs)
             problems.extend(partial.field_problems())

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config.keys import repr_short, unknown_setting
+from trainer.config.rules import range_text
 from trainer.config.run_config import RunConfig
 from trainer.config.values import coerce, shorten
 from trainer.safe_text import text_problem
@@ -50,6 +51,11 @@ MAX_VALUES = 32  # values of one setting (a list, or a range's count)
 # outside it names no metric, and HTML or a terminal's escape in it would reach the Sweeps page and the CLI's table.
 METRIC_NAME = re.compile(r"[A-Za-z0-9_./:-]{1,200}")
 SWEEP_KEYS = ("method", "members", "seed", "objective", "direction", "settings", "prune")
+# Every whole number of a sweep: bounded as it is read (issue 58.4: a seed of 2**32 reached numpy's seeding and its
+# traceback; a signal_window of 10**30 was stored, after which /sweeps could not be answered). The seed is what numpy
+# and Optuna's samplers take; a window or a warm-up is counted in steps or evaluations, a run has at most 1,000,000.
+WHOLE_BOUNDS = {"members": (0, MAX_MEMBERS), "seed": (0, 2**32 - 1)}
+PRUNE_BOUNDS = {"median_warmup": (1, 1_000_000), "median_peers": (1, MAX_MEMBERS - 1), "signal_window": (1, 1_000_000)}
 # Settings that name things or are machinery (where it runs, what it is called), never a point of a search.
 # eval_problems: a median rule compares members' held-out scores, which must be read on the same problems
 NOT_SWEPT = frozenset({"name", "executor", "backend", "vllm_mode", "eval_problems"})
@@ -179,10 +185,11 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
     method = str(block.get("method", "grid"))
     if method not in METHODS:
         problems.append(f"sweep.method {shorten(method)}: expected one of {', '.join(METHODS)}")
+    said = len(problems)
     members = _whole(block, "members", 0, problems)
-    seed = _whole(block, "seed", 0, problems)
-    if method in ("random", "tpe") and not 1 <= members <= MAX_MEMBERS:
+    if method in ("random", "tpe") and len(problems) == said and not 1 <= members <= MAX_MEMBERS:
         problems.append(f"sweep.members {members}: {method} search needs from 1 to {MAX_MEMBERS} members")
+    seed = _whole(block, "seed", 0, problems)
     objective = block.get("objective", DEFAULT_OBJECTIVE)
     if isinstance(objective, str) and (unsafe := text_problem("sweep.objective", objective)):
         problems.append(unsafe)  # ESC, OSC 52, NUL: named by code point, never stored or echoed raw
@@ -221,14 +228,20 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
 
 
 def _whole(block: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
-    value = block.get(key, default)
+    """The whole number ``block[key]`` within :data:`WHOLE_BOUNDS`, else ``default`` and a problem."""
+    return _bounded(f"sweep.{key}", block.get(key, default), WHOLE_BOUNDS[key], default, problems)
+
+
+def _bounded(name: str, value: Any, bounds: tuple[int, int], default: int, problems: list[str]) -> int:
+    """``value`` read as a whole number from ``bounds[0]`` to ``bounds[1]``; else ``default``, and a problem saying
+    the range."""
     try:
         number = coerce(value, int)
     except (TypeError, ValueError, OverflowError):
-        problems.append(f"sweep.{key} {shorten(value)}: expected a whole number")
+        number = None
+    if number is None or not bounds[0] <= number <= bounds[1]:
+        problems.append(f"{name} {shorten(value)}: expected a whole number from {bounds[0]:,} to {bounds[1]:,}")
         return default
-    if number < 0:
-        problems.append(f"sweep.{key} {number}: expected a whole number, at least 0")
     return number
 
 
@@ -266,7 +279,9 @@ def _dimension(name: str, given: Any, method: str) -> tuple[Dimension | None, li
     for value in listed:
         try:
             values.append(coerce(value, hint))
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:  # beyond any setting's range: the field's says what is expected
+            return None, [f"{where} {shorten(value)}: expected {_field_range(name) or _kind(hint)}"]
+        except (TypeError, ValueError):
             return None, [f"{where} {shorten(value)}: expected {_kind(hint)}"]
     if len(set(values)) < len(values):
         return None, [f"{where} lists a value twice: each point of a sweep is run once"]
@@ -282,7 +297,7 @@ def _range(where: str, name: str, given: Mapping[str, Any], hint: Any, method: s
         return None, [f"{where}.{_name(unknown[0])}: expected low, high, count (for a range) and scale"]
     try:
         low, high = float(given["low"]), float(given["high"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
         return None, [f"{where}: a range needs low and high numbers, e.g. {{low: 1e-5, high: 1e-4}}"]
     scale = str(given.get("scale", "linear"))
     if scale not in SCALES:
@@ -291,6 +306,11 @@ def _range(where: str, name: str, given: Mapping[str, Any], hint: Any, method: s
         return None, [f"{where}: low {low:g} must be below high {high:g}"]
     if scale == "log" and low <= 0:
         return None, [f"{where}: a log scale needs low above 0, got {low:g}"]
+    lo, hi = (_fields()[name].metadata.get(k) for k in ("min", "max"))
+    if lo is not None and low < lo or hi is not None and high > hi:
+        # every point drawn from it must be a value the setting takes (a search from 1 to 1e30 gave members no config
+        # could hold, and Optuna's integers of 30 digits)
+        return None, [f"{where}: low {low:g} and high {high:g} must lie within {name}'s range, {range_text(lo, hi)}"]
     if "count" not in given:
         if method == "grid":
             return None, [f"{where}: a grid needs values or a range with a count; a search range suits random or tpe"]
@@ -320,6 +340,12 @@ def _name(key: Any) -> str:
     return text if text.isidentifier() and len(text) <= 60 else repr_short(text)
 
 
+def _field_range(name: str) -> str | None:
+    """RunConfig's range for ``name`` in words ("a value from 1 to 1,000,000"), None when it has none."""
+    lo, hi = (_fields()[name].metadata.get(k) for k in ("min", "max"))
+    return None if lo is None and hi is None else range_text(lo, hi)
+
+
 def _kind(hint: Any) -> str:
     return {int: "a whole number", float: "a number", bool: "true or false", str: "one of the setting's choices"}[hint]
 
@@ -337,6 +363,9 @@ def _prune(given: Any, problems: list[str]) -> Prune:
             problems.append(f"sweep.prune.{_name(key)}: not a pruning setting (expected one of {', '.join(defaults)})")
             continue
         kind = type(defaults[key].default)
+        if key in PRUNE_BOUNDS:
+            values[key] = _bounded(f"sweep.prune.{key}", value, PRUNE_BOUNDS[key], defaults[key].default, problems)
+            continue
         try:
             values[key] = coerce(value, kind)
         except (TypeError, ValueError, OverflowError):
@@ -344,9 +373,6 @@ def _prune(given: Any, problems: list[str]) -> Prune:
     prune = Prune(**values)
     if not 0 < prune.signal_share <= 1:
         problems.append(f"sweep.prune.signal_share {prune.signal_share:g}: expected a share above 0, at most 1")
-    for key in ("median_warmup", "median_peers", "signal_window"):
-        if getattr(prune, key) < 1:
-            problems.append(f"sweep.prune.{key} {getattr(prune, key)}: expected a whole number, at least 1")
     return prune
 
 

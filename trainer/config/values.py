@@ -13,13 +13,23 @@ from typing import Any
 
 from trainer.config.keys import sort_unknown
 
+# The largest whole number a config may hold, either way: a signed 64-bit integer, what SQLite stores and what
+# orjson (Gradio's encoder) writes. Every setting's range lies far inside it. A larger one is refused as the value is
+# read, not kept to be echoed: /validate's answer carried max_steps 2**70 back, orjson could not write it, and the
+# client got no answer at all (issue 58.4).
+MAX_WHOLE = 2**63 - 1
+
 
 # --- reading values -------------------------------------------------------------------------------------------------
-def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
+def read_values(
+    data: dict[str, Any], hints: dict[str, Any], ranges: dict[str, str] | None = None
+) -> tuple[dict[str, Any], list[str], list[str]]:
     """The values of ``data`` whose keys are fields (``hints`` maps each field to its type), each read as its type.
 
     Returns (values, problems, notes): a problem for each value of the wrong type and for each key that is close to
-    a field's name (a typo: trainer.config.keys), a note for each other unknown key.
+    a field's name (a typo: trainer.config.keys), a note for each other unknown key. A number beyond any setting's
+    range (:data:`MAX_WHOLE`, or a float's) is a problem saying the field's range from ``ranges`` ("a value from 1
+    to 1,000,000"), and is not among the values.
     """
     values: dict[str, Any] = {}
     problems: list[str] = []
@@ -28,7 +38,10 @@ def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, 
             continue
         try:
             values[key] = coerce(value, hints[key])
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:
+            expected = (ranges or {}).get(key) or f"{type_name(hints[key])} of at most 18 digits"
+            problems.append(f"{key} {shorten(value)}: expected {expected}")
+        except (TypeError, ValueError):
             problems.append(f"{key}: expected {type_name(hints[key])}, got {shorten(value)}")
     mistyped, notes = sort_unknown([k for k in data if k not in hints], hints)
     return values, problems + mistyped, notes
@@ -36,7 +49,8 @@ def read_values(data: dict[str, Any], hints: dict[str, Any]) -> tuple[dict[str, 
 
 def coerce(value: Any, hint: Any) -> Any:
     """``value`` as the type ``hint`` names (text from a form, a CLI flag or YAML included); raises TypeError or
-    ValueError when it can't be read as one."""
+    ValueError when it can't be read as one, OverflowError for a whole number beyond :data:`MAX_WHOLE` either way
+    (or a number too large for a float)."""
     origin = typing.get_origin(hint)
     if origin is list:
         (item,) = typing.get_args(hint)
@@ -60,9 +74,14 @@ def coerce(value: Any, hint: Any) -> Any:
             except ValueError:
                 # "1e20" (YAML reads exponents without a dot as text): a range problem, not a type one
                 value = float(value)
+        if isinstance(value, float) and value in (float("inf"), float("-inf")):
+            raise OverflowError  # "1e400" in YAML is text, and infinite as a float: beyond any range, not a fraction
         if isinstance(value, float) and not value.is_integer():
             raise ValueError
-        return int(value)
+        whole = int(value)
+        if not -MAX_WHOLE <= whole <= MAX_WHOLE:
+            raise OverflowError
+        return whole
     if hint is float:
         if isinstance(value, bool):
             raise TypeError

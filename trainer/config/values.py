@@ -40,7 +40,7 @@ def read_values(
             values[key] = coerce(value, hints[key])
         except OverflowError:
             expected = (ranges or {}).get(key) or f"{type_name(hints[key])} of at most 18 digits"
-            problems.append(f"{key} {shorten(value)}: expected {expected}")
+            problems.append(f"{key} {_as_number(value)}: expected {expected}")
         except (TypeError, ValueError):
             problems.append(f"{key}: expected {type_name(hints[key])}, got {shorten(value)}")
     mistyped, notes = sort_unknown([k for k in data if k not in hints], hints)
@@ -91,6 +91,15 @@ def coerce(value: Any, hint: Any) -> Any:
             raise TypeError
         return str(value)
     return value
+
+
+def _as_number(value: Any) -> str:
+    """A number beyond any range as the range rules write a value out of range (trainer.config.rules: ``1e+23``), or
+    shortened when it is none a float can hold."""
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError, OverflowError):
+        return shorten(value)
 
 
 def type_name(hint: Any) -> str:

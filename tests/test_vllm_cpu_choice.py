@@ -134,3 +134,20 @@ def test_the_engine_report_logs_the_engines_settings_and_its_first_sampling_once
 def test_the_head_width_of_a_model_not_on_this_machine_is_unknown_not_guessed(monkeypatch):
     monkeypatch.setattr(backend_module, "existing_model_path", lambda config: None)
     assert backend_module.head_width(RunConfig(model_name_or_path="owner/name")) is None
+
+
+def test_top_p_below_1_with_trls_vllm_correction_is_warned_with_its_measured_cost(model_dir):
+    from trainer.config.review.model import sampling_warnings
+
+    nucleus = RunConfig(model_name_or_path=model_dir, backend="trl", use_vllm=True, top_p=0.95)
+    (warning,) = sampling_warnings(nucleus)
+    assert warning.startswith("top_p 0.95 with use_vllm: TRL's importance-sampling correction weighs each completion")
+    assert warning.endswith("set top_p: 1, or vllm_importance_sampling_correction: false")
+    for fine in (
+        dataclasses.replace(nucleus, top_p=1.0),
+        dataclasses.replace(nucleus, vllm_importance_sampling_correction=False),
+        dataclasses.replace(nucleus, use_vllm=False),
+        dataclasses.replace(nucleus, backend="plain"),
+        tiny_config(top_p=0.95),  # the built-in models never generate with vLLM
+    ):
+        assert sampling_warnings(fine) == []

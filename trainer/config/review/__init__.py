@@ -29,7 +29,7 @@ from trainer.config.cluster import cluster_problems, cluster_warnings
 from trainer.config.names import file_split_problem
 from trainer.config.review.data import check_dataset
 from trainer.config.review.heldout import check_heldout, heldout_warnings
-from trainer.config.review.model import check_model, gpu_path_problems, machine_warnings
+from trainer.config.review.model import check_model, gpu_path_problems, machine_warnings, sampling_warnings
 from trainer.config.review.rewards import reward_mix_warnings, reward_problems
 from trainer.config.review.tools import tool_problems
 from trainer.config.run_config import ConfigError, RunConfig
@@ -113,6 +113,7 @@ def warnings(config: RunConfig) -> list[str]:
         + heldout_warnings(config)
         + cluster_warnings(config)
         + machine_warnings(config)
+        + sampling_warnings(config)
     )
 
 

@@ -83,3 +83,23 @@ def machine_warnings(config: RunConfig) -> list[str]:
         "train on the CPU in 32 bits with plain transformers, hours to days for a model of billions of parameters; "
         "run it on a machine with an NVIDIA GPU (or through Slurm), or set backend: plain to train here on purpose"
     ]
+
+
+def sampling_warnings(config: RunConfig) -> list[str]:
+    """top_p below 1 with TRL's vLLM importance-sampling correction: vLLM returns the log-probs of the distribution it
+    sampled from, renormalised over the nucleus (trl 1.16 generation/vllm_generation.py:361,
+    ``logprobs_mode="processed_logprobs"``), while the trainer's come from the whole distribution at the same
+    temperature (grpo_trainer.py: logits / temperature, no top_p), so every token's ratio is the nucleus's mass, below
+    1, and a sequence's ratio is their product. Measured on this CPU (tests/test_vllm_cpu.py's settings, top_p 0.95,
+    32-token completions): 0.43-0.44 at every step, so the correction scaled every update down by more than half. Unsloth's
+    vLLM path corrects in its own way (RunConfig.vllm_importance_sampling_correction's help)."""
+    trl_path = config.backend == "trl" or (config.backend == "auto" and importlib.util.find_spec("unsloth") is None)
+    corrected = config.use_vllm and config.vllm_importance_sampling_correction and trl_path
+    if not corrected or config.top_p >= 1 or config.model_name_or_path in BUILTIN_MODELS:
+        return []
+    return [
+        f"top_p {config.top_p:g} with use_vllm: TRL's importance-sampling correction weighs each completion by the "
+        "trainer's log-probs (the whole distribution) over vLLM's (renormalised to the top_p nucleus), a ratio below 1 "
+        "on every token that shrinks each update (measured: 0.43 over 32 tokens at top_p 0.95); set top_p: 1, or "
+        "vllm_importance_sampling_correction: false"
+    ]

@@ -124,6 +124,39 @@ def test_a_start_is_forked_by_the_ready_parent_and_set_up_as_a_fresh_detached_wo
     assert second not in (pid, process.pid) and _report(tmp_path / "second.log")["run_id"] == 13
 
 
+def _command_line(pid: int) -> list[str]:
+    """What ps shows of ``pid``: its /proc command line, the empty arguments a shorter title leaves dropped."""
+    return [arg.decode() for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if arg]
+
+
+def test_ps_shows_a_forked_worker_with_its_own_run_id_and_the_parent_with_none(parent, tmp_path):
+    """Issue 58: a forked worker kept the command line of the process it was forked from, whose run id ps showed."""
+    process, env = parent
+    first = warm_start.start(_worker(7), tmp_path / "7.log", tmp_path, env)
+    second = warm_start.start(_worker(1234), tmp_path / "1234.log", tmp_path, env)
+    assert _report(tmp_path / "7.log")["run_id"] == 7 and _report(tmp_path / "1234.log")["run_id"] == 1234
+
+    assert _command_line(first) == [sys.executable, "-m", "trainer.job.worker", "7"]  # as a fresh worker's
+    assert _command_line(second) == [sys.executable, "-m", "trainer.job.worker", "1234"]
+    assert _command_line(process.pid) == [sys.executable, "-m", "trainer.job.warm_start", "warm-parent"]
+
+
+def test_a_title_longer_than_the_old_command_line_is_refused_and_a_shorter_one_set():
+    """trainer.job.proctitle writes only within the old command line's room: a longer title is refused, not cut."""
+    script = (
+        "import sys; from trainer.job.proctitle import set_title; "
+        "print(set_title(['x' * 4096]), set_title(['short', 'title']), flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert child.stdout.readline().split() == ["False", "True"]
+        assert _command_line(child.pid) == ["short", "title"]
+    finally:
+        child.communicate("")
+
+
 def test_a_stop_sent_the_moment_the_pid_is_answered_is_heard(parent, tmp_path):
     _, env = parent
     for run_id in range(30, 35):

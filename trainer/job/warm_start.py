@@ -7,7 +7,9 @@ its output to /dev/null, and waits on the launcher's pipes; for each start it fo
 detached worker would be (:func:`_become`: a session of its own, output appended to the run's log, the launch's
 working directory and environment, with what the imports set in it) and answers the child's pid once the child
 leads its session, so a stop's ``killpg`` finds it. SIGTERM is held from the fork until the child has routed it to
-its stop request: a stop sent the moment the pid is recorded is heard, not fatal.
+its stop request: a stop sent the moment the pid is recorded is heard, not fatal. Each sets its own process title
+(trainer.job.proctitle): the child ``python -m trainer.job.worker RUN_ID`` with its own run's id, the parent
+``python -m trainer.job.warm_start warm-parent``.
 
 The warm parent ends when the launcher's end of the pipes closes (the launcher exited) or after
 trainer.supervise.warm_start.IDLE_SECONDS without a start. Its children are reaped by the kernel (SIGCHLD ignored);
@@ -21,8 +23,19 @@ import os
 import signal
 import sys
 
+from trainer.job.proctitle import set_title
 from trainer.job.stop import StopRequest
-from trainer.supervise.warm_start import GO, IDLE_SECONDS, READY, import_settings, read_line, readable, write_all
+from trainer.supervise.warm_start import (
+    GO,
+    IDLE_SECONDS,
+    MODULE,
+    READY,
+    WORKER_MODULE,
+    import_settings,
+    read_line,
+    readable,
+    write_all,
+)
 
 # What every worker on TRL's path imports. Not trl's GRPOTrainer: its module imports trackio (trl 1.16.0
 # trainer/grpo_trainer.py:110-111), which reads TRACKIO_DIR once, as it is imported (trackio utils.py:211), and the
@@ -56,6 +69,7 @@ def serve(requests: int, answers: int, started_with: dict[str, str]):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps its children
     _redirect(os.devnull, os.devnull)
     os.chdir("/")
+    set_title([sys.executable, "-m", MODULE, "warm-parent"])  # not the first run's id: it trains no run
     write_all(answers, READY + b" %d\n" % os.getpid())
     while readable(requests, IDLE_SECONDS):
         line = read_line(requests)
@@ -73,6 +87,9 @@ def serve(requests: int, answers: int, started_with: dict[str, str]):
         child = _fork_worker(requests, answers, run_id)
         if child is not None:  # in the child: set up as the request's worker
             _become(log, cwd, env | set_by_imports)
+            # ps shows a fresh worker's command line, with this run's id, not the one of the process forked from
+            if not set_title([sys.executable, "-m", WORKER_MODULE, str(run_id)]):
+                print("grpo-studio: this worker's process title could not be set (ps shows another's)", file=sys.stderr)
             return child
     os._exit(0)
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.monitor_state import duration, eta
 from storage import queries
-from storage.db import get_sessionmaker
+from storage.db import get_sessionmaker, is_transient
 from trainer.insight.spread import KEYS as SPREAD_KEYS
 from trainer.insight.spread import NoSpread, no_spread
 from trainer.supervise.run_files import RunFiles
@@ -95,11 +97,37 @@ class ProgressPrinter(threading.Thread):
         # "nothing can be learned" was printed: once, the first time it holds
         self.spread: dict[str, dict[int, float]] = {}
         self.warned = False
+        self.outage = False  # the database could not be read at the last tick (said once, not at every tick)
         self.finished = threading.Event()
 
     def run(self) -> None:
         while not self.finished.wait(self.interval):
+            self.poll_or_wait()
+
+    def poll_or_wait(self) -> bool:
+        """:meth:`poll`, or, where the database can't be read (a PostgreSQL server restarting), one line saying so
+        and that it keeps trying: the next tick reads every step since the last one printed, so nothing is lost.
+        Whether the poll went through."""
+        try:
             self.poll()
+        except SQLAlchemyError as exc:
+            self.unreachable(exc)
+            return False
+        self.outage = False
+        return True
+
+    def unreachable(self, exc: Exception) -> None:
+        """Say once per outage that the database can't be read, in one line (the thread's traceback was 100)."""
+        if not self.outage:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+            what = "can't be reached" if is_transient(exc) else "can't be read"
+            print(
+                f"run {self.run_id}: the database {what} ({reason}); still following, trying again every "
+                f"{self.interval:g} s: nothing is lost, the steps meanwhile are printed when it answers",
+                file=self.out,
+                flush=True,
+            )
+        self.outage = True
 
     def poll(self) -> None:
         """Print one line per new step (a step counts once its reward is written)."""
@@ -152,7 +180,8 @@ class ProgressPrinter(threading.Thread):
         self.finished.set()
         if self.is_alive():
             self.join()
-        self.poll()
+        while not self.poll_or_wait():  # the summary needs the database: waited for as the ticks wait
+            time.sleep(self.interval)
         with get_sessionmaker().begin() as session:
             run = queries.get_run(session, self.run_id)
             output_dir = run.output_dir if run else None
@@ -302,7 +331,6 @@ class Progress:
 def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
     """A run trained elsewhere (a Slurm job): print its steps from the database as ``run`` does for a local one, until
     it ends. Ctrl-C asks the job to stop (the worker saves its adapter); a second Ctrl-C leaves it running."""
-    import time
 
     from storage.models import RunStatus
     from trainer.supervise.stop import stop_worker
@@ -312,8 +340,13 @@ def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
     stopping = False
     while True:
         try:
-            with get_sessionmaker().begin() as session:
-                status = queries.get_run(session, run_id).status
+            try:
+                with get_sessionmaker().begin() as session:
+                    status = queries.get_run(session, run_id).status
+            except SQLAlchemyError as exc:  # said in one line, as the printer says it; asked again
+                printer.unreachable(exc)
+                time.sleep(poll)
+                continue
             if status.terminal:
                 break
             time.sleep(poll)

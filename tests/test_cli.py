@@ -229,3 +229,81 @@ def test_a_model_about_to_be_downloaded_is_announced(tmp_path, monkeypatch):
     assert not announce_download("someone/cached", said.append)
     assert not announce_download("builtin:tiny", said.append) and not announce_download(str(tmp_path), said.append)
     assert len(said) == 1
+
+
+def _down(reason: str = "connection failed: Connection refused"):
+    """What SQLAlchemy raises while a PostgreSQL server restarts (psycopg's error, wrapped)."""
+    from sqlalchemy.exc import OperationalError
+
+    return OperationalError("SELECT", {}, Exception(reason))
+
+
+def test_the_progress_printer_says_an_unreachable_database_once_and_loses_no_step(monkeypatch):
+    """Issue 58: a foreground run's progress thread printed a 100-line traceback while PostgreSQL restarted (and
+    printed nothing more). Now one line while it is down, then every step written meanwhile."""
+    from storage import queries
+    from storage.db import get_sessionmaker
+
+    from .helpers import create_run, tiny_config
+
+    run_id = create_run(tiny_config(max_steps=3))
+    out = io.StringIO()
+    printer = ProgressPrinter(run_id, out)
+
+    def write(step: int, reward: float) -> None:
+        with get_sessionmaker().begin() as s:
+            queries.add_metric_rows(s, queries.metric_rows(run_id, step, {"reward": reward}, float(step)))
+
+    write(1, 1.5)
+    assert printer.poll_or_wait() is True
+    real = queries.metrics_since
+    monkeypatch.setattr(queries, "metrics_since", lambda *a: (_ for _ in ()).throw(_down()))
+    write(2, 2.5)  # the worker's writes go on (it retries its own): these are read once the database answers
+    assert [printer.poll_or_wait(), printer.poll_or_wait(), printer.poll_or_wait()] == [False, False, False]
+    monkeypatch.setattr(queries, "metrics_since", real)
+    write(3, 3.5)
+    assert printer.poll_or_wait() is True
+
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("step 1/3   reward 1.500")
+    assert lines[1] == (
+        f"run {run_id}: the database can't be reached (connection failed: Connection refused); still following, "
+        "trying again every 1 s: nothing is lost, the steps meanwhile are printed when it answers"
+    )
+    assert [line.split("   ")[:2] for line in lines[2:]] == [["step 2/3", "reward 2.500"], ["step 3/3", "reward 3.500"]]
+    assert len(lines) == 4
+
+
+def test_following_a_run_through_a_database_outage_prints_one_line_and_the_summary(monkeypatch, capsys):
+    """`grpo-studio launch`'s follow loop reads the run's status: an outage there is the same one line, no
+    traceback, and the run is followed to its end."""
+    import app.cli_output as cli_output
+    from storage import queries
+    from storage.db import get_sessionmaker
+    from storage.models import RunStatus
+
+    from .helpers import create_run, tiny_config
+
+    run_id = create_run(tiny_config(max_steps=1))
+    with get_sessionmaker().begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 1, {"reward": 2.0}, 1.0))
+        queries.finish_run(s, queries.get_run(s, run_id), RunStatus.COMPLETED)
+    real, failures = queries.get_run, iter(range(3))  # the first three reads of the run fail
+
+    def get_run(session, rid):
+        if next(failures, None) is not None:
+            raise _down("server closed the connection unexpectedly")
+        return real(session, rid)
+
+    monkeypatch.setattr(queries, "get_run", get_run)
+    monkeypatch.setattr(cli_output.ProgressPrinter, "start", lambda self: None)  # its ticks: the test above
+
+    assert cli_output.follow(run_id, poll=0.01) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "database" in line] == [
+        f"run {run_id}: the database can't be reached (server closed the connection unexpectedly); still following, "
+        "trying again every 1 s: nothing is lost, the steps meanwhile are printed when it answers"
+    ]
+    assert out[1].startswith("step 1/1   reward 2.000") and f"run {run_id} completed" in out
+    assert "Traceback" not in "\n".join(out)

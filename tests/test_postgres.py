@@ -195,3 +195,35 @@ def test_an_evaluation_committed_late_does_not_take_the_slot_a_later_one_is_taki
     wait_for(lambda: turns == [second, first], 30, "A's turn once B has finished")
     for thread in threads:
         thread.join(30)
+
+
+def test_the_progress_printer_waits_out_a_postgresql_restart_in_one_line(postgres_cluster, shared):
+    """Issue 58: while the server restarted, a foreground run's progress thread printed a 100-line traceback. With
+    the server stopped, each tick says nothing more after one line; once it is back, every step written is printed."""
+    import io
+
+    from app.cli_output import ProgressPrinter
+
+    if postgres_cluster.data is None:
+        pytest.skip("GRPO_STUDIO_TEST_POSTGRES_URL names a server of your own: not stopped by the tests")
+    run_id = create_run(tiny_config(name="pg-outage", max_steps=2))
+    out = io.StringIO()
+    printer = ProgressPrinter(run_id, out)
+    with get_sessionmaker().begin() as s:
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 1, {"reward": 1.25}, 1.0))
+    assert printer.poll_or_wait() is True
+    postgres_cluster.pg_ctl("-m", "fast", "-w", "stop")  # open connections terminated, new ones refused
+    try:
+        assert [printer.poll_or_wait(), printer.poll_or_wait()] == [False, False]
+    finally:
+        postgres_cluster.pg_ctl("-o", postgres_cluster.options, "-w", "-l", str(postgres_cluster.data / "log"), "start")
+    with get_sessionmaker().begin() as s:  # the pool pings first (storage.db): a dead connection is replaced
+        queries.add_metric_rows(s, queries.metric_rows(run_id, 2, {"reward": 2.5}, 2.0))
+    assert printer.poll_or_wait() is True
+
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("step 1/2   reward 1.250") and lines[2].startswith("step 2/2   reward 2.500")
+    assert lines[1].startswith(f"run {run_id}: the database can't be reached (") and lines[1].endswith(
+        "still following, trying again every 1 s: nothing is lost, the steps meanwhile are printed when it answers"
+    )
+    assert len(lines) == 3

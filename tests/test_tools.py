@@ -179,14 +179,13 @@ def test_a_file_that_does_not_load_and_a_missing_name_are_said(tmp_path):
     broken, fine = tmp_path / "broken.py", tmp_path / "fine.py"
     broken.write_text("import no_such_module_here\n")
     fine.write_text("X = 1\n")
-    assert _problems(tools=[f"{tmp_path}/none.py:f"]) == [
-        f"tools: tool '{tmp_path}/none.py:f': no such file {tmp_path}/none.py"
+    # two checks, not five: each is a child process importing transformers (trainer.scoring.user_code)
+    assert _problems(tools=[f"{tmp_path}/none.py:f", f"{broken}:f", f"{fine}:f"], environment=f"{fine}:Env") == [
+        f"tools: tool '{tmp_path}/none.py:f': no such file {tmp_path}/none.py",
+        f"tools: tool '{broken}:f': could not import {broken}: ModuleNotFoundError: No module named 'no_such_module_here'",
+        f"tools: tool '{fine}:f': {fine} has no function f",
+        f"environment: environment '{fine}:Env': {fine} has no class Env",
     ]
-    assert _problems(tools=[f"{broken}:f"]) == [
-        f"tools: tool '{broken}:f': could not import {broken}: ModuleNotFoundError: No module named 'no_such_module_here'"
-    ]
-    assert _problems(tools=[f"{fine}:f"]) == [f"tools: tool '{fine}:f': {fine} has no function f"]
-    assert _problems(environment=f"{fine}:Env") == [f"environment: environment '{fine}:Env': {fine} has no class Env"]
     assert _problems(environment=f"{fine}:X") == [
         f"environment: '{fine}:X' is not a class (TRL makes one instance per rollout)"
     ]

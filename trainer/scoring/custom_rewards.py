@@ -2,7 +2,10 @@
 ``reward_funcs``, imported and dry-run on two sample completions before a run uses it, so a broken one is reported when
 the config is checked rather than at the first training step.
 
-Importing a file runs its code: the dashboard accepts custom rewards only with ``--allow-custom-rewards`` (SECURITY.md).
+Importing a file runs its code: the dashboard accepts custom rewards only with ``--allow-custom-rewards``
+(SECURITY.md), and checks them in a child process (:func:`custom_reward_errors_in_child`, trainer.scoring.user_code),
+so what a module does to its process as it is imported (an environment variable set, a global written) never reaches
+the dashboard or the runs it starts. Only the run's worker imports them into its own process, to train with them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,26 @@ def import_object(spec: str, what: str = "custom reward", kind: str = "function"
     if not hasattr(module, name):
         raise ValueError(f"{what} {spec!r}: {target} has no {kind} {name}")
     return getattr(module, name)
+
+
+def custom_reward_errors_in_child(specs: list[str]) -> list[str]:
+    """Every problem :func:`load_custom_reward` finds with ``specs``, each ``reward_funcs: ...``, found in a child
+    process (trainer.scoring.user_code): nothing the user's code does as it is imported or dry-run stays here."""
+    from trainer.scoring.user_code import run_in_child
+
+    return run_in_child(f"{__name__}:custom_reward_errors", [list(specs)], "reward_funcs") if specs else []
+
+
+def custom_reward_errors(specs: list[str]) -> list[str]:
+    """Every problem :func:`load_custom_reward` finds with ``specs`` in this process: the child's side of
+    :func:`custom_reward_errors_in_child`."""
+    found = []
+    for spec in specs:
+        try:
+            load_custom_reward(spec)
+        except ValueError as exc:
+            found.append(f"reward_funcs: {exc}")
+    return found
 
 
 @lru_cache(maxsize=64)

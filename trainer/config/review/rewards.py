@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from trainer.scoring.rewards import REWARDS, WHOLE_NUMBER, load_custom_reward, normalize_answer
+from trainer.scoring.custom_rewards import custom_reward_errors_in_child
+from trainer.scoring.rewards import REWARDS, WHOLE_NUMBER, normalize_answer
 from trainer.scoring.sandbox import code_tests_refusal
 
 # A custom reward: "path/to/file.py:function" or "package.module:function".
@@ -16,24 +17,23 @@ CUSTOM_REWARD = re.compile(r"^[^:]+(\.py)?:[A-Za-z_]\w*$")
 def reward_problems(reward_funcs: list[str], reward_weights: list[float], import_custom: bool) -> list[str]:
     """Known reward names or custom ``file.py:function`` references (imported and dry-run with ``import_custom``;
     offered in the message only then), one weight per function, and a sandbox for ``code_tests``. Each problem names
-    its setting first, so the form marks that field."""
+    its setting first, so the form marks that field. The custom ones are imported in a child process, never in this
+    one (trainer.scoring.custom_rewards.custom_reward_errors_in_child)."""
     problems = []
+    custom = []
     if not reward_funcs:
         problems.append("reward_funcs is empty: choose at least one reward function")
     for name in reward_funcs:
         if name in REWARDS:
             continue
         if CUSTOM_REWARD.match(name):
-            if import_custom:
-                try:
-                    load_custom_reward(name)
-                except ValueError as exc:
-                    problems.append(f"reward_funcs: {exc}")
+            custom += [name] if import_custom else []
             continue
-        custom = " or give path/to/file.py:function" if import_custom else ""
+        own = " or give path/to/file.py:function" if import_custom else ""
         problems.append(
-            f"reward_funcs: unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))}{custom}"
+            f"reward_funcs: unknown reward function {name!r}: choose from {', '.join(sorted(REWARDS))}{own}"
         )
+    problems.extend(custom_reward_errors_in_child(custom))
     if reward_weights and len(reward_weights) != len(reward_funcs):
         problems.append(
             f"reward_weights: {len(reward_weights)} reward weights for {len(reward_funcs)} reward functions: "

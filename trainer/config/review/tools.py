@@ -32,7 +32,8 @@ on its own engine (:661-754, with the default tensor parallel size of 1), and is
 (docs/gpu-path-evidence.md, issue 42; read in the source, not run).
 
 A user's own tool or environment is imported (running its code) only when the operator allows custom code, as a
-custom reward is (trainer.config.access.custom_tool_problems refuses it otherwise). The chat template is looked at
+custom reward is (trainer.config.access.custom_tool_problems refuses it otherwise), and then in a child process
+(trainer.scoring.user_code): what its module does as it is imported stays out of the process that checks it. The chat template is looked at
 only for a model whose tokenizer is on this machine (builtin:tiny, a local directory, a hub model already
 downloaded): for another hub model TRL's own check refuses it when the run starts. transformers is imported only
 when a run sets tools.
@@ -50,9 +51,10 @@ from typing import Any
 from trainer.config.cluster import vllm_node_layout
 from trainer.config.names import BUILTIN_MODEL
 from trainer.config.review.rewards import CUSTOM_REWARD
-from trainer.config.run_config import RunConfig
+from trainer.config.run_config import ConfigError, RunConfig
 from trainer.loading.backend import existing_model_path
 from trainer.loading.data import make_prompt
+from trainer.scoring.user_code import run_in_child
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
 from trainer.tools.limits import tool_methods
 from trainer.tools.loading import BUILTIN, load_environment, load_tool
@@ -69,6 +71,23 @@ def tool_problems(config: RunConfig, import_custom: bool, check_template: bool =
     the model's tokenizer (off where the dashboard may not read the model's path)."""
     if not config.tools and not config.environment:
         return []
+    own = [spec for spec in [*config.tools, config.environment] if spec and not spec.startswith(BUILTIN)]
+    if import_custom and own:  # the user's own code: imported in a child process, never in this one
+        return run_in_child(f"{__name__}:own_tool_problems", [config.to_dict(), check_template], "tools")
+    return _tool_problems(config, import_custom, check_template)
+
+
+def own_tool_problems(config: dict[str, Any], check_template: bool) -> list[str]:
+    """:func:`tool_problems` of a config that names the user's own tools or environment, with them imported: the
+    child process's side (trainer.scoring.user_code)."""
+    try:
+        read = RunConfig.from_dict(config)[0]
+    except ConfigError as exc:  # a partial config (a value of the wrong type): the asker reports those problems
+        read = exc.partial
+    return [] if read is None else _tool_problems(read, True, check_template)
+
+
+def _tool_problems(config: RunConfig, import_custom: bool, check_template: bool) -> list[str]:
     found = _version_problems(config) + _generation_problems(config)
     schemas: list[dict] = []
     for spec in config.tools:

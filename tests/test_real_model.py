@@ -15,7 +15,9 @@ from storage.db import get_sessionmaker
 from tests.helpers import run_row, start_run, wait_for
 from trainer.loading import gguf
 
-pytestmark = pytest.mark.slow
+# One process runs this module and tests/test_vllm_cpu.py: the real model is dequantized once into its data dir for
+# both (about a minute).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-model")]
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WORKER_TIMEOUT_S = 900  # a hang bound: loading plus two steps took ~2 min on 2 loaded cores

@@ -8,7 +8,13 @@ the faster of the two on a small CPU (bench/vllm_cpu.py).
   platforms/cpu.py:323-327; 4 GiB when unset, envs.py:885-891); OpenMP threads left unbound (``auto`` pins them to
   cores, envs.py:894, which on a machine the trainer shares makes both wait on each other); the engine's host address
   on the loopback (``VLLM_HOST_IP``, so it never asks the network for one).
-- One patch: on a CPU, vLLM repacks every linear layer's weight for its GEMM kernels after loading and replaces the
+- The engine computes in the trainer's precision (float32 on a CPU). TRL builds it from the model's folder alone
+  (trl 1.16 generation/vllm_generation.py:347-364, no dtype), so vLLM would take the config's bfloat16 while the
+  trainer computes in float32: measured here (tests/test_vllm_cpu.py's settings, top_p 1), the sampler's and the
+  trainer's log-probs then differed by 0.013-0.024 nats a token and TRL's sequence-level importance-sampling ratio was
+  0.90-0.95, a correction for rounding alone; in float32 they differ by 2e-6-4e-6 and the ratio is 0.9999.
+  :func:`engine_in_dtype` passes ``dtype`` to ``vllm.LLM``.
+- A patch: on a CPU, vLLM repacks every linear layer's weight for its GEMM kernels after loading and replaces the
   weight with an empty tensor (vllm 0.32 model_executor/layers/linear.py:205-216 → layers/utils.py:470-600,
   ``remove_weight=True``), so TRL's weight sync between steps (``model.load_weights`` on the live engine, trl 1.16
   generation/vllm_generation.py:508-510) fails with "'Parameter' object has no attribute 'weight_loader'", and would
@@ -59,8 +65,9 @@ def cpu_vllm_env(config: RunConfig, model_config: dict, environ: dict | None = N
 
 
 def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
-    """Set :func:`cpu_vllm_env` for the model in ``model_dir`` and patch vLLM's linear layers
-    (:func:`keep_weights_reloadable`), before TRL builds its engine. Returns what it set."""
+    """Set :func:`cpu_vllm_env` for the model in ``model_dir``, keep vLLM's linear layers reloadable
+    (:func:`keep_weights_reloadable`) and its engine in float32 (:func:`engine_in_dtype`), before TRL builds its
+    engine. Returns the variables it set."""
     import json
     from pathlib import Path
 
@@ -68,6 +75,7 @@ def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     added = cpu_vllm_env(config, model_config)
     os.environ.update(added)
     keep_weights_reloadable()
+    engine_in_dtype("float32")
     log.info("vLLM on the CPU: %s", ", ".join(f"{k}={v}" for k, v in added.items()) or "environment as set")
     return added
 
@@ -87,3 +95,22 @@ def keep_weights_reloadable() -> None:
 
     dispatch_keeping_weight.grpo_studio = True
     utils.dispatch_cpu_unquantized_gemm = dispatch_keeping_weight
+
+
+def engine_in_dtype(dtype: str) -> None:
+    """Make every ``vllm.LLM`` built from now on compute in ``dtype`` unless its caller chose one. Idempotent."""
+    import functools
+
+    import vllm
+
+    original = vllm.LLM.__init__
+    if getattr(original, "grpo_studio_dtype", None):
+        return
+
+    @functools.wraps(original)
+    def init_in_dtype(self, *args, **kwargs):
+        kwargs.setdefault("dtype", dtype)
+        original(self, *args, **kwargs)
+
+    init_in_dtype.grpo_studio_dtype = dtype
+    vllm.LLM.__init__ = init_in_dtype

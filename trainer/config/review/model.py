@@ -91,8 +91,8 @@ def sampling_warnings(config: RunConfig) -> list[str]:
     ``logprobs_mode="processed_logprobs"``), while the trainer's come from the whole distribution at the same
     temperature (grpo_trainer.py: logits / temperature, no top_p), so every token's ratio is the nucleus's mass, below
     1, and a sequence's ratio is their product. Measured on this CPU (tests/test_vllm_cpu.py's settings, top_p 0.95,
-    32-token completions): 0.43-0.44 at every step, so the correction scaled every update down by more than half. Unsloth's
-    vLLM path corrects in its own way (RunConfig.vllm_importance_sampling_correction's help)."""
+    32-token completions): 0.43-0.50 at every step, so the correction scaled every update down by half or more.
+    Unsloth's vLLM path corrects in its own way (RunConfig.vllm_importance_sampling_correction's help)."""
     trl_path = config.backend == "trl" or (config.backend == "auto" and importlib.util.find_spec("unsloth") is None)
     corrected = config.use_vllm and config.vllm_importance_sampling_correction and trl_path
     if not corrected or config.top_p >= 1 or config.model_name_or_path in BUILTIN_MODELS:
@@ -100,6 +100,6 @@ def sampling_warnings(config: RunConfig) -> list[str]:
     return [
         f"top_p {config.top_p:g} with use_vllm: TRL's importance-sampling correction weighs each completion by the "
         "trainer's log-probs (the whole distribution) over vLLM's (renormalised to the top_p nucleus), a ratio below 1 "
-        "on every token that shrinks each update (measured: 0.43 over 32 tokens at top_p 0.95); set top_p: 1, or "
+        "on every token that shrinks each update (measured: 0.43-0.50 over 32 tokens at top_p 0.95); set top_p: 1, or "
         "vllm_importance_sampling_correction: false"
     ]

@@ -18,7 +18,8 @@ FastAPI app through ``launch(app_kwargs={"middleware": ...})``, that
   after it, and a success clears the count;
 - serves the login page with an empty API description to a visitor without a valid session cookie, its ``HEAD``
   saying the length its ``GET`` sends;
-- answers every other route such a visitor asks for with Gradio's own 401, unless it is in :data:`PUBLIC_ROUTES`.
+- answers everything else such a visitor asks for with Gradio's own 401, but what :data:`PUBLIC` and
+  :data:`PUBLIC_FILES` name (and Gradio's own start-up call, :data:`STARTUP_ROUTE`, until it has been made).
 
 Gradio asks for the login only on the routes it marks (``Depends(login_check)``): logged out, ``/gradio_api/runs``
 answered with the whole API's description (33 KB: every endpoint and its parameters), FastAPI's ``/openapi.json``

@@ -13,6 +13,8 @@
   itself (``measured_kl_steps``), the chart shows that line and says it is measured, not in the loss.
 - A measure the worker turned off mid-run (it failed; trainer.job.measures says so in the run's log): the KL chart at
   beta 0 says "measured KL turned off at step N" with the reason, instead of going silent.
+- Where each step's time goes: the biggest part over the latest steps and what would shrink it, from the run's own
+  measures (trainer.job.step_times) and its settings (:func:`time_note`).
 
 The config is read with ``.get`` and TRL's defaults, so a run stored before a field existed reads as TRL ran it.
 """
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.charts import CHARTS, Chart, words_instead
+from app.markup import html_text
 from trainer.config.run_config import CISPO_EPSILON_MAX
 
 CLIP_NOTE = (
@@ -110,10 +113,106 @@ def off_note(measure: str, when: str) -> str:
     return f"{label} turned off {step}, so the line ends there:<br>{reason[:140]}"
 
 
-def chart_notes(config: Mapping[str, Any], off: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Chart name -> the note this run's config calls for, and for a measure that turned itself off (``off``:
-    storage.queries.measures_off), that."""
+TIME_STEPS = 20  # the latest steps the time note averages: recent enough to follow a change, steady enough to name
+
+
+def time_note(config: Mapping[str, Any], series: Mapping[str, Any]) -> str | None:
+    """The part of a step that took the biggest share of the latest :data:`TIME_STEPS` steps (``series``: the run's
+    points by key, the ``time/`` keys of trainer.job.step_times), and what would shrink it under this run's
+    settings; None before a step was measured."""
+    means = {}
+    for key, points in series.items():
+        if key.startswith("time/") and len(points):
+            values = [float(point[1]) for point in points[-TIME_STEPS:]]
+            means[key] = sum(values) / len(values)
+    total = sum(means.values())
+    if total <= 0:
+        return None
+    key = max(means, key=means.get)
+    steps = min(TIME_STEPS, max(len(series[k]) for k in means))
+    share = f"{means[key] / total:.0%} of a step ({means[key]:.2g} s of {total:.2g} s, the latest {steps} steps)"
+    if key.startswith("time/rewards/"):
+        name = html_text(key[len("time/rewards/") :])
+        return (
+            f"the reward {name} takes {share}<br>make {name} cheaper (a faster check, a cache, a smaller judge) or "
+            "take it out of reward_funcs: every other part waits for it"
+        )
+    what, advice = TIME_ADVICE.get(key, TIME_ADVICE["time/other"])
+    return f"{what} takes {share}<br>{advice(config)}"
+
+
+def _generation_advice(config: Mapping[str, Any]) -> str:
+    less = (
+        f"a shorter max_completion_length ({config.get('max_completion_length', 256)}) or fewer num_generations "
+        f"({config.get('num_generations', 8)}) samples fewer tokens"
+    )
+    return less if config.get("use_vllm") else f"use_vllm: true (on a GPU) samples faster; {less}"
+
+
+def _logprobs_advice(config: Mapping[str, Any]) -> str:
+    beta = float(config.get("beta", 0.0) or 0.0)
+    if beta:
+        return f"beta = {beta:g} runs the reference model over every batch (beta 0 skips that pass)"
+    return (
+        "at beta 0: the old policy's pass runs when a batch is reused (num_iterations > 1), the measured KL every "
+        f"measured_kl_steps ({config.get('measured_kl_steps', 5)}) steps"
+    )
+
+
+def _update_advice(config: Mapping[str, Any]) -> str:
+    advice = (
+        f"a smaller per_device_train_batch_size ({config.get('per_device_train_batch_size', 8)}) or lora_r "
+        f"({config.get('lora_r', 16)}) makes each update cheaper"
+    )
+    if config.get("gradient_checkpointing", True):
+        advice += "; gradient_checkpointing recomputes activations: off where memory allows (on a CPU, always)"
+    return advice
+
+
+# time/ key -> (what the note calls it, the advice for the run's settings)
+TIME_ADVICE = {
+    "time/generation": ("generation", _generation_advice),
+    "time/sync": (
+        "the weight sync to vLLM",
+        lambda c: (
+            "it runs before every generation batch: steps_per_generation above gradient_accumulation_steps "
+            "reuses a batch over several updates, so it syncs less often"
+        ),
+    ),
+    "time/logprobs": ("log-prob passes outside the loss", _logprobs_advice),
+    "time/backward": ("the update (forward, backward, optimizer)", _update_advice),
+    "time/eval": (
+        "held-out evaluation",
+        lambda c: (
+            f"fewer eval_problems ({c.get('eval_problems', 100)}) or a larger eval_steps ({c.get('eval_steps', 0)})"
+        ),
+    ),
+    "time/writes": (
+        "grpo-studio's own writes",
+        lambda c: (
+            f"mostly the token view's passes: fewer token_samples_per_step ({c.get('token_samples_per_step', 8)}; "
+            "0 keeps none)"
+        ),
+    ),
+    "time/checkpoint": (
+        "saving checkpoints",
+        lambda c: f"a larger save_steps ({c.get('save_steps', 500)}) saves less often",
+    ),
+    "time/other": (
+        "the rest",
+        lambda c: "none of the timed parts: fetching the batch, TRL's batching, advantages and logging, callbacks",
+    ),
+}
+
+
+def chart_notes(
+    config: Mapping[str, Any], off: Mapping[str, str] | None = None, series: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """Chart name -> the note this run's config calls for, for a measure that turned itself off (``off``:
+    storage.queries.measures_off), that, and with the run's points (``series``), where its steps' time goes."""
     notes = {"clip_ratio": clip_note(config)}
+    if series and (note := time_note(config, series)):
+        notes["step_time"] = note
     if note := LOSS_NOTES.get(str(config.get("loss_type") or "grpo")):
         notes["loss"] = note
     try:
@@ -133,11 +232,12 @@ def add_notes(
     config: Mapping[str, Any],
     charts: Sequence[Chart] = CHARTS,
     off: Mapping[str, str] | None = None,
+    series: Mapping[str, Any] | None = None,
 ) -> list[Any]:
-    """The figures (in ``charts`` order) with the notes of :func:`chart_notes`: on an empty chart in place of its
-    "nothing logged" words; on a drawn chart under its title (a drawn KL chart at beta 0 is the measured KL, and says
-    so, or that it turned off)."""
-    notes = chart_notes(config, off)
+    """The figures (in ``charts`` order) with the notes of :func:`chart_notes` (``series``: the main run's points):
+    on an empty chart in place of its "nothing logged" words; on a drawn chart under its title (a drawn KL chart at
+    beta 0 is the measured KL, and says so, or that it turned off)."""
+    notes = chart_notes(config, off, series)
     out = list(figures)
     for index, chart in enumerate(charts):
         note = notes.get(chart.name)

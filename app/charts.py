@@ -38,6 +38,7 @@ class Chart:
     right_unit: str = ""
     smoothed: bool = True  # False: a few sparse points (the held-out curve) are drawn as measured, never smoothed
     with_tools: bool = False  # drawn for a run with tools only (shown_charts)
+    stacked: bool = False  # the keys are parts of one whole, drawn as stacked areas (one stack per run)
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -141,11 +142,25 @@ CHARTS: tuple[Chart, ...] = (
     ),
     Chart(
         "step_time",
-        "Step time (s)",
-        ("step_time", "time/generation", "time/other"),
-        "Seconds per training step (TRL's step_time), and the worker's split of each step into generating the "
-        "completions and the rest (scoring, log-probs, backward, optimizer): generation usually dominates.",
+        "Where each step's time goes (s)",
+        (
+            "time/generation",
+            "time/sync",
+            "time/logprobs",
+            "time/backward",
+            "time/eval",
+            "time/writes",
+            "time/checkpoint",
+            "time/other",
+            "time/rewards/",
+        ),
+        "Each step's wall time, stacked by part, measured by timers around the calls: sampling, the weight sync to "
+        "vLLM, each reward, log-prob passes outside the loss, the update (forward, backward, optimizer), held-out "
+        "evaluation, grpo-studio's own writes, a checkpoint, and the rest. The note names the biggest share and what "
+        "would shrink it (docs/dashboard.md lists the parts).",
         unit="seconds",
+        smoothed=False,
+        stacked=True,
     ),
     # --- throughput, memory and the signals of vLLM and tools (issue 30) ---
     Chart(
@@ -222,6 +237,12 @@ SERIES_NAMES = {
     "policy_loss": "policy loss",
     "aux_loss": "aux loss",
     "time/generation": "generation",
+    "time/sync": "weight sync to vLLM",
+    "time/logprobs": "log-prob passes",
+    "time/backward": "forward, backward, optimizer",
+    "time/eval": "held-out evaluation",
+    "time/writes": "grpo-studio's writes",
+    "time/checkpoint": "checkpoint",
     "time/other": "the rest",
     "completions/mean_length": "mean length",
     "completions/max_length": "max length",
@@ -244,6 +265,8 @@ def series_name(key: str) -> str:
         return SERIES_NAMES[key]
     if key.startswith("rewards/") and key.endswith("/mean"):
         return key[len("rewards/") : -len("/mean")]
+    if key.startswith("time/rewards/"):
+        return "reward " + key[len("time/rewards/") :]
     return key.rsplit("/", 1)[-1].replace("_", " ")
 
 
@@ -321,7 +344,8 @@ def build_figure(
             raw = values = table[:, 1]
             if smoothing > 0 and chart.smoothed:  # smooth the full series first, then thin it out for drawing
                 values = np.asarray(smooth(values.tolist(), smoothing))
-            keep = keep_indices(values)
+            # a stack adds its parts point by point: every part keeps the same points
+            keep = evenly(len(values)) if chart.stacked else keep_indices(values)
             xs = (table[keep, 2] - table[0, 2]) / 60 if x_axis == "time" else table[keep, 0].astype(int)
             # run names and metric keys are user text, and Plotly renders <a href> and <span style> in legends
             name = html_text(series_name(key) if single else f"{label} · {series_name(key)}")
@@ -339,7 +363,7 @@ def build_figure(
                     | {"line": faded, "opacity": RAW_OPACITY, "showlegend": False, "hoverinfo": "skip"}
                 )
             # Series that are the same line (four format rewards all at 0.5) would hide each other: the legend says
-            # which earlier one each lies under
+            # which earlier one each lies under (a stack draws each on the ones before it)
             twin = next(
                 (
                     t
@@ -350,6 +374,8 @@ def build_figure(
                 ),
                 None,
             )
+            if chart.stacked:
+                twin, common["stackgroup"] = None, label
             if twin is not None:
                 name = f"{name} (under {twin['name']})"
             # numpy arrays, not lists: Plotly deep-copies trace data, and copying an array is one memcpy
@@ -398,6 +424,13 @@ def build_figure(
 def words_instead(text: str) -> dict:
     """An annotation in the middle of an empty chart: ``text`` (markup already made safe) where a plot would be."""
     return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
+
+
+def evenly(n: int, max_points: int = MAX_POINTS) -> np.ndarray:
+    """At most about ``max_points`` of ``n`` points at an even stride, the last always among them."""
+    if n <= max_points:
+        return np.arange(n)
+    return np.unique(np.append(np.arange(0, n, math.ceil(n / max_points)), n - 1))
 
 
 def _same_line(trace: dict, xs: np.ndarray, ys: np.ndarray) -> bool:

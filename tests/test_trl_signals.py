@@ -141,8 +141,9 @@ def test_trackio_run_dir_holds_the_run_metrics(signals_run, trackio_dir):
 # --- TRL's keys against the Monitor, from both pinned TRLs' sources ---------------------------------------------
 TRL115 = ROOT / ".ci-cache" / "trl115"
 # Logged by TRL, listed under "other metrics" rather than charted: a cumulative counter (the throughput charts show
-# it per step and per second) and the VESPO loss variant's statistic.
-LISTED = {"num_tokens"}  # vespo/phi_seq_mean is charted with the clip ratios since issue 38
+# it per step and per second), and TRL's step_time, its training_step in one figure (generation, scoring, the loss's
+# passes; not the optimizer, callbacks or logging), which the step-time chart shows cut into parts since issue 57.
+LISTED = {"num_tokens", "step_time"}  # vespo/phi_seq_mean is charted with the clip ratios since issue 38
 
 
 def _trl_keys(source: Path) -> set[str]:
@@ -240,9 +241,15 @@ def test_step_measures_split_the_step_and_count_tokens_and_gpu_memory():
     now = [100.0]
     memory = FakeMemory()
     measures = StepMeasures(memory=memory, clock=lambda: now[0])
+    measures.times.declare("time/generation")
     measures.begin_training(tokens_seen=0)
     measures.begin_step()
-    measures.generation_seconds, now[0], memory.peak = 1.5, 102.0, 3.25
+
+    def generate():
+        now[0] += 1.5
+
+    measures.times.timed("time/generation", generate)()
+    now[0], memory.peak = 102.0, 3.25
     first = measures.end_step(tokens_seen=1000)
     assert first == {
         "time/generation": 1.5,

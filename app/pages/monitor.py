@@ -241,7 +241,7 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         charted = shown_charts(main.config or {})  # a run without tools has no tool chart, not an empty one
         drawn_now = [chart for chart in in_sight if chart in charted]
         built = [build_figure(chart, labels, *view) for chart in drawn_now]
-        notes = add_notes(built, main.config or {}, drawn_now, off=read.measures_off)
+        notes = add_notes(built, main.config or {}, drawn_now, off=read.measures_off, series=caches[int(run_id)].series)
         noted = dict(zip((chart.name for chart in drawn_now), notes))
         figures = [_figure_update(chart, noted, in_sight) for chart in CHARTS]
         other_plot = other_figure(labels, picked, *view[:2]) if more else gr.update()

@@ -7,8 +7,8 @@
   estimator; the base is the model with its LoRA adapter off (peft's ``disable_adapter()``), so it costs two no-grad
   forward passes and no memory. Not in the loss. The passes are grpo-studio's own (trainer.job.own_logps), not the
   trainer's log-prob method, which Unsloth replaces with one of another layout: the same value on every model path.
-- ``time/generation`` and ``time/other``: a step's seconds split into generating completions (TRL's ``_generate``)
-  and the rest (scoring, log-probs, backward, optimizer).
+- ``time/...``: where the step's wall time went, part by part (generation, each reward, log-prob passes, the update,
+  held-out evaluation, grpo-studio's writes, a checkpoint, the rest), summing to it: trainer.job.step_times.
 - ``throughput/tokens_per_step`` and ``throughput/tokens_per_second``: prompt and completion tokens, from the counter
   TRL logs as ``num_tokens`` (``state.num_input_tokens_seen``, grpo_trainer.py:2292), over the steps' wall time.
 - ``memory/peak_gib``: the step's peak GPU memory for training (``torch.cuda.max_memory_allocated``, reset at each
@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from trainer.job.step_times import BACKWARD, LOGPROBS, StepClock, device_sync, time_parts
 
 log = logging.getLogger(__name__)
 
@@ -134,35 +136,35 @@ class StepMeasures:
     kl_every: int = 0  # 0: no measured KL (beta > 0, where TRL logs its own, or turned off)
     memory: CudaMemory | None = None
     clock: Any = time.perf_counter
-    generation_seconds: float = 0.0
+    times: StepClock | None = None  # where each step's time goes (trainer.job.step_times); on ``clock`` by default
     last_kl_step: int | None = None
-    step_started: float | None = None
     tokens: int | None = None  # the token counter at the last step that added tokens
     tokens_at: float | None = None  # and when that step ended (train begin before the first)
+
+    def __post_init__(self) -> None:
+        if self.times is None:
+            self.times = StepClock(self.clock)
 
     def kl_due(self, step: int) -> bool:
         """Whether the generation batch of the step after ``step`` (steps done) gets a measured KL."""
         return bool(self.kl_every) and (self.last_kl_step is None or step - self.last_kl_step >= self.kl_every)
 
     def begin_training(self, tokens_seen: int) -> None:
-        """Train begin (also after a resume): the token counter's start and the time it is counted from."""
+        """Train begin (also after a resume): the token counter's start and the time it is counted from, and the
+        first step's clock."""
         self.tokens, self.tokens_at = tokens_seen, self.clock()
+        self.times.start()
 
     def begin_step(self) -> None:
-        """A step starts: its clock, its generation time and its memory peak start from zero."""
-        self.step_started, self.generation_seconds = self.clock(), 0.0
+        """A step starts: its memory peak starts from zero (its clock started when the previous step ended)."""
         if self.memory is not None:
             self.memory.reset()
 
     def end_step(self, tokens_seen: int) -> dict[str, float]:
         """The step's measurements by key (what :class:`MeasureCallback` hands TRL's buffer). Token figures only for
         a step that generated: with steps_per_generation > 1 the steps in between count no new tokens."""
+        found = self.times.lap()
         now = self.clock()
-        found: dict[str, float] = {}
-        if self.step_started is not None:
-            seconds = now - self.step_started
-            found["time/generation"] = self.generation_seconds
-            found["time/other"] = max(seconds - self.generation_seconds, 0.0)
         if self.tokens is not None and tokens_seen > self.tokens:
             found["throughput/tokens_per_step"] = float(tokens_seen - self.tokens)
             found["throughput/tokens_per_second"] = (tokens_seen - self.tokens) / max(now - self.tokens_at, 1e-9)
@@ -206,18 +208,11 @@ def install_measures(trainer: Any, kl_every: int, note: Callable[[str], None] | 
     says a measure turned itself off (the run's log). Returns the measures."""
     device = getattr(getattr(trainer, "accelerator", None), "device", None)  # a fake trainer in tests has none
     measures = StepMeasures(kl_every=kl_every, memory=cuda_memory(device))
-    generate = getattr(trainer, "_generate", None)
-    if generate is not None:  # both pinned TRLs have it (trl 1.15.0 grpo_trainer.py:2124, 1.16.0 :2193)
-
-        def timed_generate(*args, **kwargs):
-            started = measures.clock()
-            try:
-                return generate(*args, **kwargs)
-            finally:
-                measures.generation_seconds += measures.clock() - started
-
-        trainer._generate = timed_generate
+    measures.times.sync = device_sync(device)
+    time_parts(trainer, measures.times)
     if kl_every:
+        measures.times.declare(LOGPROBS)
+        measured = measures.times.timed(LOGPROBS, measure_kl)
         score = trainer._generate_and_score_completions
 
         def scored_with_kl(*args, **kwargs):
@@ -226,7 +221,7 @@ def install_measures(trainer: Any, kl_every: int, note: Callable[[str], None] | 
             if trainer.model.training and measures.kl_due(step):
                 measures.last_kl_step = step
                 try:
-                    value = measure_kl(trainer, output)
+                    value = measured(trainer, output)
                 except Exception as exc:  # noqa: BLE001 - a measurement must never end a training run
                     # said once, in the run's log too (the KL chart shows it), and not tried again
                     turned_off(KL_KEY, step + 1, exc, note)
@@ -262,9 +257,21 @@ def measure_callback(trainer: Any, measures: StepMeasures) -> Any:
         def on_step_begin(self, args, state, control, **kwargs):
             measures.begin_step()
 
+        # the optimizer step is part of the update (trainer.job.step_times)
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            measures.times.enter(BACKWARD)
+
+        def on_optimizer_step(self, args, state, control, **kwargs):
+            measures.times.leave()
+
         def on_step_end(self, args, state, control, **kwargs):
             buffer = trainer._metrics["train"]
             for key, value in measures.end_step(state.num_input_tokens_seen).items():
                 buffer[key].append(value)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            # read by bench/overhead.py, which prices the timers from it
+            times = measures.times
+            log.info("step timers: %d timed calls over %d steps", times.timed_calls, times.laps)
 
     return MeasureCallback()

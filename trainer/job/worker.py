@@ -150,6 +150,7 @@ def build_trainer(
     from trl import GRPOTrainer
 
     from trainer.job.measures import install_measures
+    from trainer.job.step_times import WRITES, time_method
     from trainer.job.token_capture import TokenCapture
     from trainer.job.trl_args import to_trl, truncate_prompts
     from trainer.tools.loading import offered_tools, trainer_arguments
@@ -191,10 +192,12 @@ def build_trainer(
         from trainer.job.engine_report import report_engine
 
         report_engine(trainer, log_line)  # the engine's settings as vLLM holds them, and its first sampling's
-    # measured KL at beta 0 (TRL logs its own KL otherwise), step time split, tokens/s, peak GPU memory
-    install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0, note=log_line)
+    # measured KL at beta 0 (TRL logs its own KL otherwise), where each step's time goes, tokens/s, peak GPU memory
+    measures = install_measures(trainer, config.measured_kl_steps if config.beta == 0 else 0, note=log_line)
+    trainer.grpo_studio_measures = measures
     # the token view's values, on every process (their forward passes may be collective); the writing one stores them
     trainer.grpo_studio_tokens = TokenCapture.install(trainer, config.token_samples_per_step, note=log_line)
+    time_method(trainer.grpo_studio_tokens, "_score", WRITES, measures.times)  # its passes are the token view's
     # read by bench/first_step.py, which splits the time to the first step with it
     log_line(
         f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "
@@ -390,12 +393,18 @@ def _train_on(
     )
     callback.trainer = trainer
     from trainer.job import curriculum
+    from trainer.job.step_times import EVAL, WRITES, time_method
 
     callback.curriculum = curriculum.install(trainer, config)  # None unless config.curriculum
     if config.curriculum and callback.curriculum is None:
         log_line(curriculum.unavailable(trainer, config))
     if heldout:
         heldout.trainer = trainer
+    # where each step's time goes (trainer.job.step_times): the held-out evaluation, and the step's rows handed to the
+    # database writer (a flush before a checkpoint included)
+    times = trainer.grpo_studio_measures.times
+    time_method(heldout, "evaluate", EVAL, times)
+    time_method(callback, "on_log", WRITES, times)
     if not show_progress:
         from transformers.trainer_callback import PrinterCallback
 

@@ -156,8 +156,8 @@ CHARTS: tuple[Chart, ...] = (
         ),
         "Each step's wall time, stacked by part, measured by timers around the calls: sampling, the weight sync to "
         "vLLM, each reward, log-prob passes outside the loss, the update (forward, backward, optimizer), held-out "
-        "evaluation, grpo-studio's own writes, a checkpoint, and the rest. The note names the biggest share and what "
-        "would shrink it (docs/dashboard.md lists the parts).",
+        "evaluation, grpo-studio's own writes, a checkpoint, and the rest. The note names the biggest share of the "
+        "latest steps and what would shrink it.",
         unit="seconds",
         smoothed=False,
         stacked=True,

@@ -24,6 +24,11 @@ The verdict is the median of the per-round ratios (grpo-studio / bare), target <
 spread. Beside it: the database writer thread's own CPU time per step, the time outside TRL's training step, each
 process's time in the garbage collector, and the load average before and after.
 
+The worker's step timers (trainer/job/step_times.py: where each step's time goes) are priced on their own as well:
+the worker says how many timed calls its steps made, and this process times the same clock's enter/leave pair and
+step lap; their product per step is printed beside the bare step it would slow down (at a few microseconds against
+a step of a second, far below what the paired ratio can resolve).
+
 ``--measured-kl N`` prices the KL the worker measures at beta 0 (trainer/job/measures.py): both sides then train at
 beta 0 (TRL's default, where TRL computes no KL), and the worker measures KL(policy ‖ base) every N steps, two no-grad
 forward passes over the step's completions; ``--measured-kl 0`` is the same beta-0 comparison without it, the
@@ -68,6 +73,7 @@ class Side:
     outside: float
     gc_seconds: float
     writer_cpu: float = 0.0
+    timed_calls: float = 0.0  # the step timers' calls per step
     lengths: tuple[float, ...] = ()
 
 
@@ -181,12 +187,36 @@ def _report(opts: argparse.Namespace, bare: list[Side], studio: list[Side], load
         f"database writer thread CPU: {writer * 1000:.2f} ms per step ({writer / b_step:.2%} of a bare step)\n"
         f"time outside TRL's training step (optimizer, callbacks, logging): grpo-studio adds {outside * 1000:.1f} ms "
         f"= {outside / b_step:.1%} of a step\n"
+        f"{_timers_text(statistics.median(x.timed_calls for x in studio), b_step)}\n"
         f"garbage collector per process (whole run, loading included), median: bare "
         f"{statistics.median(x.gc_seconds for x in bare):.2f} s, grpo-studio "
         f"{statistics.median(x.gc_seconds for x in studio):.2f} s\n"
         f"held-out evaluation on the worker's side: {f'every {opts.eval_steps} steps' if opts.eval_steps else 'none'}\n"
         f"measured KL on the worker's side: {_kl_text(opts.measured_kl)}\n"
         f"load average (1/5/15 min) before {_load(load_before)}, after {_load(os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
+
+
+def _timers_text(calls: float, bare_step: float) -> str:
+    """The step timers' price: ``calls`` timed calls a step, each an enter and a leave of the worker's clock, plus
+    the step's lap, timed here on this process's CPU (best of 5 runs of 20,000, as timeit advises)."""
+    import timeit
+
+    from trainer.job.step_times import StepClock
+
+    clock = StepClock()
+    clock.start()
+
+    def pair() -> None:
+        clock.enter("time/bench")
+        clock.leave()
+
+    per_call = min(timeit.repeat(pair, number=20_000, repeat=5)) / 20_000
+    per_lap = min(timeit.repeat(clock.lap, number=20_000, repeat=5)) / 20_000
+    cost = calls * per_call + per_lap
+    return (
+        f"step timers: {calls:.1f} timed calls a step at {per_call * 1e6:.2f} us, and a lap of {per_lap * 1e6:.2f} us: "
+        f"{cost * 1e6:.1f} us a step = {cost / bare_step:.4%} of a bare step"
     )
 
 
@@ -202,7 +232,7 @@ def _both(halves: list[Side]) -> Side:
         return halves[0]
     a, b = halves
     same = a.lengths if a.lengths == b.lengths else ()  # both halves sampled alike, or the check below fails
-    return Side(*(statistics.fmean(pair) for pair in zip(astuple(a)[:4], astuple(b)[:4])), same)
+    return Side(*(statistics.fmean(pair) for pair in zip(astuple(a)[:5], astuple(b)[:5])), same)
 
 
 def _load(avg: tuple[float, float, float]) -> str:
@@ -267,8 +297,14 @@ def _start_studio(config, env: dict, cpu: int | None = None):
         engine.dispose()
         seconds = train_clock.parse(err)
         writer = re.findall(r"database writer: ([\d.]+) s of CPU time", err)
+        calls, laps = map(int, re.findall(r"step timers: (\d+) timed calls over (\d+) steps", err)[-1])
         return Side(
-            seconds / steps, (seconds - step_time) / steps, gc_timer.parse(err)["seconds"], float(writer[-1]), lengths
+            seconds / steps,
+            (seconds - step_time) / steps,
+            gc_timer.parse(err)["seconds"],
+            float(writer[-1]),
+            calls / max(laps, 1),
+            lengths,
         )
 
     return finish

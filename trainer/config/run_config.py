@@ -307,8 +307,9 @@ class RunConfig:
     load_in_4bit: bool = advanced(True, "Load the base model in 4 bits (GPU only; saves memory).")
     use_vllm: bool = advanced(
         True,
-        "Generate groups with vLLM: the GPU fast path. On a CPU only with backend: trl, and slower there than "
-        "transformers' generate (bench/vllm_cpu.py), so plain generation stays the CPU's default.",
+        "Generate groups with vLLM: the GPU fast path. On a CPU only with backend: trl and a CPU build of vLLM: for "
+        "SmolLM2-135M a step took 0.4x plain generation's but the engine's start added 2 min (bench/vllm_cpu.py), "
+        "and it can't run every model (heads 32, 64, 80, ... wide), so plain generation stays the CPU's default.",
     )
     vllm_importance_sampling_correction: bool = advanced(
         True,

@@ -30,8 +30,52 @@ CHART_SHOWN, CHART_NONE = (
     "monitor-chart-none",
 )  # elem_classes of a Monitor chart (app/pages/monitor.py)
 
+# Gradio's light theme below WCAG AA's 4.5:1 for text (axe-core's color-contrast, issue 59): white on the primary
+# orange (#f97316, 2.8:1: Launch, Sample both, Open in Monitor) and on the stop red (#ef4444, 3.8:1: Delete, Stop
+# sweep), the accent orange of the selected tab's label (2.8:1), and the grey of every field's help text, a slider's
+# min and max and the footer (1.9:1). The darker shades are Tailwind's 700s of the same hues; the dark theme
+# (Gradio's ``.dark``) already uses them and is left alone.
+LIGHT_CONTRAST = """
+:root:not(.dark) {
+    --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
+    --button-primary-border-color: #c2410c; --button-primary-border-color-hover: #9a3412;
+    --button-cancel-background-fill: #b91c1c; --button-cancel-background-fill-hover: #991b1b;
+    --color-accent: #c2410c;
+    --body-text-color-subdued: #52525b; --block-info-text-color: #52525b;
+}
+"""
+
+# A verdict's mark (app/verdict.py) drawn by CSS on the verdict's colour, its emoji kept in the page but not drawn: a
+# Chromium without an emoji font drew "✅ Valid:" and "❌ Not valid:" as an empty box before the word (issue 59). The
+# ok mark is a tick and the bad one a cross, made of borders; the others carry an ASCII sign that every text font has.
+MARK_SIGNS = {"wait": "...", "warn": "!", "go": ">", "info": "i"}
+MARKS = """
+.verdict-emoji { display: inline-block; position: relative; font-size: 0; width: 1.1rem; height: 1.1rem;
+    border-radius: 50%; vertical-align: middle; margin-right: 0.15rem; }
+.verdict-emoji::before, .verdict-emoji::after { position: absolute; font-size: 0.75rem; font-weight: 700;
+    line-height: 1.1rem; left: 0; right: 0; text-align: center; color: var(--background-fill-primary, #fff);
+    border-color: var(--background-fill-primary, #fff); }
+.verdict-ok .verdict-emoji::after { content: ""; left: 0.38rem; right: auto; top: 0.2rem; width: 0.3rem; height: 0.55rem;
+    border-style: solid; border-width: 0 2px 2px 0; transform: rotate(45deg); }
+.verdict-bad .verdict-emoji::before, .verdict-bad .verdict-emoji::after { content: ""; left: 0.25rem; right: auto;
+    top: 0.5rem; width: 0.6rem; height: 2px; background: var(--background-fill-primary, #fff); transform: rotate(45deg); }
+.verdict-bad .verdict-emoji::after { transform: rotate(-45deg); }
+"""
+MARKS += "".join(
+    f'.verdict-{kind} .verdict-emoji::after {{ content: "{sign}"; }}\n' for kind, sign in MARK_SIGNS.items()
+)
+# the fill named, not inherited: Gradio's Markdown gives a nested span the body's text colour
+MARKS += "".join(
+    f".verdict-{kind} .verdict-emoji {{ background: {colour}; }}\n" for kind, colour in VERDICT_COLOURS.items()
+)
+MARKS += "".join(
+    f".dark .verdict-{kind} .verdict-emoji {{ background: {colour}; }}\n" for kind, colour in DARK_COLOURS.items()
+)
+
 CSS = (
-    "".join(f".verdict-{kind} {{ color: {colour}; font-weight: 600; }}\n" for kind, colour in VERDICT_COLOURS.items())
+    LIGHT_CONTRAST
+    + MARKS
+    + "".join(f".verdict-{kind} {{ color: {colour}; font-weight: 600; }}\n" for kind, colour in VERDICT_COLOURS.items())
     + "".join(f".dark .verdict-{kind} {{ color: {colour}; }}\n" for kind, colour in DARK_COLOURS.items())
     + f"""
 /* a Monitor chart says it is loading until Plotly has drawn it: before its data arrives (Gradio's empty placeholder,
@@ -49,6 +93,9 @@ CSS = (
 #runs-table th, #runs-table td, #completions-table th, #completions-table td,
 #compare-base th, #compare-base td, #compare-tuned th, #compare-tuned td,
 #sweeps-table th, #sweeps-table td {{ word-break: normal; overflow-wrap: normal; }}
+/* a completion read in full wraps its long lines (a chain of arithmetic ran 1,000 px wide) instead of scrolling
+   sideways in a block the keyboard can't reach (axe-core's scrollable-region-focusable, issue 59) */
+#completion-detail pre, #completion-detail pre code {{ white-space: pre-wrap; overflow-wrap: anywhere; }}
 /* a Compare answer keeps its lines: a tool run's turns (a call, the tool's answer, the final answer) a line each,
    and a plain answer's reasoning and answer tags as the model wrote them (else all ran together on one line) */
 #compare-base .cell-wrap .text, #compare-tuned .cell-wrap .text {{ white-space: pre-wrap; }}

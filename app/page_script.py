@@ -1,4 +1,4 @@
-"""A script of the dashboard's own in the page Gradio serves, ahead of Gradio's modules (app/status_timer.js).
+"""Scripts of the dashboard's own in the page Gradio serves, ahead of Gradio's modules (app/status_timer.js).
 
 Gradio adds ``launch(head=...)`` to the page from its own JavaScript once that has loaded (the template,
 templates/frontend/index.html, only carries it in ``window.gradio_config``), so a script given there runs after
@@ -13,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 HEAD = b"<head>"
-SCRIPT = (Path(__file__).resolve().parent / "status_timer.js").read_bytes()
+# the status trackers' timer, then the keyboard and ARIA repairs (app/a11y.js: the tabs answer the arrow keys, a table
+# row opens with Enter or Space, Gradio's empty placeholders get a role for their label)
+SCRIPT = b"\n".join((Path(__file__).resolve().parent / name).read_bytes() for name in ("status_timer.js", "a11y.js"))
 
 
 class PageScript:

@@ -151,3 +151,27 @@ def test_top_p_below_1_with_trls_vllm_correction_is_warned_with_its_measured_cos
         tiny_config(top_p=0.95),  # the built-in models never generate with vLLM
     ):
         assert sampling_warnings(fine) == []
+
+
+def test_a_model_the_review_could_not_read_is_refused_when_it_loads(tmp_path):
+    """A GGUF file or hub model is on disk only once the worker has it: the worker checks its heads before vLLM starts
+    (trainer.loading.vllm_cpu.prepare_cpu_vllm), in the review's words."""
+    import json
+
+    from trainer.loading.vllm_cpu import prepare_cpu_vllm
+
+    (tmp_path / "config.json").write_text(json.dumps({**SMOLLM2, "hidden_size": 216}))  # 9 heads of 24
+    config = RunConfig(model_name_or_path="owner/narrow-heads", backend="trl")
+    with pytest.raises(BackendError) as refused:
+        prepare_cpu_vllm(config, str(tmp_path))
+    assert str(refused.value).startswith("vLLM on a CPU runs attention heads 32, 64, 80, 96, … wide, and owner/")
+    assert "narrow-heads's are 24" in str(refused.value)
+
+
+def test_a_config_json_in_the_working_directory_is_not_read_for_a_model_not_on_disk(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2))
+    monkeypatch.setattr(backend_module, "existing_model_path", lambda config: None)
+    assert backend_module.head_width(RunConfig(model_name_or_path="owner/name")) is None

@@ -179,7 +179,11 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
             if problem := cpu_vllm_problem(config):
                 raise BackendError(problem)
             return Backend(
-                "trl_vllm", "cpu", False, True, "no GPU; backend: trl asks TRL's vLLM colocate engine to generate on the CPU"
+                "trl_vllm",
+                "cpu",
+                False,
+                True,
+                "no GPU; backend: trl asks TRL's vLLM colocate engine to generate on the CPU",
             )
         return plain("no GPU")
     if config.model_name_or_path in BUILTIN_MODELS:
@@ -220,13 +224,16 @@ def cpu_vllm_problem(config: RunConfig) -> str | None:
             "use vllm_mode: colocate"
         )
     width = head_width(config)
-    if width is not None and width not in VLLM_CPU_HEAD_SIZES:
-        return (
-            f"vLLM on a CPU runs attention heads {', '.join(map(str, VLLM_CPU_HEAD_SIZES[:4]))}, … wide, and "
-            f"{config.model_name_or_path}'s are {width}: set use_vllm: false (or backend: auto) to generate with "
-            "transformers"
-        )
-    return None
+    return head_width_problem(config, width) if width is not None and width not in VLLM_CPU_HEAD_SIZES else None
+
+
+def head_width_problem(config: RunConfig, width: int) -> str:
+    """The sentence for a model whose heads (``width`` wide) vLLM's CPU attention can't run."""
+    return (
+        f"vLLM on a CPU runs attention heads {', '.join(map(str, VLLM_CPU_HEAD_SIZES[:4]))}, … wide, and "
+        f"{config.model_name_or_path}'s are {width}: set use_vllm: false (or backend: auto) to generate with "
+        "transformers"
+    )
 
 
 def head_width(config: RunConfig) -> int | None:
@@ -238,15 +245,16 @@ def head_width(config: RunConfig) -> int | None:
         from trainer.loading.tiny import TinySpec
 
         return TinySpec.hidden_size // TinySpec.num_heads
+    from trainer.loading.vllm_cpu import config_head_width
+
     path = existing_model_path(config)
+    if path is None:
+        return None
     try:
-        found = json.loads((Path(path or "").expanduser() / "config.json").read_text())
+        found = json.loads((Path(path).expanduser() / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    text = found.get("text_config", found)
-    heads = text.get("num_attention_heads")
-    width = text.get("head_dim") or (text.get("hidden_size", 0) // heads if heads else None)
-    return width if isinstance(width, int) else None
+    return config_head_width(found) if isinstance(found, dict) else None
 
 
 def model_path(config: RunConfig) -> str:

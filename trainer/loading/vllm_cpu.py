@@ -45,12 +45,20 @@ def kv_cache_gib(config: RunConfig, bytes_per_token: int) -> int:
     return max(1, math.ceil(sequences * config.max_seq_length * bytes_per_token / GIB))
 
 
+def config_head_width(model_config: dict) -> int | None:
+    """The width of one attention head in a Hugging Face config.json's values (its text model's, for a multimodal
+    one), or None when it doesn't say."""
+    text = model_config.get("text_config", model_config)
+    heads = text.get("num_attention_heads")
+    width = text.get("head_dim") or (text.get("hidden_size", 0) // heads if heads else None)
+    return width if isinstance(width, int) else None
+
+
 def kv_bytes_per_token(model_config: dict) -> int:
     """Bytes of KV cache per token for a Hugging Face config (keys and values of every layer, 16-bit)."""
     text = model_config.get("text_config", model_config)
     heads = text["num_attention_heads"]
-    width = text.get("head_dim") or text["hidden_size"] // heads
-    return 2 * text["num_hidden_layers"] * text.get("num_key_value_heads", heads) * width * 2
+    return 2 * text["num_hidden_layers"] * text.get("num_key_value_heads", heads) * config_head_width(model_config) * 2
 
 
 def cpu_vllm_env(config: RunConfig, model_config: dict, environ: dict | None = None) -> dict[str, str]:
@@ -71,7 +79,12 @@ def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     import json
     from pathlib import Path
 
+    from trainer.loading.backend import VLLM_CPU_HEAD_SIZES, BackendError, head_width_problem
+
     model_config = json.loads((Path(model_dir) / "config.json").read_text())
+    width = config_head_width(model_config)
+    if width is not None and width not in VLLM_CPU_HEAD_SIZES:  # a model the review could not read before it loaded
+        raise BackendError(head_width_problem(config, width))
     added = cpu_vllm_env(config, model_config)
     os.environ.update(added)
     keep_weights_reloadable()

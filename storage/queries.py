@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, false, select, text, update
+from sqlalchemy import delete, false, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from storage.models import (
@@ -452,6 +452,25 @@ def stop_asked(session: Session, run_id: int) -> bool:
         .limit(1)
     )
     return session.scalar(stmt) == STOP_REQUESTED
+
+
+# The log lines that mark where a run is in its start (app/start_phases.py reads them back): queued again by a resume
+# (app.actions.runs), the worker taking the run (trainer.job.worker's claim), its trainer built (trainer.job.worker's
+# "trainer ready in ... s", read by bench/first_step.py too) and the held-out evaluation it will run first
+# (trainer.evaluation.periodic_eval). Written by their owners; matched here by how they begin.
+RESUME_REQUESTED, WORKER_RUNNING = "resume requested", "worker running"
+TRAINER_READY, HELDOUT_EVERY = "trainer ready in ", "held-out evaluation every "
+START_MARKS = (WORKER_STARTED, WORKER_RUNNING, TRAINER_READY, HELDOUT_EVERY)
+
+
+def start_lines(session: Session, run_id: int) -> list[RunLog]:
+    """The log lines that mark the run's start since it was last queued (its latest "resume requested" line, first,
+    when it has one), oldest first: a handful, whatever the length of its log."""
+    since = select(func.max(RunLog.id)).where(RunLog.run_id == run_id, RunLog.message == RESUME_REQUESTED)
+    after = session.scalar(since) or 0
+    marked = or_(*(RunLog.message.startswith(mark) for mark in START_MARKS))
+    stmt = select(RunLog).where(RunLog.run_id == run_id, RunLog.id >= after, or_(RunLog.id == after, marked))
+    return list(session.scalars(stmt.order_by(RunLog.id)).all())
 
 
 def log_since(session: Session, run_id: int, after_id: int = 0) -> list[RunLog]:

@@ -5,7 +5,7 @@ completions, what a drawing of the map reflects). The page lays these out; it re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.liveness import liveness_alerts
@@ -33,9 +33,11 @@ class MonitorRead:
     sample_steps: list[int]
     log_lines: list[RunLog]
     measures_off: dict[str, str]
-    # (running run ids, queued run ids ahead of it) while the picked run is queued, else None
+    # (running run ids, queued run ids ahead of it) while the picked run is queued without a worker, else None
     queue: tuple[list[int], list[int]] | None
     worker_log: str = ""
+    # the log lines that mark the picked run's start (storage.queries.start_lines), read while it is live
+    start_lines: list[RunLog] = field(default_factory=list)
 
     @property
     def main(self) -> Run | None:
@@ -68,13 +70,17 @@ def monitor_view(
         log_lines = queries.log_tail(session, int(run_id), LOG_LINES)
         off = queries.measures_off(session, int(run_id))
         main = runs[int(run_id)]
-        queue = _queue(session, main) if main is not None and main.status == RunStatus.QUEUED else None
+        # a queued run with a pid has its worker starting (a slot taken): it waits behind no one
+        queued = main is not None and main.status == RunStatus.QUEUED and main.pid is None
+        queue = _queue(session, main) if queued else None
+        live = main is not None and not RunStatus(main.status).terminal
+        start_lines = queries.start_lines(session, int(run_id)) if live else []
     worker_log = ""
     if raw and main is not None:
         from trainer.supervise.workers import log_tail
 
         worker_log = log_tail(main, WORKER_LOG_LINES)
-    return MonitorRead(run_ids, caches, runs, fork, steps, log_lines, off, queue, worker_log)
+    return MonitorRead(run_ids, caches, runs, fork, steps, log_lines, off, queue, worker_log, start_lines)
 
 
 def _queue(session, run: Run) -> tuple[list[int], list[int]]:

@@ -209,7 +209,7 @@ def resume(run_id: int, start: Start = "queue", wait_s: float = SHUTDOWN_WAIT_S)
                 on_slurm = (run.config or {}).get("executor") == "slurm"
                 if start == "queue":
                     queries.requeue_run(session, run)
-                    queries.add_log(session, run.id, "resume requested")
+                    queries.add_log(session, run.id, queries.RESUME_REQUESTED)
                     return None
                 now = start == "detached" or on_slurm
                 started = start_worker(session, run) if now else None

@@ -21,6 +21,7 @@ from app.markup import code, fenced, md
 from app.monitor_state import RunCache, drawn_from, progress_text
 from app.other_metrics import other_figure, other_keys, other_text
 from app.pages import learning
+from app.start_phases import phases_text, start_phases
 from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
 
@@ -202,17 +203,21 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     forked = ""
     if fork:
         forked = f"\n\nForked from run {fork[0]} at step {fork[1]}: drawn over its parent; the dotted line is the fork."
-    if waiting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
+    # each phase of the start as it happens, with its own time (app/start_phases.py), while the run is live
+    phases = phases_text(start_phases(main, read.start_lines, caches[int(run_id)].series.get("heldout/seconds")))
+    starting = "\n\n" + phases if read.start_lines or waiting else ""
+    log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in read.log_lines)
+    if starting and not any(caches[rid].series for rid in run_ids):  # no empty charts: say what it waits for
         return MonitorView(
-            progress_text(main) + "\n\n" + waiting + forked,
+            progress_text(main) + starting + ("\n\n" + waiting if waiting else "") + forked,
             _undrawn(caches),
             table=[],
-            log="",
+            log=log_text,
             live=True,
         )
     labels = {f"{rid}: {runs[rid].name}": caches[rid].series for rid in run_ids if runs.get(rid)}
     live = any(not actions.RunStatus(runs[rid].status).terminal for rid in run_ids if runs.get(rid))
-    header = progress_text(main, logged=caches[int(run_id)].series.get("reward"))
+    header = progress_text(main, logged=caches[int(run_id)].series.get("reward")) + starting
     if waiting:  # a resumed run waits with the steps it logged before, a fork over its parent's
         header += "\n\n" + waiting
     if main.backend:
@@ -222,7 +227,6 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
         header += f"\n\n**Error:** {code(main.error.strip().splitlines()[-1])}"
     last = steps[-1] if steps else 0
     shown = step if pinned and step in steps else last
-    log_text = "\n".join(f"{line.created_at:%H:%M:%S} {line.level} {line.message}" for line in read.log_lines)
     worker_log = read.worker_log
     if worker_log:  # the library output (warnings, TRL's dicts) only on request: grpo-studio's lines say what matters
         log_text += "\n--- raw worker output ---\n" + worker_log

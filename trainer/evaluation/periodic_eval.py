@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from storage.queries import HELDOUT_EVERY
 from trainer.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def make_heldout_callback(
         log_line(f"eval_steps: no held-out evaluation: {exc}")
         return None
     problems = held.problems
-    log_line(f"held-out evaluation every {config.eval_steps} steps on {held.describe()}")
+    log_line(f"{HELDOUT_EVERY}{config.eval_steps} steps on {held.describe()}")  # the Monitor's start phases read it
 
     class HeldOutCallback(TrainerCallback):
         trainer: Any = None

@@ -200,7 +200,7 @@ def build_trainer(
     time_method(trainer.grpo_studio_tokens, "_score", WRITES, measures.times)  # its passes are the token view's
     # read by bench/first_step.py, which splits the time to the first step with it
     log_line(
-        f"trainer ready in {time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "
+        f"{queries.TRAINER_READY}{time.perf_counter() - started:.2f} s: data set {data_ready - started:.2f} s, model "
         f"{model_ready - data_ready:.2f} s, TRL import and prompt check {prepared - model_ready:.2f} s, trainer "
         f"construction {time.perf_counter() - prepared:.2f} s"
     )
@@ -332,6 +332,7 @@ def _claim(run_id: int) -> tuple[RunFiles, dict]:
                 pid, started = os.getpid(), process_start_time(os.getpid())
             host = os.environ.get("SLURM_JOB_NODELIST") or socket.gethostname()
             queries.mark_running(session, run, pid, str(files.root), started, host)
+            queries.add_log(session, run_id, f"{queries.WORKER_RUNNING} (pid {os.getpid()}): loading the model")
             config = dict(run.config)
     if problem:
         raise SystemExit(f"grpo-studio worker: {problem}")

@@ -26,6 +26,7 @@ NOT_CONFIG_RULES = {
     # what vLLM's CPU engine runs: the model's files (its head width) and the engine's kernels, checked by the worker
     # too (trainer.loading.backend.select_backend), as gguf_problem is for a GGUF file
     "cpu_vllm_problem": "the CPU engine's reach, from the model's files",
+    "head_width_problem": "the CPU engine's reach: the sentence for a model's head width, read once it is on disk",
     # rows of a data set: its Problem records (question and answer), not problems with a setting
     "arithmetic_problems": "the built-in task's rows",
     "load_problems": "a data set's rows",

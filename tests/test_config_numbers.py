@@ -90,6 +90,10 @@ def test_the_largest_whole_number_is_read_and_one_more_is_not():
         ),
         (
             {"method": "random", "members": 2**70, "settings": {"beta": {"low": 0, "high": 0.1}}},
+            "sweep.members 1180591620717411303424: random search needs from 1 to 64 members",
+        ),
+        (
+            {"members": 2**70, "settings": {"beta": [0, 0.1]}},
             "sweep.members 1180591620717411303424: expected a whole number from 0 to 64",
         ),
         (

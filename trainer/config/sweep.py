@@ -185,10 +185,11 @@ def parse(block: Any, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepS
     method = str(block.get("method", "grid"))
     if method not in METHODS:
         problems.append(f"sweep.method {shorten(method)}: expected one of {', '.join(METHODS)}")
-    said = len(problems)
-    members = _whole(block, "members", 0, problems)
-    if method in ("random", "tpe") and len(problems) == said and not 1 <= members <= MAX_MEMBERS:
-        problems.append(f"sweep.members {members}: {method} search needs from 1 to {MAX_MEMBERS} members")
+    searched = method in ("random", "tpe")  # a search draws its members: at least one, said in its own words
+    members = _whole(block, "members", 0, [] if searched else problems)
+    if searched and not 1 <= members <= MAX_MEMBERS:
+        raw = shorten(block.get("members", 0))
+        problems.append(f"sweep.members {raw}: {method} search needs from 1 to {MAX_MEMBERS} members")
     seed = _whole(block, "seed", 0, problems)
     objective = block.get("objective", DEFAULT_OBJECTIVE)
     if isinstance(objective, str) and (unsafe := text_problem("sweep.objective", objective)):

@@ -18,6 +18,7 @@ from trainer.loading import gguf
 # One process runs this module and tests/test_vllm_cpu.py: the real model is dequantized once into its data dir for
 # both (about a minute).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-model")]
+START_EARLY = True  # the suite's longest group: handed out first among the slow (tests/conftest.py)
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WORKER_TIMEOUT_S = 900  # a hang bound: loading plus two steps took ~2 min on 2 loaded cores

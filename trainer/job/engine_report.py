@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-GIB = 1 << 30
+from trainer.loading.vllm_cpu import GIB
 
 
 def engine_line(llm: Any) -> str:

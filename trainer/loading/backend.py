@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from trainer.config.names import BUILTIN_MODELS, BUILTIN_TOOL_MODEL
 from trainer.loading.gguf import dequantized_dir, existing_dequantized, is_gguf, offline_copy
 from trainer.loading.hub import hub_access, is_cached
+from trainer.loading.vllm_cpu import config_head_width, head_width_problem
 
 if TYPE_CHECKING:  # for annotations only
     from trainer.config import RunConfig
@@ -40,10 +41,6 @@ log = logging.getLogger(__name__)
 # vLLM accepts only these LoRA ranks (vllm 0.32 config/lora.py:26, MaxLoRARanks = 1, 8, ... 320, 512); Unsloth rounds
 # a rank up to the next one (unsloth_zoo 2026.10.9 vllm_utils.py:2765-2774), so any rank up to 512 works and none above.
 VLLM_MAX_LORA_RANK = 512
-
-# The attention head widths vLLM's CPU attention runs (vllm 0.32 v1/attention/backends/cpu_attn.py:69-70); any other
-# fails at the first generate ("Unsupported CPU attention configuration: head_dim=24"), as the built-in models' do.
-VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 # Compile and kernel caches, each under the data directory rather than the working directory or /tmp, so they
 # survive a container restart (the Docker image sets the same variables under /data). Without them: Unsloth's
@@ -216,24 +213,15 @@ def select_backend(config: RunConfig, caps: Capabilities | None = None) -> Backe
 def cpu_vllm_problem(config: RunConfig) -> str | None:
     """Why vLLM can't generate for ``config`` on a CPU, in one sentence, or None: training through a server needs a
     GPU (TRL 1.16 syncs the weights to the server over NCCL only, trl/generation/vllm_client.py:755-760), and vLLM's CPU
-    attention runs only some head widths (:data:`VLLM_CPU_HEAD_SIZES`). A model whose config can't be read here yet
-    (a hub id not downloaded, a GGUF file not yet dequantized) passes: its width is checked when it loads."""
+    attention runs only some head widths (trainer.loading.vllm_cpu.VLLM_CPU_HEAD_SIZES). A model whose config can't be
+    read here yet (a hub id not downloaded, a GGUF file not yet dequantized) passes: its width is checked when it
+    loads (trainer.loading.vllm_cpu.prepare_cpu_vllm)."""
     if config.vllm_mode == "server":
         return (
             "vllm_mode: server needs a GPU: TRL sends the trained weights to the vLLM server over NCCL only; on a CPU "
             "use vllm_mode: colocate"
         )
-    width = head_width(config)
-    return head_width_problem(config, width) if width is not None and width not in VLLM_CPU_HEAD_SIZES else None
-
-
-def head_width_problem(config: RunConfig, width: int) -> str:
-    """The sentence for a model whose heads (``width`` wide) vLLM's CPU attention can't run."""
-    return (
-        f"vLLM on a CPU runs attention heads {', '.join(map(str, VLLM_CPU_HEAD_SIZES[:4]))}, … wide, and "
-        f"{config.model_name_or_path}'s are {width}: set use_vllm: false (or backend: auto) to generate with "
-        "transformers"
-    )
+    return head_width_problem(config, head_width(config))
 
 
 def head_width(config: RunConfig) -> int | None:
@@ -245,8 +233,6 @@ def head_width(config: RunConfig) -> int | None:
         from trainer.loading.tiny import TinySpec
 
         return TinySpec.hidden_size // TinySpec.num_heads
-    from trainer.loading.vllm_cpu import config_head_width
-
     path = existing_model_path(config)
     if path is None:
         return None

@@ -36,6 +36,21 @@ log = logging.getLogger(__name__)
 
 KV_CACHE_SPACE = "VLLM_CPU_KVCACHE_SPACE"
 GIB = 1 << 30
+# The attention head widths vLLM's CPU attention runs (vllm 0.32 v1/attention/backends/cpu_attn.py:69-70); any other
+# fails at the first generate ("Unsupported CPU attention configuration: head_dim=24"), as the built-in models' do.
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def head_width_problem(config: RunConfig, width: int | None) -> str | None:
+    """The sentence for a model whose heads (``width`` wide) vLLM's CPU attention can't run; None when they fit or
+    the width is unknown."""
+    if width is None or width in VLLM_CPU_HEAD_SIZES:
+        return None
+    return (
+        f"vLLM on a CPU runs attention heads {', '.join(map(str, VLLM_CPU_HEAD_SIZES[:4]))}, … wide, and "
+        f"{config.model_name_or_path}'s are {width}: set use_vllm: false (or backend: auto) to generate with "
+        "transformers"
+    )
 
 
 def kv_cache_gib(config: RunConfig, bytes_per_token: int) -> int:
@@ -79,12 +94,11 @@ def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     import json
     from pathlib import Path
 
-    from trainer.loading.backend import VLLM_CPU_HEAD_SIZES, BackendError, head_width_problem
+    from trainer.loading.backend import BackendError
 
     model_config = json.loads((Path(model_dir) / "config.json").read_text())
-    width = config_head_width(model_config)
-    if width is not None and width not in VLLM_CPU_HEAD_SIZES:  # a model the review could not read before it loaded
-        raise BackendError(head_width_problem(config, width))
+    if problem := head_width_problem(config, config_head_width(model_config)):
+        raise BackendError(problem)  # a model the review could not read before it was on disk
     added = cpu_vllm_env(config, model_config)
     os.environ.update(added)
     keep_weights_reloadable()

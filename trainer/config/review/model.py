@@ -45,8 +45,8 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
             f"lora_r {config.lora_r}: vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}; lower lora_r or set "
             "use_vllm: false"
         )
-    server_on_cpu = config.use_vllm and config.vllm_mode == "server" and config.executor != "slurm"
-    if (server_on_cpu and nvidia_smi_gpu() is None or vllm_on_cpu(config)) and (problem := cpu_vllm_problem(config)):
+    server = config.use_vllm and config.vllm_mode == "server" and config.executor != "slurm"
+    if (server or asks_cpu_vllm(config)) and nvidia_smi_gpu() is None and (problem := cpu_vllm_problem(config)):
         problems.append(problem)
     if config.deepspeed_stage and importlib.util.find_spec("deepspeed") is None:
         problems.append(
@@ -56,11 +56,11 @@ def gpu_path_problems(config: RunConfig) -> list[str]:
     return problems
 
 
-def vllm_on_cpu(config: RunConfig) -> bool:
-    """Whether ``config`` asks vLLM to generate on this machine's CPU: backend: trl with use_vllm, vLLM installed
-    and no GPU that nvidia-smi sees (trainer.loading.backend.select_backend makes the same choice from torch)."""
+def asks_cpu_vllm(config: RunConfig) -> bool:
+    """Whether ``config`` asks vLLM to generate here even without a GPU: backend: trl with use_vllm, run locally, vLLM
+    installed (trainer.loading.backend.select_backend makes the same choice, with no GPU, from torch)."""
     asks = config.backend == "trl" and config.use_vllm and config.executor != "slurm"
-    return asks and importlib.util.find_spec("vllm") is not None and nvidia_smi_gpu() is None
+    return asks and importlib.util.find_spec("vllm") is not None
 
 
 def machine_warnings(config: RunConfig) -> list[str]:
@@ -71,10 +71,10 @@ def machine_warnings(config: RunConfig) -> list[str]:
     wants_gpu = (config.use_vllm or config.load_in_4bit) and config.backend != "plain"
     if not wants_gpu or config.executor == "slurm" or config.model_name_or_path in BUILTIN_MODELS:
         return []
-    if vllm_on_cpu(config) and not config.load_in_4bit:
-        return []  # asked for on purpose, and it runs (checked by gpu_path_problems)
     if nvidia_smi_gpu() is not None:
         return []
+    if asks_cpu_vllm(config) and not config.load_in_4bit:
+        return []  # vLLM on the CPU, asked for on purpose, and it runs (checked by gpu_path_problems)
     asked = " and ".join(
         name for name, on in (("use_vllm", config.use_vllm), ("load_in_4bit", config.load_in_4bit)) if on
     )

@@ -203,10 +203,10 @@ class ProgressPrinter(threading.Thread):
 
 def heldout_missing(config: dict) -> str | None:
     """Why ``grpo-studio eval`` has no held-out problems to score this run's config on (None: it has, or may have),
-    as validation decides it (trainer.config.review.heldout.missing_heldout); None for a config that no longer
+    as validation decides it (trainer.review.heldout.missing_heldout); None for a config that no longer
     reads."""
     from trainer.config import RunConfig
-    from trainer.config.review.heldout import missing_heldout
+    from trainer.review.heldout import missing_heldout
 
     try:
         return missing_heldout(RunConfig.from_dict(config)[0])

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.config import GROUPS, ConfigError, RunConfig, review
+from trainer import review
+from trainer.config import GROUPS, ConfigError, RunConfig
 from trainer.config.rules import MULTILINE_FIELDS
 from trainer.presets import tiny_demo
 
@@ -143,7 +144,7 @@ def config_from_form(
 ) -> tuple[RunConfig | None, list[str]]:
     """Build a config from the form's widget values by setting name. Returns (config, problems); config is None if
     a value could not even be read, and problems lists everything wrong at once (RunConfig.from_dict reads the
-    values, trainer.config.review.problems runs every rule)."""
+    values, trainer.review.problems runs every rule)."""
     try:
         config, _ = RunConfig.from_dict(form_mapping(values))
     except ConfigError as exc:

@@ -155,8 +155,8 @@ def stage_config(args: argparse.Namespace, stage: str):
 
 
 def config_problems(config) -> list[str]:
-    """What the worker would refuse in ``config`` (trainer.config.review.problems, as the worker checks it)."""
-    from trainer.config import review
+    """What the worker would refuse in ``config`` (trainer.review.problems, as the worker checks it)."""
+    from trainer import review
 
     return review.problems(config)
 

@@ -49,7 +49,7 @@ def test_every_folder_of_the_house_has_a_row_among_the_rooms(architecture, drawn
 
 def test_no_two_folders_of_trainer_import_each_other(architecture, drawn):
     """Issue 39: inside trainer/ every tie between two folders runs one way (trainer/'s own modules count as a folder,
-    trainer/config/review/ as one apart from trainer/config/), read from the graph the page draws, so adding an import
+    trainer/review/ as one apart from trainer/config/), read from the graph the page draws, so adding an import
     back (a deferred one included) fails here, not only in the drawing."""
     pairs = [(a, b) for a, b in architecture.mutual_pairs(drawn) if a.startswith("trainer") and b.startswith("trainer")]
     tied = {pair: drawn.between[pair] + drawn.between[pair[::-1]] for pair in pairs}

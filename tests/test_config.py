@@ -9,8 +9,9 @@ import sys
 import pytest
 import yaml
 
-from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig, review
-from trainer.config.review import load_and_validate
+from trainer import review
+from trainer.config import SYSTEM_PROMPT, ConfigError, RunConfig
+from trainer.review import load_and_validate
 
 from .conftest import ROOT
 

@@ -1,7 +1,7 @@
 """Every problem the product can report about a config comes from trainer/config/ (issue 39): "why was my config
-refused?" has one answer, trainer.config.review.check, and each rule sits in the module of trainer/config/ (its
-ground, or trainer/config/review/ for the rules that look at a model, data or rewards) of the concept it checks. These
-tests fail when a rule is added anywhere else."""
+refused?" has one answer, trainer.review.check, and each rule sits in the module of the concept it checks: in
+trainer/config/ (the config's ground) or in trainer/review/ beside it (the rules that look at a model, data or
+rewards). These tests fail when a rule is added anywhere else."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ import re
 
 import pytest
 
-from trainer.config import review
+from trainer import review
 from trainer.config.access import Access
 
 from .conftest import ROOT
 from .helpers import tiny_config
 
 CONFIG = ROOT / "trainer" / "config"
+REVIEW = ROOT / "trainer" / "review"
 # A function named like a rule: it checks something and says what is wrong ("check_dataset", "cluster_problems",
 # "heldout_warnings", "code_tests_refusal", "file_split_problem").
 RULE_NAME = re.compile(r"^(check_\w+|\w*_problems?|\w*_warnings|\w*_refusal)$")
-# Functions outside trainer/config/ named like a rule that are no rule of a config, and why. A new rule of a config
-# goes into trainer/config/ (the module of its concept), not onto this list.
+# Functions outside trainer/config/ and trainer/review/ named like a rule that are no rule of a config, and why. A new
+# rule of a config goes into one of those two (the module of its concept), not onto this list.
 NOT_CONFIG_RULES = {
     # what vLLM's CPU engine runs: the model's files (its head width) and the engine's kernels, checked by the worker
     # too (trainer.loading.backend.select_backend), as gguf_problem is for a GGUF file
@@ -36,12 +37,12 @@ NOT_CONFIG_RULES = {
     "heldout_problems": "the held-out rows an evaluation scores",
     # what a text is, shared by everything that stores or prints one (what a name names is trainer.config.names's)
     "text_problem": "control characters in any text grpo-studio stores or prints, a run's name among them",
-    # a data file's contents as its reader meets them (trainer.config.review.data.check_dataset reports them for a config)
+    # a data file's contents as its reader meets them (trainer.review.data.check_dataset reports them for a config)
     "check_value": "one value of a data file's row, checked as the loader reads every row",
     "_json_problem": "a data file's JSON syntax",
     # the machine and the files a run leaves, met at run time, not a config's settings
-    "isolation_problem": "whether this machine can isolate code_tests (trainer.config.review.rewards asks it)",
-    "code_tests_refusal": "the sandbox's answer to that, which trainer.config.review.rewards reports as a problem",
+    "isolation_problem": "whether this machine can isolate code_tests (trainer.review.rewards asks it)",
+    "code_tests_refusal": "the sandbox's answer to that, which trainer.review.rewards reports as a problem",
     "unsloth_refusal": "a model Unsloth refuses while loading it (the run then takes the TRL path)",
     "hub_refusal": "the hub refusing a download (a gated model, no token) while loading",
     "hub_problem": "whether this machine reaches the hub or has its files now (the worker and launch ask it)",
@@ -61,12 +62,13 @@ NOT_CONFIG_RULES = {
 def _modules_outside_config():
     for package in ("app", "trainer", "storage"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            if not path.is_relative_to(CONFIG):
+            if not path.is_relative_to(CONFIG) and not path.is_relative_to(REVIEW):
                 yield path, ast.parse(path.read_text(encoding="utf-8"))
 
 
 def test_no_rule_of_a_config_is_written_outside_trainer_config():
-    """Outside trainer/config/, no function is named like a rule unless it is listed above as no rule of a config."""
+    """Outside trainer/config/ and trainer/review/, no function is named like a rule unless it is listed above as no
+    rule of a config."""
     found = sorted(
         f"{path.relative_to(ROOT)}: {node.name}"
         for path, tree in _modules_outside_config()
@@ -75,7 +77,8 @@ def test_no_rule_of_a_config_is_written_outside_trainer_config():
         and RULE_NAME.match(node.name)
         and node.name not in NOT_CONFIG_RULES
     )
-    assert found == [], "a rule of a config belongs in trainer/config/ (the module of its concept): " + str(found)
+    home = "trainer/config/ or trainer/review/"
+    assert found == [], f"a rule of a config belongs in {home} (the module of its concept): {found}"
 
 
 def test_a_config_error_is_raised_only_from_trainer_config():
@@ -91,16 +94,19 @@ def test_a_config_error_is_raised_only_from_trainer_config():
 
 
 def test_the_review_composes_only_rules_of_trainer_config():
-    """trainer.config.review takes its rules from trainer/config/'s own modules (its ground and its own folder); beside
+    """trainer.review takes its rules from its own modules and trainer/config/'s (the config's ground); beside
     them it reads only a data set's rows (for the warnings about a reward mix) and the text guard that keeps a control
     character off the disk."""
-    tree = ast.parse((CONFIG / "review" / "__init__.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REVIEW / "__init__.py").read_text(encoding="utf-8"))
     imported = {
         node.module
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("trainer", "app", "storage"))
     }
-    assert {m for m in imported if not m.startswith("trainer.config.")} == {"trainer.loading.data", "trainer.safe_text"}
+    assert {m for m in imported if not m.startswith(("trainer.config.", "trainer.review."))} == {
+        "trainer.loading.data",
+        "trainer.safe_text",
+    }
 
 
 def _written_in(fragment: str) -> list[str]:
@@ -116,16 +122,23 @@ def _written_in(fragment: str) -> list[str]:
 DASHBOARD = Access()  # the dashboard's default: no custom reward code, local paths under the data dir only
 
 # (concept, the settings changed from a valid config, the access, a fragment of the problem, the source text that
-# writes it where the fragment alone is also an example in a docstring, and the module of trainer/config/ it is in)
+# writes it where the fragment alone is also an example in a docstring, and the module under trainer/ it is in)
 BAD_CONFIGS = [
-    ("field", {"beta": -1.0}, None, "beta -1: expected a value from 0 to 10", "a value from {_number(lo)}", "rules.py"),
+    (
+        "field",
+        {"beta": -1.0},
+        None,
+        "beta -1: expected a value from 0 to 10",
+        "a value from {_number(lo)}",
+        "config/rules.py",
+    ),
     (
         "settings together",
         {"per_device_train_batch_size": 3},
         None,
         "is not divisible by the group size",
         None,
-        "rules.py",
+        "config/rules.py",
     ),
     (
         "a value's type",
@@ -133,9 +146,9 @@ BAD_CONFIGS = [
         None,
         "max_steps: expected a whole number",
         "expected {type_name(",
-        "values.py",
+        "config/values.py",
     ),
-    ("a key", {"learning_rte": 0.1}, None, "is not a setting: did you mean", None, "keys.py"),
+    ("a key", {"learning_rte": 0.1}, None, "is not a setting: did you mean", None, "config/keys.py"),
     ("model", {"model_name_or_path": "builtin:huge"}, None, "the built-in models are", None, "review/model.py"),
     ("GPU path", {"deepspeed_stage": 2}, None, "needs num_processes of 2 or more", None, "review/model.py"),
     ("data", {"dataset_name": "builtin:nothing"}, None, "built-in data sets are", None, "review/data.py"),
@@ -157,14 +170,14 @@ BAD_CONFIGS = [
         None,
         "review/tools.py",
     ),
-    ("cluster", {"slurm_nodes": 2}, None, "more nodes need executor slurm", None, "cluster.py"),
+    ("cluster", {"slurm_nodes": 2}, None, "more nodes need executor slurm", None, "config/cluster.py"),
     (
         "access",
         {"dataset_name": "data/rows.jsonl"},
         DASHBOARD,
         "reads local files only by their full path",
         None,
-        "access.py",
+        "config/access.py",
     ),
     (
         "custom rewards",
@@ -172,7 +185,7 @@ BAD_CONFIGS = [
         DASHBOARD,
         "custom reward code runs arbitrary",
         None,
-        "access.py",
+        "config/access.py",
     ),
     (
         "custom tools",
@@ -180,7 +193,7 @@ BAD_CONFIGS = [
         DASHBOARD,
         "custom tool code runs arbitrary",
         None,
-        "access.py",
+        "config/access.py",
     ),
 ]
 
@@ -192,12 +205,12 @@ def test_the_one_entry_reports_each_concepts_problem_from_its_module(
     concept, changes, access, fragment, source, module
 ):
     """review.check, which every entry calls, reports a bad config of each concept, and the sentence it reports is
-    written in that concept's module of trainer/config/ and nowhere else."""
+    written in that concept's module of trainer/config/ or trainer/review/ and nowhere else."""
     valid = tiny_config().to_dict()
     assert review.check(valid, access or Access(any_path=True)).problems == []
     found = review.check({**valid, **changes}, *([access] if access else [])).problems
     assert [p for p in found if fragment in p], found
-    assert _written_in(source or fragment) == [f"trainer/config/{module}"]
+    assert _written_in(source or fragment) == [f"trainer/{module}"]
 
 
 def test_a_config_files_and_a_forks_problems_come_from_trainer_config(tmp_path):

@@ -15,7 +15,8 @@ from app.server import parse_auth
 from app.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.config.access import Access
 from trainer.insight.health import health_alerts
 from trainer.presets import presets

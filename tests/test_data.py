@@ -130,7 +130,7 @@ def test_the_loaders_never_import_the_config_review():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = ast.literal_eval(out.stdout.strip())
-    assert not [m for m in loaded if m.startswith("trainer.config.review")]
+    assert not [m for m in loaded if m.startswith("trainer.review")]
     ground = ("examples", "fields", "file", "keys", "names", "rules", "run_config", "values")
     assert set(loaded) <= {"trainer.config", *(f"trainer.config.{name}" for name in ground)}
     tree = ast.parse((ROOT / "trainer" / "loading" / "data.py").read_text())
@@ -198,7 +198,7 @@ def test_a_local_files_test_split_is_refused_not_ignored(tmp_path):
     were trained on. A file has no splits: asking for one is refused in one sentence, before and at load."""
     import dataclasses
 
-    from trainer.config import review
+    from trainer import review
 
     from .helpers import tiny_config
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.config.examples import parse_examples
 from trainer.loading import gguf
 from trainer.loading.data import gsm8k_reference, load_problems, make_prompt

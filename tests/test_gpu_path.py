@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import load_script
-from trainer.config import review
+from trainer import review
 from trainer.loading.backend import BackendError, Capabilities, select_backend
 from trainer.supervise.commands import worker_command
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.evaluation.evaluate import EvaluationError, heldout_for, heldout_problems
 from trainer.loading import heldout as heldout_module
 from trainer.loading.data import DataError, Problem, build_dataset
@@ -188,7 +189,7 @@ def test_a_run_on_a_test_or_validation_split_is_warned_whatever_the_model():
     model only."""
     import dataclasses
 
-    from trainer.config.review.heldout import heldout_warnings
+    from trainer.review.heldout import heldout_warnings
 
     from .helpers import tiny_config
 

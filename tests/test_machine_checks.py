@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from trainer.config.review import model as model_review
 from trainer.presets import load_preset, resolve_preset
+from trainer.review import model as model_review
 
 
 def preset(name: str):

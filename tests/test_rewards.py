@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.config import review
+from trainer import review
 from trainer.scoring.custom_rewards import load_custom_reward
 from trainer.scoring.rewards import (
     REWARDS,
@@ -232,7 +232,7 @@ def test_strict_format_rejects_a_repeated_answer_block():
 
 
 def test_reward_mix_warnings():
-    from trainer.config.review.rewards import reward_mix_warnings
+    from trainer.review.rewards import reward_mix_warnings
 
     assert reward_mix_warnings(["correctness", "xmlcount"], [1.0, 1.0], ["4"], False) == []
     format_only, only_int = reward_mix_warnings(["int"], [1.0], ["4", "12"], False)

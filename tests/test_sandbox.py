@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_attacks import TWO_SUM, TWO_SUM_TESTS, attacks
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.scoring import sandbox
 from trainer.scoring.code_tasks import CODE_PROBLEMS
 from trainer.scoring.judge import plan

@@ -16,7 +16,8 @@ from app.verdict import problem
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
-from trainer.config import ConfigError, RunConfig, review
+from trainer import review
+from trainer.config import ConfigError, RunConfig
 from trainer.config.access import Access
 from trainer.loading.chat_template import TemplateRenderError, render_chat_template
 

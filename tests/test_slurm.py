@@ -16,7 +16,8 @@ import pytest
 
 from storage import queries
 from storage.db import get_sessionmaker
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.config.cluster import cluster_problems
 from trainer.supervise import commands, slurm, vllm_server
 from trainer.supervise.run_files import RunFiles

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from trainer.config import review
+from trainer import review
 from trainer.config.access import Access
 from trainer.loading.data import arithmetic3_problems
 from trainer.loading.tiny import INFO_FILE

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.api import endpoints
-from trainer.config import review
+from trainer import review
 from trainer.config.access import Access
 from trainer.tools.builtin import CalculatorEnv, calculator
 from trainer.tools.loading import trainer_arguments
@@ -280,7 +280,7 @@ SERVER_SENTENCE = (
 
 def test_tools_with_vllm_server_mode_on_two_processes_are_refused():
     """TRL's tool loop re-generates a different number of rows on each process, which server mode cannot split back
-    (trainer/config/review/tools.py says where in TRL): refused before launch, in one sentence."""
+    (trainer/review/tools.py says where in TRL): refused before launch, in one sentence."""
     server = {"backend": "trl", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": "0", "num_processes": 2}
     assert SERVER_SENTENCE in _problems(tools=["builtin:calculator"], **server)
     assert SERVER_SENTENCE in _problems(environment="builtin:calculator", **server)

@@ -22,7 +22,7 @@ import pytest
 
 from app.other_metrics import charted_keys, other_keys
 from storage.db import get_sessionmaker
-from trainer.config import review
+from trainer import review
 from trainer.insight.signals import signal_alerts, signal_notes
 
 from .conftest import ROOT

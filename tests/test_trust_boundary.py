@@ -18,10 +18,10 @@ from app.pages import new_run
 from storage import queries
 from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
-from trainer.config import review
+from trainer import review
 from trainer.config.access import Access
-from trainer.config.review.data import check_dataset
 from trainer.loading.data import DataError, load_problems
+from trainer.review.data import check_dataset
 from trainer.supervise import slurm
 from trainer.supervise.run_files import RunFiles
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.helpers import tiny_config
-from trainer.config import review
+from trainer import review
 from trainer.config.access import Access
 from trainer.scoring import user_code
 

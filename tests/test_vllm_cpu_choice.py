@@ -12,11 +12,11 @@ import pytest
 
 from tests.helpers import tiny_config
 from trainer.config import RunConfig
-from trainer.config.review import model as review_model
 from trainer.job.engine_report import engine_line, report_engine, sampling_line
 from trainer.loading import backend as backend_module
 from trainer.loading.backend import BackendError, Capabilities, cpu_vllm_problem, select_backend
 from trainer.loading.vllm_cpu import cpu_vllm_env, kv_bytes_per_token, kv_cache_gib
+from trainer.review import model as review_model
 
 CPU_WITH_VLLM = Capabilities(cuda=False, bf16=False, unsloth=False, vllm=True)
 SMOLLM2 = {  # the real model's config.json, the fields read here
@@ -137,7 +137,7 @@ def test_the_head_width_of_a_model_not_on_this_machine_is_unknown_not_guessed(mo
 
 
 def test_top_p_below_1_with_trls_vllm_correction_is_warned_with_its_measured_cost(model_dir):
-    from trainer.config.review.model import sampling_warnings
+    from trainer.review.model import sampling_warnings
 
     nucleus = RunConfig(model_name_or_path=model_dir, backend="trl", use_vllm=True, top_p=0.95)
     (warning,) = sampling_warnings(nucleus)

@@ -25,7 +25,8 @@ from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.config.access import Access
 from trainer.loading.hub import fetch_problem
 from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
@@ -82,7 +83,7 @@ class Launched:
 
 
 def validate(source: ConfigSource, access: Access, name: str | None = None, warn: bool = True) -> Checked:
-    """Every problem with a config under the operator's ``access`` rules (trainer.config.review.check: a path outside
+    """Every problem with a config under the operator's ``access`` rules (trainer.review.check: a path outside
     the allowed directories is refused before anything reads it, and custom reward code is neither imported nor
     accepted unless allowed). A valid config's warnings are read too (``warn``: they read a few rows of the data
     set)."""

@@ -10,15 +10,16 @@
   names, which the loaders ask too; a local file has no splits), :mod:`~trainer.config.cluster` (Slurm and vLLM
   server mode), :mod:`~trainer.config.access` (what the dashboard's operator lets its users point a run at) and
   :mod:`~trainer.config.fork` (what a fork may change);
-- :mod:`~trainer.config.review`: the rules that look at what a setting names (the model and the GPU path, the data,
-  held-out evaluation, the rewards: they import the loaders and the reward registry), and the composition of every
-  rule, :func:`~trainer.config.review.check`, which every entry (the command line, the dashboard, the API, the worker,
-  a fork, the probe) calls.
+- :mod:`trainer.review` (a package of its own, above this one): the rules that look at what a setting names (the
+  model and the GPU path, the data, held-out evaluation, the rewards: they import the loaders and the reward
+  registry), and the composition of every rule, :func:`~trainer.review.check`, which every entry (the command line,
+  the dashboard, the API, the worker, a fork, the probe) calls.
 
 Importing this package loads only the ground (the dataclass, its file reader and its own rules: no torch, no YAML,
 no database; tests/test_actions.py checks it). The loaders import the ground (RunConfig, what a name names) and the
-review imports the loaders, so the review is a folder of its own, above both: no two folders import each other
-(scripts/architecture.py draws it; tests/test_architecture_page.py checks it). Only the entries import the review.
+review imports the loaders, so the review is a room of its own beside this one, trainer/review/, above both: no two
+folders import each other and none imports a folder above it (scripts/architecture.py draws it;
+tests/test_architecture_page.py checks it). Only the entries import the review.
 """
 
 from trainer.config.fields import EXECUTORS, GROUPS, SYSTEM_PROMPT

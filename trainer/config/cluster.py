@@ -1,4 +1,4 @@
-"""The rules of the cluster settings (executor, Slurm resources, vLLM server mode), composed by trainer.config.review,
+"""The rules of the cluster settings (executor, Slurm resources, vLLM server mode), composed by trainer.review,
 and the readings of those settings the Slurm launcher shares with them (trainer.supervise.slurm, trainer.supervise.vllm_server):
 a time limit in seconds, one slurm_extra option, the vLLM server's GPUs and node layout.
 

@@ -1,5 +1,5 @@
 """What a model or data-set setting names: a built-in, a hub repository or a local path, decided here once for the
-loaders (trainer/loading/), validation (trainer/config/review/) and the dashboard's access rules
+loaders (trainer/loading/), validation (trainer/review/) and the dashboard's access rules
 (trainer/config/access.py). It needs nothing but the setting's text (and where the database is, to protect its files),
 so it sits in the config's ground, below the loaders that ask it.
 

@@ -5,7 +5,7 @@ These take plain values (a field and its value, a batch's sizes), not a RunConfi
 (trainer.config.run_config) can import them without this module importing it back; they import nothing from
 trainer.loading, trainer.job or trainer.scoring. The rules that need something outside the config (a model, a data
 set, the reward registry, the GPU path, a cluster, the operator's access) sit beside this module, one module per
-concept, composed by trainer.config.review.
+concept, composed by trainer.review.
 
 Every message names the setting, the value it got (shortened, so a huge value is never echoed whole) and what is
 expected, e.g. "beta -1: expected a value from 0 to 10".

@@ -9,7 +9,7 @@ This module is ground: it imports nothing from trainer.loading, trainer.job or t
 checks what ``import trainer.config`` loads). :meth:`RunConfig.field_problems` applies the rules the config itself
 can check (trainer.config.rules: each field's range, settings that go together); the rules that look at a model, a
 data set, the reward registry, the GPU path, a cluster or the operator's access sit in the modules of trainer.config
-named for those concepts and are composed by trainer.config.review (``check``, ``problems``, ``warnings``), which
+named for those concepts and are composed by trainer.review (``check``, ``problems``, ``warnings``), which
 only the entries import.
 
 Field names follow TRL's ``GRPOConfig`` (and open-r1's script arguments) where TRL has one, so a TRL recipe file
@@ -383,7 +383,7 @@ class RunConfig:
 
         Returns the config and a list of notes about keys that were ignored. Values of the wrong type raise
         :class:`ConfigError` listing every problem (with the range problems of the values that did parse, so a second
-        try isn't needed); everything else is left to trainer.config.review.problems.
+        try isn't needed); everything else is left to trainer.review.problems.
         """
         ranges = {
             f.name: rules.range_text(f.metadata["min"], f.metadata["max"])
@@ -412,7 +412,7 @@ class RunConfig:
     # ---------------------------------------------------------------------------------------------------------------
     def field_problems(self) -> list[str]:
         """The problems this config shows on its own: a value out of its field's range, an empty name, a batch that
-        doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.config.review.problems adds
+        doesn't split into whole groups, lengths that don't fit, no LoRA target (trainer.review.problems adds
         the checks that look outside the config)."""
         found: list[str] = []
         trl = trl_features.installed()

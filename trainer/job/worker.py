@@ -41,7 +41,8 @@ from typing import Any
 from storage import queries
 from storage.db import get_sessionmaker, retry_transient
 from storage.models import RunStatus
-from trainer.config import RunConfig, review
+from trainer import review
+from trainer.config import RunConfig
 from trainer.evaluation.periodic_eval import make_heldout_callback
 from trainer.job.callback import is_main_process, make_callback, with_reference_answers
 from trainer.job.checkpoints import ResumeError, prepare_resume
@@ -187,7 +188,6 @@ def build_trainer(
         callbacks=callbacks,
         **tooling,
     )
-    trainer.grpo_studio_backend = backend
     if backend.use_vllm:
         from trainer.job.engine_report import report_engine
 

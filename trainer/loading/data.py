@@ -5,7 +5,7 @@ Every source comes out in one shape: ``question``, ``answer`` (the reference ans
 importing this module stays light.
 
 What a ``dataset_name`` names (a built-in set, GSM8K, a local file, a hub id) is decided by trainer.config.names, for
-loading here and for the data set's rules (trainer.config.review.data), with the one rule this module's loader applies
+loading here and for the data set's rules (trainer.review.data), with the one rule this module's loader applies
 too (a local file has no splits). It reads the config through :class:`DataSettings`, the few fields it needs.
 """
 

@@ -13,7 +13,7 @@ Where the problems come from, in this order:
    data set has one;
 3. else none: a single local file or builtin:code (every row may be trained on). Validation refuses a config that
    asks for held-out evaluation (``eval_steps``) on such data, saying how to get some
-   (:func:`trainer.config.review.heldout.check_heldout`, which reads :func:`no_heldout_reason`).
+   (:func:`trainer.review.heldout.check_heldout`, which reads :func:`no_heldout_reason`).
 
 Whatever the source, a problem whose question, whitespace- and case-normalised (:func:`question_key`), is also a
 training question is dropped. Split names are not trusted: builtin:arithmetic's "validation" and "heldout" are its

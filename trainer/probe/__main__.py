@@ -17,8 +17,8 @@ from trainer.probe.job import WASTED_EXIT
 def main(argv: list[str] | None = None) -> int:
     """Probe, print, write; returns the exit code."""
     from trainer.config import ConfigError
-    from trainer.config.review import load_and_validate
     from trainer.probe.sampling import DEFAULT_PROMPTS, run_probe
+    from trainer.review import load_and_validate
 
     parser = argparse.ArgumentParser(prog="python -m trainer.probe")
     parser.add_argument("config", nargs="+")

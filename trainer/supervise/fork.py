@@ -22,7 +22,8 @@ from typing import Any
 
 from storage import queries
 from storage.db import data_dir, get_sessionmaker
-from trainer.config import ConfigError, RunConfig, review
+from trainer import review
+from trainer.config import ConfigError, RunConfig
 from trainer.config import fork as fork_rules
 from trainer.supervise.run_files import RunFiles, checkpoint_step
 

@@ -22,7 +22,7 @@ from storage import sweeps as sweep_rows
 from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus, Sweep, SweepState
 from storage.series import series_since
-from trainer.config import review
+from trainer import review
 from trainer.config.sweep import SweepError, SweepSpec, leans_after, parse, points
 from trainer.insight.watch import watch
 from trainer.supervise import schedule

@@ -25,7 +25,7 @@ BUILTIN = "builtin:"
 
 
 def _builtin(spec: str, registry: dict[str, Any], setting: str) -> Any:
-    """The built-in ``spec`` names (the review, trainer.config.review.tools, names the known ones to the user)."""
+    """The built-in ``spec`` names (the review, trainer.review.tools, names the known ones to the user)."""
     name = spec.removeprefix(BUILTIN)
     if name not in registry:
         raise ValueError(f"{setting}: no built-in {spec!r}")

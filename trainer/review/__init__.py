@@ -6,14 +6,16 @@ before anything reads it, reads each value as its field's type, and runs every r
 over a RunConfig, :func:`warnings` the valid-but-doubtful, :func:`load_and_validate` a config file checked.
 
 The rules themselves sit in the module of the concept they check. Those that need nothing but the config and the
-setting's text are the config's ground, one folder up: the config's own (RunConfig.field_problems, with
-trainer.config.rules), what a name names and a local file's splits (trainer.config.names), the cluster
-(trainer.config.cluster), the operator's access (trainer.config.access) and a fork's changes (trainer.config.fork).
-Those that look at what a setting names sit here beside this composition, because they import the loaders or the
-reward registry: the model and GPU path (:mod:`.model`), the data (:mod:`.data`), held-out evaluation
-(:mod:`.heldout`), the rewards (:mod:`.rewards`) and the tools (:mod:`.tools`). The loaders import the ground and never this package, so no two
-folders import each other; ``import trainer.config`` does not load this package: the entries (app/actions,
-app/form.py, the worker, a fork, the probe) import it.
+setting's text are the config's ground, trainer/config/ beside this package: the config's own
+(RunConfig.field_problems, with trainer.config.rules), what a name names and a local file's splits
+(trainer.config.names), the cluster (trainer.config.cluster), the operator's access (trainer.config.access) and a
+fork's changes (trainer.config.fork). Those that look at what a setting names sit here beside this composition,
+because they import the loaders or the reward registry: the model and GPU path (:mod:`.model`), the data
+(:mod:`.data`), held-out evaluation (:mod:`.heldout`), the rewards (:mod:`.rewards`) and the tools (:mod:`.tools`).
+The loaders import the ground and never this package, so no two folders import each other; and this package stands
+beside trainer/config/ (which it imports) rather than inside it, so no folder imports one above it.
+``import trainer.config`` does not load this package: the entries (app/actions, app/form.py, the worker, a fork, the
+probe) import it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from typing import Any
 from trainer.config.access import OPERATOR, Access, custom_reward_problems, custom_tool_problems
 from trainer.config.cluster import cluster_problems, cluster_warnings
 from trainer.config.names import file_split_problem
-from trainer.config.review.data import check_dataset
-from trainer.config.review.heldout import check_heldout, heldout_warnings
-from trainer.config.review.model import check_model, gpu_path_problems, machine_warnings, sampling_warnings
-from trainer.config.review.rewards import reward_mix_warnings, reward_problems
-from trainer.config.review.tools import tool_problems
 from trainer.config.run_config import ConfigError, RunConfig
 from trainer.loading.data import load_problems
+from trainer.review.data import check_dataset
+from trainer.review.heldout import check_heldout, heldout_warnings
+from trainer.review.model import check_model, gpu_path_problems, machine_warnings, sampling_warnings
+from trainer.review.rewards import reward_mix_warnings, reward_problems
+from trainer.review.tools import tool_problems
 from trainer.safe_text import text_problem
 
 

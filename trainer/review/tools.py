@@ -50,10 +50,10 @@ from typing import Any
 
 from trainer.config.cluster import vllm_node_layout
 from trainer.config.names import BUILTIN_MODEL
-from trainer.config.review.rewards import CUSTOM_REWARD
 from trainer.config.run_config import ConfigError, RunConfig
 from trainer.loading.backend import existing_model_path
 from trainer.loading.data import make_prompt
+from trainer.review.rewards import CUSTOM_REWARD
 from trainer.scoring.user_code import run_in_child
 from trainer.tools.builtin import ENVIRONMENTS, TOOLS
 from trainer.tools.limits import tool_methods

@@ -18,6 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from app.actions.sweeps import ProbeFound, ProbeNews, point_text
+from app.markup import md
+from app.verdict import verdict
+
 EXAMPLE = "beta = 0, 0.04\nlearning_rate = 1e-5..1e-3 x3 log"
 SHAPES = "values (0, 0.04), a range with a count (1e-5..1e-3 x3 log) or a search range (0.7..1.2)"
 _LINE = re.compile(r"^([^=:]+?)\s*[=:]\s*(.*)$")
@@ -101,3 +105,32 @@ def _whole(value: float | None) -> Any:
 
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def probing_text(news: ProbeNews) -> str:
+    """What the Sweep section says while its points are probed (``news``: app.actions.ProbeNews): which point is
+    probed now, of how many, and what each probe before it found (:func:`found_lines`). Once every point is probed it
+    says the sweep is being created."""
+    total, done = len(news.points), len(news.found)
+    if done < total:
+        head = verdict("wait", "Probing:", f"point {done + 1} of {total} ({md(point_text(news.points[done]))}).")
+    else:
+        head = verdict("wait", "Probed:", f"all {total} points; creating the sweep.")
+    return "\n".join([head, "", *found_lines(news)]) if news.found else head
+
+
+def found_lines(news: ProbeNews) -> list[str]:
+    """What each probe so far found, a Markdown list item a point, its point written as the Sweeps table writes it."""
+    total = len(news.points)
+    return [
+        f"- point {i + 1} of {total} ({md(point_text(news.points[i]))}): {found_text(found)}"
+        for i, found in enumerate(news.found)
+    ]
+
+
+def found_text(found: ProbeFound) -> str:
+    """One probe's finding in a line: "ok, answers scored apart on 75% of prompts" or, for a skipped point, "skipped:
+    ..." with the rule's sentence."""
+    said = {"ok": "ok", "risky": "risky", "wasted": "would learn nothing"}.get(found.verdict, found.verdict)
+    line = f"{said}, answers scored apart on {found.signal_share:.0%} of prompts"
+    return line + (f"; {md(found.skipped)}" if found.skipped else "; it trains")

@@ -39,7 +39,9 @@ def probed(monkeypatch):
         risks = [SimpleNamespace(message=WASTED, fatal=True)] if wasted else []
         return SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks)
 
-    monkeypatch.setattr(jobs, "probe_each", lambda configs, access, prompts=8: [report(c) for c in configs])
+    monkeypatch.setattr(
+        jobs, "probe_each", lambda configs, access, prompts=8, on_report=None: [report(c) for c in configs]
+    )
     return seen
 
 
@@ -116,7 +118,7 @@ def test_a_config_with_no_sweep_and_no_grid_is_refused():
 def test_a_probe_that_cannot_run_creates_nothing(monkeypatch):
     from trainer.probe import job
 
-    def failing(configs, prompts, timeout):  # the child failed on the first member's probe
+    def failing(configs, prompts, timeout, on_report=None):  # the child failed on the first member's probe
         raise job.ProbeError("the probe failed (exit 1); the details are in the server's log", 0)
 
     monkeypatch.setattr(job, "probe_each_in_child", failing)

@@ -5,6 +5,7 @@ the fork's checkpoint, and the deep link. tests/test_browser_sweeps.py drives th
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +16,7 @@ from app.actions.sweeps import MemberRow
 from app.pages import new_run
 from app.pages import sweeps as page
 from app.sweep_charts import curves_figure, dimension, parcoords_figure, span
-from app.sweep_form import settings_of, sweep_block
+from app.sweep_form import probing_text, settings_of, sweep_block
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
@@ -36,9 +37,17 @@ def probed(monkeypatch):
     def report(config):
         wasted = config.top_p == 0.01
         risks = [SimpleNamespace(message="every group scored alike", fatal=True)] if wasted else []
-        return SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks)
+        # a quarter of the prompts scored apart on the ok points, as a report's signal_share says
+        return SimpleNamespace(verdict="wasted" if wasted else "ok", risks=risks, signal_share=0.0 if wasted else 0.25)
 
-    monkeypatch.setattr(jobs, "probe_each", lambda configs, access, prompts=8: [report(c) for c in configs])
+    def probe_each(configs, access, prompts=8, on_report=None):
+        reports = [report(c) for c in configs]
+        for index, found in enumerate(reports):  # each as the child writes it, as app.actions.jobs.probe_each does
+            if on_report is not None:
+                on_report(index, found)
+        return reports
+
+    monkeypatch.setattr(jobs, "probe_each", probe_each)
 
 
 def _form(**overrides) -> dict:
@@ -96,6 +105,25 @@ def test_launch_sweep_creates_every_member_of_the_forms_grid_and_the_probe_skips
     ]
     assert [r.status for r in table.rows] == ["queued", "queued", "stopped", "stopped"]
     assert [r.name for r in table.rows] == [f"form-grid-{i}" for i in range(1, 5)]
+
+
+def test_launch_sweep_says_which_point_is_probed_of_how_many_and_what_each_probe_found(probed):
+    """Issue 59: the section showed only a timer while its points were probed. Each news names the point probed
+    now, of how many, and what each probe before it found; the launch's answer keeps every finding."""
+    heard = []
+    asked = new_run.SweepAsked("top_p = 1.0, 0.01")
+    text, _, sweep_id = new_run.launch_sweep(Access(), _form(), asked, heard.append)
+    said = [re.sub(r"<[^>]+>|⏳ ", "", probing_text(news)) for news in heard]  # the text, without the badge's markup
+    assert [len(news.found) for news in heard] == [0, 1, 2]
+    assert "Probing: point 1 of 2 (top_p=1)." in said[0] and "- point" not in said[0]
+    first = "- point 1 of 2 (top_p=1): ok, answers scored apart on 25% of prompts; it trains"
+    second = (
+        "- point 2 of 2 (top_p=0.01): would learn nothing, answers scored apart on 0% of prompts; skipped before "
+        "training: the probe says the run would learn nothing (every group scored alike)"
+    )
+    assert "Probing: point 2 of 2 (top_p=0.01)." in said[1] and said[1].endswith(first)
+    assert "Probed: all 2 points; creating the sweep." in said[2] and said[2].endswith(first + "\n" + second)
+    assert sweep_id is not None and text.endswith(first + "\n" + second)
 
 
 def test_launch_sweep_says_every_problem_in_a_sentence_and_creates_nothing(probed):

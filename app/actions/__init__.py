@@ -73,6 +73,8 @@ from app.actions.runs import (
 from app.actions.sweep_control import SweepChanged, delete_sweep, resume_sweep, stop_sweep
 from app.actions.sweeps import (
     MemberRow,
+    ProbeFound,
+    ProbeNews,
     SweepSummary,
     SweepTable,
     Swept,
@@ -113,6 +115,8 @@ __all__ = [
     "SweepSummary",
     "SweepTable",
     "Swept",
+    "ProbeFound",
+    "ProbeNews",
     "TokenRead",
     "adapter_names",
     "alerts",

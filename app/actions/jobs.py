@@ -139,11 +139,13 @@ def probe(
     return Probed(report, {"config": checked.config.to_dict(), "report": report.to_dict()})
 
 
-def probe_each(configs: list[RunConfig], access: Access, prompts: int = 8) -> list[Any]:
+def probe_each(
+    configs: list[RunConfig], access: Access, prompts: int = 8, on_report: Callable[[int, Any], None] | None = None
+) -> list[Any]:
     """The probe reports (trainer.probe.report.ProbeReport) of valid ``configs``, a sweep's members, in order: as
     :func:`probe` in the dashboard, but one child process for all of them, so its imports are paid once, in one turn
-    of the line of probes. A config with problems, or a probe that fails, raises :class:`ActionError` naming its
-    member ("member 2: ...")."""
+    of the line of probes; ``on_report(index, report)`` hears each as it is written. A config with problems, or a
+    probe that fails, raises :class:`ActionError` naming its member ("member 2: ...")."""
     from trainer.probe.job import ProbeError, probe_each_in_child, timeout_s
 
     prompts = arguments.whole("prompts", prompts, *arguments.PROBE_PROMPTS)
@@ -157,7 +159,7 @@ def probe_each(configs: list[RunConfig], access: Access, prompts: int = 8) -> li
         raise ActionError(busy, exit_code=1)
     try:
         with PROBES.turn():
-            return probe_each_in_child(checked, prompts, timeout=timeout_s())
+            return probe_each_in_child(checked, prompts, timeout=timeout_s(), on_report=on_report)
     except ProbeError as exc:
         raise ActionError(f"member {exc.index + 1}: the probe could not run ({exc})", exit_code=1) from None
 

@@ -18,7 +18,7 @@ sees the skipped points at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -76,11 +76,13 @@ def sweep(
     name: str | None = None,
     probe: bool = True,
     prompts: int = 8,
+    on_probe: Callable[[ProbeNews], None] | None = None,
 ) -> Swept:
     """Create a sweep from a config whose ``sweep:`` block (or ``grid``: the CLI's ``"beta=0,0.04 lr=..."``, or a
     mapping of settings to values) says what varies; ActionError with every problem, and nothing created, when the
     definition, the base config or any member's config is invalid, or a probe cannot run. ``probe``: False skips the
-    probe rule whatever the sweep says (the caller probed already)."""
+    probe rule whatever the sweep says (the caller probed already); ``on_probe`` hears how far the probes are
+    (:class:`ProbeNews`) before the first and as each finishes."""
     mapping, _ = read_mapping_of(source)
     base, block = sweeps_config.split(mapping)
     if name:
@@ -97,7 +99,10 @@ def sweep(
         raise ActionError(problems_message(checked.problems), checked.problems)
     base_config = checked.config
     members = _members(spec, base_config, access)
-    skips = probe_verdicts([c for _, c in members], access, prompts) if probe and spec.prune.probe else {}
+    skips = {}
+    if probe and spec.prune.probe:
+        configs, points = [c for _, c in members], [p for p, _ in members]
+        skips = probe_verdicts(configs, access, prompts, points, on_probe)
     with get_sessionmaker().begin() as session:
         row = sweep_rows.create_sweep(
             session, base_config.name, spec.to_dict(), base_config.to_dict(), spec.objective, spec.direction
@@ -142,13 +147,51 @@ def point_text(point: Mapping[str, Any]) -> str:
     )
 
 
-def probe_verdicts(configs: list[RunConfig], access: Access, prompts: int) -> dict[int, Stop]:
+@dataclass(frozen=True)
+class ProbeFound:
+    """What one member's probe found: its verdict ("ok", "risky" or "wasted"), the share of its prompts whose group
+    of answers scored apart (what the run learns from), and why the sweep skips it (None: it trains)."""
+
+    verdict: str
+    signal_share: float
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeNews:
+    """How far a sweep's probes are, for whoever waits on them: the points in the order they are probed, and what
+    the probes of the first ``len(found)`` of them found. The point probed now is ``points[len(found)]``."""
+
+    points: list[dict[str, Any]]
+    found: list[ProbeFound] = field(default_factory=list)
+
+
+def probe_verdicts(
+    configs: list[RunConfig],
+    access: Access,
+    prompts: int,
+    points: list[dict[str, Any]] | None = None,
+    on_probe: Callable[[ProbeNews], None] | None = None,
+) -> dict[int, Stop]:
     """The probe rule over each member's config: the index of each member the probe found wasted, with its stop.
-    The probes are app.actions.jobs.probe_each's (one child process for all, in the dashboard's line of probes)."""
+    The probes are app.actions.jobs.probe_each's (one child process for all, in the dashboard's line of probes).
+    ``on_probe`` hears the news of ``points`` (the members' points) before the first probe and after each."""
     from app.actions.jobs import probe_each
 
+    news = ProbeNews(list(points or [{} for _ in configs]))
+
+    def heard(index: int, report: Any) -> None:
+        if on_probe is None or index < len(news.found):
+            return
+        stop = probe_skip(report.verdict, [r.message for r in report.risks if r.fatal])
+        news.found.append(ProbeFound(report.verdict, report.signal_share, stop.reason if stop else None))
+        on_probe(ProbeNews(news.points, list(news.found)))
+
+    if on_probe is not None:
+        on_probe(ProbeNews(news.points))
     skips = {}
-    for index, report in enumerate(probe_each(configs, access, prompts)):
+    for index, report in enumerate(probe_each(configs, access, prompts, heard)):
+        heard(index, report)  # one the child's file did not show while it ran (its last write) is heard here
         stop = probe_skip(report.verdict, [r.message for r in report.risks if r.fatal])
         if stop is not None:
             skips[index] = stop

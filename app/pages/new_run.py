@@ -3,8 +3,9 @@ validation that lists every problem, and launch (the run is queued; the schedule
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from app.form import (
 )
 from app.markup import code, fenced, md
 from app.pages.data_files import upload_dataset
-from app.sweep_form import EXAMPLE, SHAPES, sweep_block
+from app.reported import Reported
+from app.sweep_form import EXAMPLE, SHAPES, found_lines, probing_text, sweep_block
 from app.verdict import problem as problem_text
 from app.verdict import verdict
 
@@ -155,17 +157,27 @@ class SweepAsked:
     direction: str | None = "max"
 
 
-def launch_sweep(access: Access, values: FormValues, asked: SweepAsked) -> tuple[str, list[str], int | None]:
+def launch_sweep(
+    access: Access, values: FormValues, asked: SweepAsked, on_probe: Callable[[actions.ProbeNews], None] | None = None
+) -> tuple[str, list[str], int | None]:
     """Create a sweep of the form's config over the Sweep section's settings (app.actions.sweep: the definition, the
     base config and every member are checked, and each point probed, before anything is created): the message, the
-    problems that stopped it, and the sweep's id (None when nothing was created)."""
+    problems that stopped it, and the sweep's id (None when nothing was created). ``on_probe`` hears how far the
+    probes are, and the message ends with what each probe found."""
     block, unread = sweep_block(
         asked.settings, asked.method, asked.members, asked.seed, asked.objective, asked.direction
     )
     if unread:
         return problems_markdown(unread), unread, None
     try:
-        swept = actions.sweep({**form_mapping(values), "sweep": block}, access)
+        news: list[actions.ProbeNews] = []
+
+        def heard(latest: actions.ProbeNews) -> None:
+            news.append(latest)
+            if on_probe is not None:
+                on_probe(latest)
+
+        swept = actions.sweep({**form_mapping(values), "sweep": block}, access, on_probe=heard)
     except actions.ActionError as exc:
         found = exc.problems or [exc.message]
         return problems_markdown(found), found, None
@@ -177,7 +189,8 @@ def launch_sweep(access: Access, values: FormValues, asked: SweepAsked) -> tuple
             "Launched:",
             f"sweep {swept.sweep_id} (**{md(swept.name)}**): {len(swept.members)} members{held}. They queue like any "
             "run; the Sweeps tab follows them.",
-        ),
+        )
+        + "".join("\n" + line for line in (found_lines(news[-1]) if news else [])),
         [],
         swept.sweep_id,
     )
@@ -451,12 +464,21 @@ def build(access: Access) -> Form:
     ).then(None, js=SHOW_STATUS)
 
     def swept_marked(values):
+        """A generator: the section says which point is probed and what each probe found while they run (minutes
+        on a real model), then the launch's answer."""
         asked = SweepAsked(*(values[widget] for widget in sweep_inputs))
-        text, problems, sweep_id = launch_sweep(values[allow], settings(values), asked)
-        return [*field_marks(problems, allow_custom), text, sweep_id]
+        job = Reported(partial(launch_sweep, values[allow], settings(values), asked), "launch-sweep")
+        for news in job:
+            yield [*(gr.update() for _ in widgets), probing_text(news), gr.update()]
+        text, problems, sweep_id = job.result()
+        yield [*field_marks(problems, allow_custom), text, sweep_id]
 
     sweep_button.click(
-        swept_marked, {*sweep_inputs, *form_inputs}, [*widgets, sweep_status, swept], show_progress_on=sweep_status
+        swept_marked,
+        {*sweep_inputs, *form_inputs},
+        [*widgets, sweep_status, swept],
+        show_progress="minimal",  # the probes' news stays readable under a small timer, not a spinner over it
+        show_progress_on=sweep_status,
     ).then(None, js=show("sweep-status"))
     export_button.click(lambda v: exported_file(v[allow], settings(v)), form_inputs, [exported, status])
     imported.upload(import_yaml, imported, [*widgets, status], show_progress_on=status)

@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from trainer.config import RunConfig
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 # operator may change it. A probe has no run yet, so the server's log records the timeout.
 TIMEOUT_VARIABLE = "GRPO_STUDIO_PROBE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800
+REPORT_LOOK_S = 0.5  # how often the reports file is read while the child probes
 
 log = logging.getLogger("grpo_studio.probe")
 
@@ -48,11 +51,18 @@ def probe_in_child(config: RunConfig, prompts: int = 8, timeout: float = 1800) -
     return probe_each_in_child([config], prompts, timeout)[0]
 
 
-def probe_each_in_child(configs: list[RunConfig], prompts: int = 8, timeout: float = 1800) -> list[ProbeReport]:
+def probe_each_in_child(
+    configs: list[RunConfig],
+    prompts: int = 8,
+    timeout: float = 1800,
+    on_report: Callable[[int, ProbeReport], None] | None = None,
+) -> list[ProbeReport]:
     """Probe each of ``configs`` (a sweep's members) in one child process, in order, and return their reports: the
     child's imports (torch, transformers: seconds on a CPU) are paid once, not once a member. ``timeout`` is each
-    probe's; the child is stopped after that times the number of configs. Raises :class:`ProbeError` naming the
-    config whose probe failed (its ``index``)."""
+    probe's; the child is stopped after that times the number of configs. ``on_report(index, report)`` hears each
+    report as the child writes it, while the next config is probed (the dashboard says what each probe found as it
+    finishes, not only after the last). Raises :class:`ProbeError` naming the config whose probe failed (its
+    ``index``)."""
     with tempfile.TemporaryDirectory(prefix="grpo-studio-probe-") as tmp:
         files, out = [Path(tmp) / f"config-{i}.json" for i in range(len(configs))], Path(tmp) / "reports.json"
         for config, file in zip(configs, files, strict=True):
@@ -62,26 +72,49 @@ def probe_each_in_child(configs: list[RunConfig], prompts: int = 8, timeout: flo
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         command = [sys.executable, "-m", "trainer.probe", *map(str, files), "--prompts", str(prompts)]
         limit = timeout * len(configs)
-        try:
-            done = subprocess.run(
-                [*command, "--json", str(out)], capture_output=True, text=True, timeout=limit, env=env, cwd=tmp
+        heard = 0
+        # its output to a file, not a pipe: a pipe nobody reads while the reports are watched fills and stalls it
+        with open(Path(tmp) / "output.txt", "w+") as output:
+            child = subprocess.Popen(
+                [*command, "--json", str(out)], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp
             )
-        except subprocess.TimeoutExpired:  # subprocess.run has killed the child
-            said = f"the probe took longer than {timeout:.0f} s ({TIMEOUT_VARIABLE}) and was stopped"
-            if len(configs) > 1:
-                said = f"the {len(configs)} probes took longer than {timeout:.0f} s each ({TIMEOUT_VARIABLE}) and were stopped"
-            log.warning("%s: %s", configs[0].name, said)
-            raise ProbeError(said, len(_reports(out))) from None
+            deadline = time.monotonic() + limit
+            while True:
+                try:
+                    returncode = child.wait(timeout=min(REPORT_LOOK_S, max(deadline - time.monotonic(), 0.0)))
+                except subprocess.TimeoutExpired:
+                    returncode = None
+                heard = _hear(out, heard, on_report)
+                if returncode is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    child.kill()
+                    child.wait()
+                    said = f"the probe took longer than {timeout:.0f} s ({TIMEOUT_VARIABLE}) and was stopped"
+                    if len(configs) > 1:
+                        said = f"the {len(configs)} probes took longer than {timeout:.0f} s each ({TIMEOUT_VARIABLE}) and were stopped"
+                    log.warning("%s: %s", configs[0].name, said)
+                    raise ProbeError(said, len(_reports(out)))
+            output.seek(0)
+            said = output.read()
         reports = _reports(out)  # the child rewrites the file after each probe: those before a failure are there
-        if done.returncode not in (0, WASTED_EXIT) or len(reports) < len(configs):
+        if returncode not in (0, WASTED_EXIT) or len(reports) < len(configs):
             # The child's last words (a traceback, installed paths) are for the operator: the server's log gets
             # them, the user one sentence.
-            output = (done.stderr or done.stdout or "").strip().splitlines()
-            log.warning("the probe failed (exit %s); its last output:\n%s", done.returncode, "\n".join(output[-20:]))
-            raise ProbeError(
-                f"the probe failed (exit {done.returncode}); the details are in the server's log", len(reports)
-            )
+            lines = said.strip().splitlines()
+            log.warning("the probe failed (exit %s); its last output:\n%s", returncode, "\n".join(lines[-20:]))
+            raise ProbeError(f"the probe failed (exit {returncode}); the details are in the server's log", len(reports))
         return [ProbeReport.from_dict(report) for report in reports]
+
+
+def _hear(path: Path, heard: int, on_report: Callable[[int, ProbeReport], None] | None) -> int:
+    """Tell ``on_report`` of each report in ``path`` after the first ``heard``; returns how many it has heard."""
+    if on_report is None:
+        return heard
+    reports = _reports(path)
+    for index in range(heard, len(reports)):
+        on_report(index, ProbeReport.from_dict(reports[index]))
+    return max(heard, len(reports))
 
 
 def _reports(path: Path) -> list[dict]:

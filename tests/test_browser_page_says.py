@@ -4,12 +4,17 @@ browser for the module, its rows planted from here as the launcher, the worker a
 - Sweeps → "Open in Monitor" on a member: the Monitor shows that member's run and its status now, and a "waiting
   behind run N" names only a run that is still live (the report: the address said run=7 while the page still said
   "(run 6) — queued … waiting behind run 3 (running)", runs 3 and 6 stopped minutes before).
+- Launch sweep: the section names the point probed, of how many, and what each probe found as it finishes (it showed
+  only a timer for 10 minutes while 4 points were probed).
+- Compare's Sample both: each side's phase (base, then tuned: loading, sampling, scoring) while it runs, the button
+  disabled and a Cancel that stops it (it showed "processing | 812 s" for minutes, the button still pressable).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +167,105 @@ def test_launch_sweep_says_which_point_it_probes_of_how_many_and_what_each_found
     assert said.index(probing[-1]) > said.index(probing[0])
     assert said[-1].startswith("Launched:") and "2 members, 1 skipped by the probe" in said[-1], said
     assert first in said[-1] and second in said[-1] and said[-1].index(first) < said[-1].index(second)
+
+
+@pytest.fixture(scope="module")
+def compared(module_database, tiny_model_path):
+    """A finished run of the tiny model with a saved adapter (LoRA at rank 2 on two projections, random weights:
+    the tuned side differs from the base without training), whose rewards are correctness and the gated one
+    (tests/gated_reward.py). Yields the run's id; the gate is closed."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from storage.db import data_dir
+
+    from .gated_reward import gate
+
+    output = data_dir() / "runs" / "says-compare"
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_path),
+        # init_lora_weights=False: random B as well as A, so the adapter changes the logits
+        LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
+    model.save_pretrained(output / "adapter")
+    rewards = ["correctness", f"{Path(__file__).parent / 'gated_reward.py'}:gated"]
+    config = tiny_config(name="says-compare", reward_funcs=rewards, reward_weights=[])
+    with get_sessionmaker().begin() as s:
+        run = queries.create_run(s, config.name, config.to_dict(), 4)
+        queries.set_output_dir(s, run, str(output))
+        queries.finish_run(s, run, RunStatus.COMPLETED)
+        run_id = run.id
+    gate().unlink(missing_ok=True)
+    yield run_id
+    gate().touch()  # no call left waiting
+
+
+def test_sample_both_says_each_sides_phase_is_disabled_while_it_runs_and_cancels(server, browser, compared):
+    """Held in the base side's scoring by the gated reward: the page says the base is scoring and the tuned side
+    waits, Sample both cannot be pressed and Cancel can; Cancel stops it there (the tuned side is never sampled).
+    Then, the gate open, a whole comparison says each side's phases in order and ends with both sides drawn."""
+    from .gated_reward import gate
+
+    url, _ = server
+    page = _page(browser)
+    try:
+        page.goto(f"{url}?tab=compare&run={compared}")
+        wait_for(lambda: _selected_tab(page) == "Compare", PAGE_WAIT_S, "the Compare tab")
+        adapter = page.locator("#compare-adapter input")
+        wait_for(lambda: adapter.input_value() == "final", PAGE_WAIT_S, "the final adapter")
+        page.locator("#compare-prompt textarea").fill("What is 482 + 317?")
+        n = page.locator("#compare-n input[type=number]")
+        n.fill("2")  # two completions a side: enough to be a group, few for the tiny model's CPU time
+        n.press("Enter")
+        go, cancel, progress = (
+            page.locator("#compare-go"),
+            page.locator("#compare-cancel"),
+            page.locator("#compare-progress"),
+        )
+        wait_for(go.is_enabled, PAGE_WAIT_S, "Sample both to be pressable")
+        assert cancel.is_disabled()
+        page.evaluate(RECORD, "#compare-progress")
+        go.click()
+
+        def text() -> str:
+            return re.sub(r"\s+", " ", progress.inner_text())
+
+        wait_for(lambda: "Base: scoring (now)" in text(), PAGE_WAIT_S, "the base side scoring")
+        assert "Tuned: adapter loaded; waiting for the base side (now)" in text()
+        assert go.is_disabled() and cancel.is_enabled()
+        cancel.click()
+        wait_for(lambda: "Cancelling:" in progress.inner_text(), PAGE_WAIT_S, "the cancel heard")
+        gate().touch()
+        said = wait_for(
+            lambda: "Cancelled:" in progress.inner_text() and progress.inner_text(), PAGE_WAIT_S, "the cancel"
+        )
+        assert "stopped during base: scoring;" in said, said
+        assert go.is_enabled() and cancel.is_disabled()
+        assert "gated=" not in page.locator("#compare-tuned").inner_text()  # no row: the tuned side never scored
+        history = [re.sub(r"\s+", " ", text) for text in page.evaluate("window.saidThere")]
+        assert not any("Tuned: sampling" in text for text in history), history
+
+        page.evaluate(RECORD, "#compare-progress")
+        go.click()
+        wait_for(lambda: "Sampled:" in progress.inner_text(), 240, "both sides")  # a hang bound
+        history = [re.sub(r"\s+", " ", text) for text in page.evaluate("window.saidThere")]
+        base_sampling = _first(history, "Base: sampling 2 completions (now)")
+        base_done = _first(history, "Base: done: 2 completions sampled and scored")
+        tuned_sampling = _first(history, "Tuned: sampling 2 completions (now)")
+        tuned_scoring = _first(history, "Tuned: scoring (now)")
+        assert base_sampling < base_done <= tuned_sampling < tuned_scoring, history
+        # the model is loaded already (by the cancelled comparison): the tuned side waits for the base from the start
+        assert "Tuned: waiting for the base side" in history[base_sampling - 1], history
+        assert go.is_enabled() and cancel.is_disabled()
+        for side in ("base", "tuned"):
+            assert "mean reward" in page.locator(f"#compare-{side}-summary").inner_text()
+            assert len(re.findall(r"gated=0", page.locator(f"#compare-{side}").inner_text())) == 2
+    finally:
+        page.close()
+
+
+def _first(history: list[str], said: str) -> int:
+    """The index of the first text in ``history`` that holds ``said``."""
+    found = [i for i, text in enumerate(history) if said in text]
+    assert found, (said, history)
+    return found[0]

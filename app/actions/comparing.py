@@ -7,8 +7,8 @@ inside its functions, so nothing here imports it before then.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from app.actions.base import ActionError
 from storage import queries
@@ -72,12 +72,14 @@ def compare(
     greedy: bool,
     temperature: float,
     seed: int,
-    progress: Any = None,
+    on_phase: Callable[[str, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ):
     """Sample base and tuned (the run's ``adapter``) on ``question`` with the same seeds and score both against
-    ``reference`` (trainer.evaluation.compare.compare's result). ActionError when there is no such run, or when
-    another process took the GPU."""
-    from trainer.evaluation.compare import compare
+    ``reference`` (trainer.evaluation.compare.compare's result), ``on_phase(side, what)`` told of each phase as it
+    begins; None when ``cancelled`` said True before it ended. ActionError when there is no such run, or when another
+    process took the GPU."""
+    from trainer.evaluation.compare import Cancelled, compare
     from trainer.loading.data import make_prompt
     from trainer.supervise.gpu_lease import GpuBusy
 
@@ -92,10 +94,13 @@ def compare(
             greedy=greedy,
             temperature=temperature,
             seed=seed,
-            progress=progress,
+            on_phase=on_phase,
+            cancelled=cancelled,
         )
     except GpuBusy as exc:
         raise ActionError(str(exc), exit_code=1) from exc
+    except Cancelled:
+        return None
 
 
 def release_compare_model(run) -> None:

@@ -3,11 +3,20 @@
 Models load in this (dashboard) process only when this page first needs one (app.actions.comparing: torch is imported
 inside the functions it calls). While a training run is using the GPU the page says so instead of running out of
 memory.
+
+Sample both is a generator event: the comparison runs in a thread (app/reported.py) and tells each side's phase as it
+begins, which the page shows under the button while the button is disabled; Cancel sets an event the comparison asks
+between phases and after each generated token. Cooperative, not Gradio's ``cancels=``: a cancelled Gradio event leaves
+its thread running with the model's lock, and the button as the last answer left it.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -16,7 +25,10 @@ from app.completions import turns_text
 from app.errors import acted, user_error
 from app.markup import md
 from app.pages import evaluation
-from app.verdict import problem
+from app.reported import Reported
+from app.verdict import problem, verdict
+
+log = logging.getLogger(__name__)
 
 COLUMNS = ["#", "completion", "rewards", "total"]
 # In pixels, as the Runs table's: shares squeezed "total" to a letter a line on a phone, where the table now scrolls
@@ -132,11 +144,37 @@ def readiness(run_id, question) -> tuple[dict, str]:
     return gr.update(interactive=True), ""
 
 
+# A comparison's phases as the page says them, per side (trainer.evaluation.compare: on_phase(side, what))
+WAITING = {"base": "waiting to start", "tuned": "waiting for the base side"}
+DONE = "done"  # trainer.evaluation.compare.DONE, which this page may not import (it would load the trainer)
+# The comparison running in each browser session, to cancel: the Cancel button's event sets it, the comparison asks
+# it between its phases and after each generated token (a model load in progress finishes first)
+_CANCELS: dict[str, threading.Event] = {}
+
+
+def sides_text(now: dict[str, str], n: int) -> str:
+    """Where each side of a comparison is, a line each: what it is doing now (loading, sampling, scoring), waiting,
+    or done; ``now`` maps "base" and "tuned" to the phase each last began."""
+    lines = []
+    for side in ("base", "tuned"):
+        what = now.get(side)
+        if what is None:
+            said = WAITING[side]
+        elif what == DONE:
+            said = f"done: {n} completion{'s' if n != 1 else ''} sampled and scored"
+        else:
+            said = f"**{md(what)}** (now)"
+        lines.append(f"- **{side.capitalize()}**: {said}")
+    return verdict("wait", "Sampling:", "base first, then tuned.") + "\n\n" + "\n".join(lines)
+
+
 def run_compare(
-    run_id, adapter, question, reference, n, greedy, temperature, seed, picked=None, progress=gr.Progress()
+    run_id, adapter, question, reference, n, greedy, temperature, seed, picked=None, request: gr.Request = None
 ):
     """Sample base and tuned side by side and score both; ``picked`` is the held-out (prompt, reference) pair last
-    picked, whose reference scores that prompt only (:func:`reference_for`)."""
+    picked, whose reference scores that prompt only (:func:`reference_for`). A generator: it says each side's phase
+    as it begins (:func:`sides_text`), Sample both disabled and Cancel enabled until it ends; yields a
+    :class:`CompareView` each time."""
     if run_id is None or not adapter:
         raise user_error("pick a run that has a saved adapter, and a checkpoint")
     if not (question or "").strip():
@@ -147,29 +185,72 @@ def run_compare(
     # greedy decoding writes the same answer however often it is asked: one row a side, not N identical ones
     n = 1 if greedy else int(n)
     reference = reference_for(question, reference, picked)
-    # refused also when another process took the GPU since gpu_busy() looked
-    result = acted(
-        actions.compare,
-        run_id,
-        adapter,
-        question,
-        reference,
-        n=int(n),
-        greedy=bool(greedy),
-        temperature=float(temperature),
-        seed=int(seed),
-        progress=progress,
+    cancel = _CANCELS[_session(request)] = threading.Event()
+    asked = dict(n=n, greedy=bool(greedy), temperature=float(temperature), seed=int(seed), cancelled=cancel.is_set)
+    job = Reported(
+        lambda heard: actions.compare(
+            run_id, adapter, question, reference, on_phase=lambda side, what: heard((side, what)), **asked
+        ),
+        "compare",
     )
+    now: dict[str, str] = {}
+    last = "nothing begun"  # the phase begun last, where a cancel stops
+    yield CompareView(progress=sides_text(now, n), busy=True)
+    for side, what in job:
+        now[side], last = what, f"{side}: {what}"
+        yield CompareView(progress=sides_text(now, n), busy=True)
+    try:
+        result = job.result()
+    except actions.ActionError as exc:  # refused also when another process took the GPU since gpu_busy() looked
+        yield CompareView(progress=problem(exc.message))
+        return
+    except Exception:
+        log.exception("Sample both failed")
+        yield CompareView(progress=problem("sampling failed; the details are in the server's log"))
+        return
+    finally:
+        _CANCELS.pop(_session(request), None)
+    if result is None:
+        yield CompareView(progress=verdict("info", "Cancelled:", f"stopped during {md(last)}; nothing is shown."))
+        return
     note = "Greedy decoding: one answer a side (it is the same however often it is asked). " if greedy else ""
     # under both tables, not in the tuned column: an extra paragraph there pushed the tuned table below the base one
     why = note + result.why() + "".join(f"\n\n{md(line)}" for line in result.notes)
-    return (
+    yield CompareView(
         _rows(result.base),
         _rows(result.tuned),
         _summary("Base", result.base, n, reference),
         _summary("Tuned", result.tuned, n, reference),
         why,
+        verdict("ok", "Sampled:", "both sides, with the same seeds."),
     )
+
+
+def cancel_compare(request: gr.Request = None) -> Any:
+    """Ask this browser's comparison to stop (it stops at its next phase or generated token)."""
+    cancel = _CANCELS.get(_session(request))
+    if cancel is None:
+        return gr.update()
+    cancel.set()
+    return verdict("wait", "Cancelling:", "the comparison stops at its next step.")
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or ""
+
+
+@dataclass
+class CompareView:
+    """What one answer of Sample both shows; :func:`build` maps it onto the widgets (``gr.update()``: left as it
+    is). ``busy``: a comparison is running (Sample both disabled, Cancel enabled)."""
+
+    base: Any = field(default_factory=gr.update)
+    tuned: Any = field(default_factory=gr.update)
+    base_summary: Any = field(default_factory=gr.update)
+    tuned_summary: Any = field(default_factory=gr.update)
+    why: Any = field(default_factory=gr.update)
+    progress: Any = field(default_factory=gr.update)
+    busy: bool = False
 
 
 def _rows(side) -> list[list]:
@@ -243,7 +324,10 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
         greedy = gr.Checkbox(label="Greedy decoding", elem_id="compare-greedy")
     # the held-out (prompt, reference) pair last picked: its reference belongs to that prompt only
     picked = gr.State(None)
-    go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go", interactive=False)
+    with gr.Row():
+        go_button = gr.Button("Sample both", variant="primary", elem_id="compare-go", interactive=False, scale=3)
+        cancel_button = gr.Button("Cancel", elem_id="compare-cancel", interactive=False, scale=1)
+    progress = gr.Markdown(elem_id="compare-progress")  # each side's phase while Sample both runs
     ready = gr.Markdown(NOTHING_TO_SAMPLE, elem_id="compare-ready")  # what is missing before Sample both can run
     notice = gr.Markdown(panel_notice, elem_id="compare-notice")
     with gr.Row():
@@ -273,11 +357,29 @@ def build() -> tuple[gr.Dropdown, gr.Timer]:
     run.change(run_details, run, [adapter, example])
     run.change(panel_notice, None, notice)
     example.change(pick_example, [run, example], [question, reference, picked])
+
+    def sampled(run_id, adapter_name, prompt, answer, count, greedily, heat, seed_value, pair, request: gr.Request):
+        asked = (run_id, adapter_name, prompt, answer, count, greedily, heat, seed_value, pair)
+        for view in run_compare(*asked, request=request):
+            yield {
+                base_table: view.base,
+                tuned_table: view.tuned,
+                base_summary: view.base_summary,
+                tuned_summary: view.tuned_summary,
+                why: view.why,
+                progress: view.progress,
+                go_button: gr.update(interactive=not view.busy),
+                cancel_button: gr.update(interactive=view.busy),
+            }
+
     go_button.click(
-        run_compare,
+        sampled,
         [run, adapter, question, reference, n, greedy, temperature, seed, picked],
-        [base_table, tuned_table, base_summary, tuned_summary, why],
+        [base_table, tuned_table, base_summary, tuned_summary, why, progress, go_button, cancel_button],
+        show_progress="minimal",  # the sides' phases say what happens; a spinner over the tables said nothing
+        show_progress_on=[progress],
     )
+    cancel_button.click(cancel_compare, None, progress, show_progress="hidden")
     # a prompt that is not the picked held-out one any more (typed, pasted, autofilled): the picker lets go of it, and
     # of the reference answer that came with it (kept, it scored the new prompt against another problem's answer).
     # On .change, which every new value fires, where .input missed a paste; run_compare checks the pair again.

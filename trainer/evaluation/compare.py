@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,20 @@ from trainer.scoring.rewards import correctness_reward, get_rewards, strict_form
 from trainer.tools.turns import completion_turns
 
 log = logging.getLogger(__name__)
+
+# What a comparison tells of its phases: on_phase(side, what), side "base" or "tuned", what it begins ("sampling 4
+# completions") or DONE once the side is sampled and scored
+OnPhase = Callable[[str, str], None]
+DONE = "done"
+
+
+class Cancelled(Exception):
+    """A comparison cancelled by its caller (``compare``'s ``cancelled``): ``side`` and ``what`` name the phase it
+    would have begun."""
+
+    def __init__(self, side: str, what: str) -> None:
+        super().__init__(f"cancelled before {side}: {what}")
+        self.side, self.what = side, what
 
 
 # Said beside a comparison of a run with tools (both sides answer with them: sample_with_tools)
@@ -106,8 +121,9 @@ class ModelCache:
         self.lease_what = "the dashboard's Compare panel"
         self.lease_wait_s = 0.0
 
-    def get(self, base_path: str, adapter_dir: Path, progress=None):
-        """The PEFT model with ``adapter_dir`` active, loading the base and/or the adapter as needed."""
+    def get(self, base_path: str, adapter_dir: Path, on_phase: OnPhase | None = None):
+        """The PEFT model with ``adapter_dir`` active, loading the base and/or the adapter as needed (``on_phase``
+        hears each load as it begins: the base's model, the tuned side's adapter)."""
         import torch
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
@@ -117,8 +133,8 @@ class ModelCache:
 
         if self.base_path != base_path or self.model is None:
             self.release()
-            if progress:
-                progress(0.1, desc=f"loading {base_path}")
+            if on_phase:
+                on_phase("base", f"loading the model ({base_path})")
             if torch.cuda.is_available():
                 self._take_gpu()
             dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
@@ -133,8 +149,8 @@ class ModelCache:
         # again) is loaded anew rather than served from memory (issue 26, item 3).
         name = "a" + str(abs(hash((str(adapter_dir), adapter_signature(adapter_dir)))))
         if name not in self.adapters:
-            if progress:
-                progress(0.6, desc=f"loading adapter {adapter_dir.name}")
+            if on_phase:
+                on_phase("tuned", f"loading the adapter ({adapter_dir.name})")
             if not self.adapters:
                 self.model = PeftModel.from_pretrained(self.model, str(adapter_dir), adapter_name=name)
             else:
@@ -149,12 +165,12 @@ class ModelCache:
         self.model.eval()
         return self.model, self.tokenizer
 
-    def engine_for(self, config: RunConfig, base_path: str, progress=None) -> VllmSampler:
+    def engine_for(self, config: RunConfig, base_path: str, on_phase: OnPhase | None = None) -> VllmSampler:
         """The vLLM engine for ``base_path`` (the vLLM path of :func:`compare`), replacing a PEFT model if one is held."""
         if self.engine is None or self.base_path != base_path:
             self.release()
-            if progress:
-                progress(0.1, desc=f"starting vLLM for {base_path}")
+            if on_phase:
+                on_phase("base", f"starting vLLM for {base_path}")
             self._take_gpu()
             self.engine = VllmSampler(base_path, config)
             self.base_path = base_path
@@ -218,15 +234,26 @@ def base_weight_bytes(model) -> int:
     return total
 
 
-def generate_group(model, tokenizer, messages: list[dict], n: int, settings: SamplingSettings):
+def generate_group(
+    model, tokenizer, messages: list[dict], n: int, settings: SamplingSettings, stop: Callable[[], bool] | None = None
+):
     """``n`` completions for one chat prompt, generated as one batch of ``n`` copies of the prompt after seeding
-    with ``settings.seed``: (token ids of prompt + completion, the prompt's length). The pre-launch probe samples its
-    groups with this too."""
+    with ``settings.seed``: (token ids of prompt + completion, the prompt's length). ``stop``: asked after each token,
+    ends the generation early when it says True (a cancelled comparison). The pre-launch probe samples its groups with
+    this too."""
     import torch
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     batch = tokenizer([text] * n, return_tensors="pt", add_special_tokens=False).to(model.device)
     kwargs = settings.generation_arguments()
+    if stop is not None:
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **_) -> torch.BoolTensor:
+                return torch.full((input_ids.shape[0],), stop(), dtype=torch.bool, device=input_ids.device)
+
+        kwargs["stopping_criteria"] = StoppingCriteriaList([Stop()])
     with torch.no_grad():
         torch.manual_seed(settings.seed)
         ids = model.generate(
@@ -239,14 +266,23 @@ def generate_group(model, tokenizer, messages: list[dict], n: int, settings: Sam
     return ids, batch["input_ids"].shape[1]
 
 
-def sample(model, tokenizer, messages: list[dict], n: int, settings: SamplingSettings, *, adapter: bool) -> list[str]:
-    """``n`` completions for one chat prompt with the adapter on or off (:func:`generate_group`). Both sides draw the
-    same random numbers in the same order, so base and tuned see the same randomness (completion i of each side uses
-    the same draws)."""
+def sample(
+    model,
+    tokenizer,
+    messages: list[dict],
+    n: int,
+    settings: SamplingSettings,
+    *,
+    adapter: bool,
+    stop: Callable[[], bool] | None = None,
+) -> list[str]:
+    """``n`` completions for one chat prompt with the adapter on or off (:func:`generate_group`, ``stop`` with it).
+    Both sides draw the same random numbers in the same order, so base and tuned see the same randomness (completion
+    i of each side uses the same draws)."""
     import contextlib
 
     with contextlib.nullcontext() if adapter else model.disable_adapter():
-        ids, prompt_length = generate_group(model, tokenizer, messages, n, settings)
+        ids, prompt_length = generate_group(model, tokenizer, messages, n, settings, stop)
     return tokenizer.batch_decode(ids[:, prompt_length:], skip_special_tokens=True)
 
 
@@ -330,40 +366,64 @@ def compare(
     top_p: float | None = None,
     max_new_tokens: int | None = None,
     seed: int = 0,
-    progress=None,
+    on_phase: OnPhase | None = None,
+    cancelled: Callable[[], bool] | None = None,
     cache: ModelCache = CACHE,
 ) -> Comparison:
-    """Sample ``n`` completions from base and tuned with the run's sampling settings and score both sides."""
+    """Sample ``n`` completions from base and tuned with the run's sampling settings and score both sides: the base
+    side whole (sampled, then scored), then the tuned one. ``on_phase(side, what)`` hears each phase as it begins,
+    and ``(side, DONE)`` as a side ends; ``cancelled`` is asked between phases and after each generated token, and
+    raises :class:`Cancelled` once it says True (a load in progress finishes first)."""
     from trainer.loading.backend import model_path
 
     settings = SamplingSettings.of_run(
         config, greedy=greedy, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
     )
+    said = on_phase or (lambda side, what: None)
+
+    told: set[str] = set()
+
+    def phase(side: str, what: str) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled(side, what)
+        told.add(side)
+        said(side, what)
+
     kl = None
+    sampled = f"sampling {n} completion{'s' if n != 1 else ''}"
     with cache.lock:
         # a tool run's sides on transformers: the panel's vLLM engine has no tool loop
         if uses_vllm_engine(config) and not config.uses_tools():
-            engine = cache.engine_for(config, model_path(config), progress)
-            if progress:
-                progress(0.8, desc="sampling")
+            engine = cache.engine_for(config, model_path(config), phase)
+            phase("base", sampled)
             base = engine.sample(messages, n, None, settings)
+            base_side = _scored(config, messages, base, reference, phase)
+            phase("tuned", sampled)
             tuned = engine.sample(messages, n, adapter_dir, settings)
         else:
-            model, tokenizer = cache.get(model_path(config), adapter_dir, progress)
+            model, tokenizer = cache.get(model_path(config), adapter_dir, phase)
             cache.notice = None
-            if progress:
-                progress(0.8, desc="sampling")
+            if "tuned" in told:  # its adapter loaded with the base (one model): it waits while the base samples
+                phase("tuned", "adapter loaded; waiting for the base side")
             if config.uses_tools():  # both sides with the run's tools (no KL: tool answers are not the model's tokens)
                 from trainer.evaluation.tool_turns import run_tools
 
                 tools_for = run_tools(config)
+                phase("base", sampled + " with the run's tools")
                 base = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=False)
+                base_side = _scored(config, messages, base, reference, phase)
+                phase("tuned", sampled + " with the run's tools")
                 tuned = sample_with_tools(model, tokenizer, messages, reference, n, settings, tools_for, adapter=True)
             else:
-                base = sample(model, tokenizer, messages, n, settings, adapter=False)
-                tuned = sample(model, tokenizer, messages, n, settings, adapter=True)
+                stop = cancelled or (lambda: False)
+                phase("base", sampled)
+                base = sample(model, tokenizer, messages, n, settings, adapter=False, stop=stop)
+                base_side = _scored(config, messages, base, reference, phase)
+                phase("tuned", sampled)
+                tuned = sample(model, tokenizer, messages, n, settings, adapter=True, stop=stop)
+                phase("tuned", "measuring KL(tuned ‖ base) on its completions")
                 kl = token_kl(model, tokenizer, messages, tuned)
-    result = Comparison(score(config, messages, base, reference), score(config, messages, tuned, reference), reference)
+    result = Comparison(base_side, _scored(config, messages, tuned, reference, phase, "tuned"), reference)
     if config.uses_tools():
         for side in (result.base, result.tuned):
             side.turns = [completion_turns(answer) for answer in side.completions]
@@ -372,6 +432,15 @@ def compare(
     result.identical = sum(1 for b, t in zip(base, tuned) if b == t)
     result.kl = kl
     return result
+
+
+def _scored(config: RunConfig, messages: list[dict], completions: list, reference, phase, side: str = "base") -> Side:
+    """One side's completions scored (:func:`score`), its phases told: scoring, then done. A generation that a
+    cancel cut short is not scored."""
+    phase(side, "scoring")
+    scored = score(config, messages, completions, reference)
+    phase(side, DONE)
+    return scored
 
 
 def final_text(answer: list[dict]) -> str:

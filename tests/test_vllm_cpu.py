@@ -150,7 +150,8 @@ def test_the_live_engine_holds_the_runs_lengths_memory_and_sampling(vllm_run):
     assert len(engines) == 2  # one engine per worker: launch and resume
     # max_seq_length → vllm_max_model_length; one step's 4 sequences → max_num_seqs; a KV cache sized from the run
     assert all(
-        "vLLM engine: cpu, float32, max_model_len 512, max_num_seqs 4, KV cache 1 GiB" in line for line in engines
+        "vLLM engine: cpu, float32, eager, max_model_len 512, max_num_seqs 4, KV cache 1 GiB" in line
+        for line in engines
     ), engines
     sampling = [line for line in lines if line.startswith("vLLM sampling: ")]
     assert sampling and all(

@@ -100,10 +100,11 @@ def test_the_cpu_engines_kv_cache_is_sized_from_the_run_and_a_users_choice_is_ke
 
 def fake_engine(calls: list) -> SimpleNamespace:
     """An engine with the attributes engine_report reads, where vLLM 0.32 keeps them (vllm/config: cache_config,
-    model_config, scheduler_config, device_config.device_type) and TRL 1.16 calls generate (vllm_generation.py:729)."""
+    model_config (enforce_eager: config/model.py:272), scheduler_config, device_config.device_type) and TRL 1.16 calls
+    generate (vllm_generation.py:729)."""
     config = SimpleNamespace(
         cache_config=SimpleNamespace(kv_cache_memory_bytes=1 << 30, gpu_memory_utilization=0.9),
-        model_config=SimpleNamespace(dtype="torch.bfloat16", max_model_len=256),
+        model_config=SimpleNamespace(dtype="torch.bfloat16", enforce_eager=False, max_model_len=256),
         scheduler_config=SimpleNamespace(max_num_seqs=4),
         device_config=SimpleNamespace(device_type="cpu"),
     )
@@ -118,7 +119,7 @@ def test_the_engine_report_logs_the_engines_settings_and_its_first_sampling_once
     llm = fake_engine(calls)
     trainer = SimpleNamespace(vllm_generation=SimpleNamespace(llm=llm))
     assert report_engine(trainer, lines.append) is True
-    assert lines == ["vLLM engine: cpu, bfloat16, max_model_len 256, max_num_seqs 4, KV cache 1 GiB"]
+    assert lines == ["vLLM engine: cpu, bfloat16, compiled, max_model_len 256, max_num_seqs 4, KV cache 1 GiB"]
     params = SimpleNamespace(temperature=0.9, top_p=0.95, top_k=0, max_tokens=24, n=1)
     assert llm.generate(["a"], sampling_params=params, use_tqdm=False) == ["out"]
     llm.generate(["b"], sampling_params=params, use_tqdm=False)

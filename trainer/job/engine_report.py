@@ -26,7 +26,7 @@ def engine_line(llm: Any) -> str:
     )
     return (
         f"vLLM engine: {config.device_config.device_type}, {str(config.model_config.dtype).removeprefix('torch.')}, "
-        f"max_model_len {config.model_config.max_model_len}, max_num_seqs {config.scheduler_config.max_num_seqs}, "
+        f"{'eager' if config.model_config.enforce_eager else 'compiled'}, max_model_len {config.model_config.max_model_len}, max_num_seqs {config.scheduler_config.max_num_seqs}, "
         f"{memory}"
     )
 

@@ -42,7 +42,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from time import monotonic as _clock  # the warm-up's ETA; the build's own time is time.perf_counter's
@@ -208,7 +208,7 @@ def recipe_digest(spec: TinySpec = DEFAULT_SPEC) -> str:
     import inspect
 
     digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
-    for step in (build_tokenizer, _new_model, _warmed_up, build_tiny_model, warm_up_examples, _warm_up):
+    for step in (build_tokenizer, new_model, warmed_up, build_tiny_model, save_build, warm_up_examples, _warm_up):
         digest.update(inspect.getsource(step).encode())
     digest.update(json.dumps([SPECIAL_TOKENS, FORMAT_TAGS, CHAT_TEMPLATE, SYSTEM_PROMPT]).encode())
     for text in tokenizer_corpus():
@@ -219,8 +219,9 @@ def recipe_digest(spec: TinySpec = DEFAULT_SPEC) -> str:
     return digest.hexdigest()
 
 
-def _new_model(tokenizer, spec: TinySpec):
-    """The untrained model of ``spec`` for ``tokenizer`` (seeded by the caller)."""
+def new_model(tokenizer, spec: TinySpec):
+    """The untrained model of ``spec`` for ``tokenizer`` (seeded by the caller). A tool model's spec
+    (trainer.loading.tiny_tools.ToolSpec) has the same sizes, so both built-in models are made here."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
@@ -239,18 +240,26 @@ def _new_model(tokenizer, spec: TinySpec):
     return Qwen2ForCausalLM(config)
 
 
-def _warmed_up(spec: TinySpec, stop_after: int | None = None):
-    """A new model of ``spec`` (seeded) and its tokenizer, warmed up on one thread (for ``stop_after`` steps, or all),
-    with the warm-up's losses: (tokenizer, model, losses). The build and the replay of its first steps share it."""
+def warmed_up(
+    spec: TinySpec,
+    stop_after: int | None = None,
+    *,
+    make_tokenizer: Callable | None = None,
+    warm_up: Callable | None = None,
+):
+    """A new model of ``spec`` (seeded) and the tokenizer ``make_tokenizer`` makes, warmed up by ``warm_up`` on one
+    thread, for ``stop_after`` steps or all, with the warm-up's losses: (tokenizer, model, losses). Both built-in
+    models' builds and the replays of their first steps share it: this module's tokenizer and warm-up by default,
+    trainer.loading.tiny_tools passes its own."""
     import torch
 
     torch.manual_seed(spec.seed)
-    tokenizer = build_tokenizer()
-    model = _new_model(tokenizer, spec)
+    tokenizer = (make_tokenizer or build_tokenizer)()
+    model = new_model(tokenizer, spec)
     losses: list[float] = []
     threads = use_tiny_threads()
     try:
-        _warm_up(model, tokenizer, spec, losses=losses, stop_after=stop_after)
+        (warm_up or _warm_up)(model, tokenizer, spec, losses=losses, stop_after=stop_after)
     finally:
         torch.set_num_threads(threads)
     return tokenizer, model, losses
@@ -258,13 +267,26 @@ def _warmed_up(spec: TinySpec, stop_after: int | None = None):
 
 def first_warm_up_losses(spec: TinySpec = DEFAULT_SPEC, steps: int = RECORDED_LOSSES) -> list[float]:
     """The first ``steps`` warm-up losses of a build of ``spec``, from a build stopped there (about a second)."""
-    return _warmed_up(spec, stop_after=steps)[2]
+    return warmed_up(spec, stop_after=steps)[2]
 
 
 def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
     """Build, warm up and save a built-in model to ``target`` (overwriting). Returns ``target``."""
     started = time.perf_counter()
-    tokenizer, model, losses = _warmed_up(spec)
+    tokenizer, model, losses = warmed_up(spec)
+    made_by = "grpo-studio build-tiny --into DIR (trainer.loading.tiny.build_tiny_model)"
+    return save_build(
+        target, spec, tokenizer, model, losses, started=started, made_by=made_by, digest=recipe_digest(spec)
+    )
+
+
+def save_build(
+    target: Path, spec, tokenizer, model, losses: list[float], *, started: float, made_by: str, digest: str
+) -> Path:
+    """Save a warmed-up built-in model and its tokenizer (as :func:`warmed_up` returns them) to ``target``
+    (overwriting) with the record of its build in :data:`INFO_FILE`: its spec, the seconds since ``started``, the
+    versions that made it, ``made_by``, the recipe's ``digest`` and its first losses. Returns ``target``. Both
+    built-in models' builds end here (trainer.loading.tiny_tools's with its own spec, command and digest)."""
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     target.mkdir(parents=True, exist_ok=True)
@@ -275,8 +297,8 @@ def build_tiny_model(target: Path, spec: TinySpec = DEFAULT_SPEC) -> Path:
         "spec": asdict(spec),
         "build_seconds": round(seconds, 1),
         "built_with": {name: _version(name) for name in ("torch", "transformers", "tokenizers")},
-        "made_by": "grpo-studio build-tiny --into DIR (trainer.loading.tiny.build_tiny_model)",
-        "recipe_digest": recipe_digest(spec),
+        "made_by": made_by,
+        "recipe_digest": digest,
         "first_losses": [round(loss, 6) for loss in losses[:RECORDED_LOSSES]],
     }
     (target / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")

@@ -40,7 +40,15 @@ from pathlib import Path
 
 from trainer.config import SYSTEM_PROMPT
 from trainer.loading.data import Problem, arithmetic3_problems, make_prompt
-from trainer.loading.tiny import FORMAT_TAGS, INFO_FILE, RECORDED_LOSSES, SPECIAL_TOKENS, _new_model, use_tiny_threads
+from trainer.loading.tiny import (
+    FORMAT_TAGS,
+    INFO_FILE,
+    RECORDED_LOSSES,
+    SPECIAL_TOKENS,
+    new_model,
+    save_build,
+    warmed_up,
+)
 
 log = logging.getLogger(__name__)
 
@@ -306,19 +314,9 @@ def _warm_up(model, tokenizer, spec: ToolSpec, losses: list[float], stop_after: 
 
 
 def _warmed_up(spec: ToolSpec, stop_after: int | None = None):
-    """A new model of ``spec`` (seeded) and its tokenizer, warmed up on one thread: (tokenizer, model, losses)."""
-    import torch
-
-    torch.manual_seed(spec.seed)
-    tokenizer = build_tokenizer()
-    model = _new_model(tokenizer, spec)
-    losses: list[float] = []
-    threads = use_tiny_threads()
-    try:
-        _warm_up(model, tokenizer, spec, losses, stop_after)
-    finally:
-        torch.set_num_threads(threads)
-    return tokenizer, model, losses
+    """A new model of ``spec`` (seeded) and this module's tokenizer, warmed up on one thread by this module's warm-up:
+    (tokenizer, model, losses), as trainer.loading.tiny builds builtin:tiny."""
+    return warmed_up(spec, stop_after, make_tokenizer=build_tokenizer, warm_up=_warm_up)
 
 
 def first_warm_up_losses(spec: ToolSpec = DEFAULT_TOOL_SPEC, steps: int = RECORDED_LOSSES) -> list[float]:
@@ -336,9 +334,11 @@ def recipe_digest(spec: ToolSpec = DEFAULT_TOOL_SPEC) -> str:
     for step in (
         build_tokenizer,
         tokenizer_corpus,
-        _new_model,
+        new_model,
+        warmed_up,
         _warmed_up,
         build_tool_model,
+        save_build,
         warm_up_examples,
         _warm_up,
         conversation,
@@ -356,27 +356,12 @@ def recipe_digest(spec: ToolSpec = DEFAULT_TOOL_SPEC) -> str:
 
 def build_tool_model(target: Path, spec: ToolSpec = DEFAULT_TOOL_SPEC) -> Path:
     """Build, warm up and save the tool model to ``target`` (overwriting). Returns ``target``."""
-    from trainer.loading.tiny import _version
-
     started = time.perf_counter()
     tokenizer, model, losses = _warmed_up(spec)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    seconds = time.perf_counter() - started
-    info = {
-        "spec": asdict(spec),
-        "build_seconds": round(seconds, 1),
-        "built_with": {name: _version(name) for name in ("torch", "transformers", "tokenizers")},
-        "made_by": "python -m trainer.loading.tiny_tools DIR (trainer.loading.tiny_tools.build_tool_model)",
-        "recipe_digest": recipe_digest(spec),
-        "first_losses": [round(loss, 6) for loss in losses[:RECORDED_LOSSES]],
-    }
-    (target / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
-    log.info("built %s in %.1f s", target, seconds)
-    return target
+    made_by = "python -m trainer.loading.tiny_tools DIR (trainer.loading.tiny_tools.build_tool_model)"
+    return save_build(
+        target, spec, tokenizer, model, losses, started=started, made_by=made_by, digest=recipe_digest(spec)
+    )
 
 
 if __name__ == "__main__":  # python -m trainer.loading.tiny_tools DIR: (re)build the shipped files

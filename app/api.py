@@ -14,7 +14,8 @@ get one sentence too, never a traceback or a reply that can't be encoded. The wi
 API page (:func:`hide_widget_events`): they change with the layout.
 
 The endpoints and their signatures are the verbs of app/verbs.py that the API offers, under the verbs' names; what
-each answers is the function of that name here, called with the checked values.
+each answers is the function of that name here, called with the checked values, or for a verb with none here its
+action's value as JSON (app.verbs.answered).
 """
 
 from __future__ import annotations
@@ -169,29 +170,30 @@ def evaluate(access: Access, run_id: int, adapter: str, k: int, samples: int) ->
     return acted(actions.evaluation_json, evaluation_id)
 
 
+def _answered(verb: verbs.Verb) -> Callable[..., Any]:
+    """The answer of a verb that has no function here: its action's value as JSON (app.verbs.answered), its refusal
+    the client's error, its docstring the verb's help."""
+
+    def answer(access: Access, **values: Any) -> Any:
+        return _sendable(acted(verbs.answered, verb, values))
+
+    answer.__name__ = answer.__qualname__ = verb.name
+    answer.__doc__ = verb.help
+    answer.action = verb.action  # what tests/test_verbs.py reads in place of the source's ``actions.NAME``
+    return answer
+
+
+def _answer(verb: verbs.Verb) -> Callable[..., Any]:
+    """What the endpoint of ``verb`` answers: the function of the verb's name in this module, else
+    :func:`_answered`."""
+    written = globals().get(verb.name)
+    if inspect.isfunction(written) and written.__module__ == __name__:
+        return written
+    return _answered(verb)
+
+
 # Each verb's answer on the API, by the verb's name (app/verbs.py): what the endpoint does with its checked values.
-ANSWERS: dict[str, Callable[..., Any]] = {
-    "validate": validate,
-    "probe": probe,
-    "launch": launch,
-    "sweep": sweep,
-    "sweeps": sweeps,
-    "stop_sweep": stop_sweep,
-    "resume_sweep": resume_sweep,
-    "delete_sweep": delete_sweep,
-    "stop": stop,
-    "resume": resume,
-    "fork": fork,
-    "delete": delete,
-    "runs": runs,
-    "run": run,
-    "metrics": metrics,
-    "samples": samples,
-    "alerts": alerts,
-    "log": log,
-    "prompts": prompts,
-    "evaluate": evaluate,
-}
+ANSWERS: dict[str, Callable[..., Any]] = {verb.name: _answer(verb) for verb in verbs.on(verbs.API)}
 NAMES = tuple(verb.name for verb in verbs.on(verbs.API))
 
 

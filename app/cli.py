@@ -18,7 +18,9 @@
     grpo-studio build-tiny                   build (or find) the built-in model and score it on held-out problems
 
 The commands, their arguments and examples are the verbs of app/verbs.py (the API's endpoints have the same names);
-``run``, ``logs`` and ``eval`` are the old names of ``launch``, ``log`` and ``evaluate``, and still work.
+``run``, ``logs`` and ``eval`` are the old names of ``launch``, ``log`` and ``evaluate``, and still work. A verb's
+command runs the function ``cmd_<verb>`` of this module or of app/cli_*.py (:data:`COMMANDS`); a verb with none prints
+its action's answer as JSON, as its endpoint answers.
 
 Heavy packages are imported inside the commands that need them, so ``grpo-studio runs`` answers instantly.
 """
@@ -26,16 +28,14 @@ Heavy packages are imported inside the commands that need them, so ``grpo-studio
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from app import verbs
-from app.cli_models import cmd_build_tiny, cmd_eval, cmd_export, cmd_fork, cmd_probe
+from app import cli_models, cli_prompts, cli_runs, cli_sweeps, verbs
 from app.cli_output import quiet_libraries, quiet_logging, version
-from app.cli_prompts import cmd_alerts, cmd_prompts
-from app.cli_runs import cmd_logs, cmd_presets, cmd_resume, cmd_run, cmd_runs, cmd_stop, cmd_worker, refused
-from app.cli_sweeps import cmd_resume_sweep, cmd_stop_sweep, cmd_sweep, cmd_sweeps
+from app.cli_runs import refused
 from app.terminal import guarded_terminal
 
 
@@ -160,28 +160,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-# Each verb's command (app/verbs.py: its name, arguments and examples), and under each old name the same command.
-COMMANDS = {
-    "probe": cmd_probe,
-    "launch": cmd_run,
-    "sweep": cmd_sweep,
-    "sweeps": cmd_sweeps,
-    "stop_sweep": cmd_stop_sweep,
-    "resume_sweep": cmd_resume_sweep,
-    "stop": cmd_stop,
-    "resume": cmd_resume,
-    "fork": cmd_fork,
-    "export": cmd_export,
-    "runs": cmd_runs,
-    "alerts": cmd_alerts,
-    "log": cmd_logs,
-    "prompts": cmd_prompts,
-    "evaluate": cmd_eval,
-    "presets": cmd_presets,
-    "worker": cmd_worker,
-    "serve": cmd_serve,
-    "build-tiny": cmd_build_tiny,
-}
+Command = Callable[[argparse.Namespace], int]
+
+
+def _printed(verb: verbs.Verb) -> Command:
+    """The command of a verb that has no ``cmd_`` function: its action called with the command's values, the answer
+    printed as JSON (what its endpoint answers; a refusal is :func:`refused`'s, as every command's)."""
+
+    def command(args: argparse.Namespace) -> int:
+        answer = verbs.answered(verb, {p.name: getattr(args, p.name) for p in verb.cli_params})
+        print(json.dumps(answer, indent=2, ensure_ascii=False, default=str))
+        return 0
+
+    command.__name__ = command.__qualname__ = f"cmd_{verb.name}"
+    command.__doc__ = verb.help
+    command.action = verb.action  # what tests/test_verbs.py reads in place of the source's ``actions.NAME``
+    return command
+
+
+def _command(verb: verbs.Verb) -> Command:
+    """The function ``grpo-studio VERB`` runs: ``cmd_<verb>`` (a dash read as an underscore) here or in a CLI module,
+    else :func:`_printed`. A verb with no action (serve, worker) must have its function."""
+    name = "cmd_" + verb.name.replace("-", "_")
+    for module in (sys.modules[__name__], cli_models, cli_prompts, cli_runs, cli_sweeps):
+        if hasattr(module, name):
+            return getattr(module, name)
+    if verb.action is None:
+        raise LookupError(f"the verb {verb.name!r} has no action and no {name} in app/cli.py or app/cli_*.py")
+    return _printed(verb)
+
+
+# Each verb's command (app/verbs.py: its name, arguments and examples); each old name runs the same one.
+COMMANDS: dict[str, Command] = {verb.name: _command(verb) for verb in verbs.on(verbs.CLI)}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The ``grpo-studio`` commands that load a model: probe, fork, eval, export and build-tiny (their options are in
-app/cli.py), thin adapters over app.actions. A fork trains in the foreground as ``run`` does
-(app.cli_output.foreground). Heavy packages are imported inside the commands."""
+"""The ``grpo-studio`` commands that load a model: probe, fork, evaluate, export and build-tiny (each ``cmd_`` and its
+verb's name; their options are the verbs' in app/verbs.py), thin adapters over app.actions. A fork trains in the
+foreground as ``launch`` does (app.cli_output.foreground). Heavy packages are imported inside the commands."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return foreground(run_id, args.verbose)
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_evaluate(args: argparse.Namespace) -> int:
     """Held-out evaluation of base vs tuned, printed as a table and stored on the run."""
     from app import actions
     from app.cli_output import Progress, evaluation_lines

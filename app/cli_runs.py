@@ -1,6 +1,7 @@
-"""The ``grpo-studio`` commands on runs: run, resume, stop, runs, logs, presets, worker (their options are in
-app/cli.py). Each is a thin adapter over app.actions: it prints what the action returned, or its refusal
-(:func:`refused`) with the action's exit code. A run trains in the foreground as app.cli_output.foreground does."""
+"""The ``grpo-studio`` commands on runs: launch, resume, stop, runs, log, presets, worker (each ``cmd_`` and its verb's
+name; their options are the verbs' in app/verbs.py). Each is a thin adapter over app.actions: it prints what the action
+returned, or its refusal (:func:`refused`) with the action's exit code. A run trains in the foreground as
+app.cli_output.foreground does."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from app.actions import ActionError
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_launch(args: argparse.Namespace) -> int:
     """Validate the config (exit 2 with every problem, starting nothing; exit 2 too when its model or data set can't
     be fetched here), create the run, train it."""
     from app import actions
@@ -141,7 +142,7 @@ def _errors(run_ids: list[int]) -> dict[int, str]:
     return {i: e.strip().splitlines()[-1] for i, e in errors.items() if e and e.strip()}
 
 
-def cmd_logs(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:
+def cmd_log(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:
     """Print a run's log lines, oldest first; with ``--follow``, new ones as they arrive until the run has ended."""
     import time
     from datetime import datetime

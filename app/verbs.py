@@ -12,7 +12,10 @@ ambiguous on purpose: ``grpo-studio run`` launches (its old name, in every scrip
 A parameter says where it is taken: ``check`` (the API's type-and-range check, app.actions.arguments, one sentence
 for a wrong value) puts it on the API, ``flags`` (argparse's option strings; empty: its name, positional when it has
 no default) on the CLI. What a surface does with a verb's values (print a table, shape a JSON answer, fill widgets)
-stays in that surface's adapter, keyed by the verb's name; the action it calls is :attr:`Verb.action` in app.actions.
+stays in that surface's adapter, under the verb's name (app/cli.py's ``cmd_<verb>``, app/api.py's ``<verb>``); the action
+it calls is :attr:`Verb.action` in app.actions. A verb whose surface writes no adapter of its own answers there with
+:func:`answered`, its action's value as JSON, so a new verb reaches the CLI and the API from this table and its action.
+docs/cli.md, docs/api.md and README's list of endpoints are generated from the table too (scripts/verb_tables.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app import actions
 from app.actions import arguments
 
 CLI, API, PAGE = "cli", "api", "page"
@@ -517,3 +521,10 @@ BY_NAME: dict[str, Verb] = {verb.name: verb for verb in VERBS}
 def on(surface: str) -> tuple[Verb, ...]:
     """The verbs ``surface`` (CLI, API or PAGE) offers, in the table's order."""
     return tuple(verb for verb in VERBS if surface in verb.surfaces)
+
+
+def answered(verb: Verb, values: Mapping[str, Any]) -> Any:
+    """What ``verb`` answers on a surface that writes no answer of its own (app/cli.py, app/api.py): its action called
+    with ``values`` by parameter name, as JSON (the result's ``to_json()`` where it has one)."""
+    result = getattr(actions, verb.action)(**values)
+    return result.to_json() if hasattr(result, "to_json") else result

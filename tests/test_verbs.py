@@ -17,40 +17,52 @@ from .conftest import ROOT
 
 PAGES = ROOT / "app" / "pages"
 
-# verb, its action, its command (old names in brackets), its endpoint, the page modules that call it
-SIDE_BY_SIDE = """\
-validate         validate           -                   /validate   new_run
-probe            probe              probe               /probe      new_run
-preview          prompt_preview     -                   -           new_run
-launch           launch             launch (run)        /launch     new_run
-sweep            sweep              sweep               /sweep      new_run
-sweeps           sweeps             sweeps              /sweeps     sweeps
-stop_sweep       stop_sweep         stop_sweep          /stop_sweep sweeps
-resume_sweep     resume_sweep       resume_sweep        /resume_sweep sweeps
-delete_sweep     delete_sweep       -                   /delete_sweep sweeps
-stop             stop               stop                /stop       runs
-resume           resume             resume              /resume     runs
-fork             fork               fork                /fork       runs, sweeps
-clone            clone              -                   -           runs
-delete           delete             -                   /delete     runs
-export           export             export              -           compare, runs
-runs             runs               runs                /runs       compare, runs
-run              run_detail         -                   /run        -
-monitor          monitor_view       -                   -           monitor
-metrics          metrics            -                   /metrics    -
-samples          samples            -                   /samples    monitor
-tokens           token_values       -                   -           learning
-alerts           alerts             alerts              /alerts     monitor
-log              log                log (logs)          /log        -
-prompts          learning           prompts             /prompts    learning
-evaluate         evaluate           evaluate (eval)     /evaluate   evaluation
-stop-evaluation  stop_evaluation    -                   -           evaluation
-compare          compare            -                   -           compare
-datasets         dataset_names      -                   -           data_files
-presets          -                  presets             -           -
-worker           -                  worker              -           -
-serve            -                  serve               -           -
-build-tiny       -                  build-tiny          -           -"""
+# The page modules that call each verb's action (or what it reads): the one column of the listing the table does not
+# say. A verb no page calls has no row.
+PAGE_CALLERS = """\
+validate         new_run
+probe            new_run
+preview          new_run
+launch           new_run
+sweep            new_run
+sweeps           sweeps
+stop_sweep       sweeps
+resume_sweep     sweeps
+delete_sweep     sweeps
+stop             runs
+resume           runs
+fork             runs, sweeps
+clone            runs
+delete           runs
+export           compare, runs
+runs             compare, runs
+monitor          monitor
+samples          monitor
+tokens           learning
+alerts           monitor
+prompts          learning
+evaluate         evaluation
+stop-evaluation  evaluation
+compare          compare
+datasets         data_files"""
+
+
+def _row(name: str, action: str, command: str, endpoint: str, pages: str) -> str:
+    return f"{name:<16} {action:<18} {command:<19} {endpoint:<11} {pages}".rstrip()
+
+
+def table_side_by_side() -> str:
+    """The listing as the table says it should read: each verb's action, its command (old names in brackets) and its
+    endpoint where it lists the surface, and the page modules of :data:`PAGE_CALLERS`."""
+    pages = dict(line.split(maxsplit=1) for line in PAGE_CALLERS.splitlines())
+    lines = []
+    for verb in verbs.VERBS:
+        command = "-"
+        if verbs.CLI in verb.surfaces:
+            command = f"{verb.name} ({', '.join(verb.aliases)})" if verb.aliases else verb.name
+        endpoint = f"/{verb.name}" if verbs.API in verb.surfaces else "-"
+        lines.append(_row(verb.name, verb.action or "-", command, endpoint, pages.get(verb.name, "-")))
+    return "\n".join(lines)
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -146,18 +158,17 @@ def side_by_side() -> str:
         command = " ".join([commands[0], f"({', '.join(commands[1:])})"] if commands[1:] else commands) or "-"
         endpoint = f"/{name}" if f"/{name}" in api else "-"
         action = verb.action if verb and verb.action else "-"
-        lines.append(
-            f"{name:<16} {action:<18} {command:<19} {endpoint:<11} {', '.join(sorted(pages.get(name, ()))) or '-'}"
-        )
-    return "\n".join(line.rstrip() for line in lines)
+        lines.append(_row(name, action, command, endpoint, ", ".join(sorted(pages.get(name, ()))) or "-"))
+    return "\n".join(lines)
 
 
 def test_the_three_surfaces_offer_the_tables_verbs_side_by_side():
-    """The listing is read from the surfaces: a command, an endpoint or a page's call of an action that no verb
-    holds shows as "(no verb: ...)", a verb offered under another name as a row of its own."""
+    """The listing is read from the surfaces and compared with what the table says: a command, an endpoint or a
+    page's call of an action that no verb holds shows as "(no verb: ...)", a verb offered under another name as a row
+    of its own, a verb a surface lacks as a "-" where the table names it."""
     listing = side_by_side()
     print(listing)
-    assert listing == SIDE_BY_SIDE
+    assert listing == table_side_by_side()
 
 
 @pytest.mark.parametrize("surface", [verbs.CLI, verbs.API, verbs.PAGE])
@@ -208,6 +219,9 @@ def test_each_surface_calls_its_verbs_action():
         if verb in verbs.on(verbs.API):
             bodies.append(api.ANSWERS[verb.name])
         for body in bodies:
+            if hasattr(body, "action"):  # a surface's answer made from the table (app.verbs.answered)
+                assert body.action == verb.action, (verb.name, body.__name__, body.action)
+                continue
             tree = ast.parse(inspect.getsource(body).strip())
             called = {
                 n.attr
@@ -237,3 +251,54 @@ def test_every_verb_names_an_action_that_exists():
     for verb in verbs.VERBS:
         for name in filter(None, (verb.action, *verb.reads)):
             assert inspect.isfunction(getattr(actions, name, None)), f"{verb.name}: actions.{name}"
+
+
+def _throwaway(monkeypatch, action) -> verbs.Verb:
+    """A verb the table does not hold, on the CLI and the API, whose action is ``action`` (set on app.actions)."""
+    monkeypatch.setattr(actions, "throwaway_status", action, raising=False)
+    return verbs.Verb("throwaway", "throwaway_status", "a run's status", verbs.BOTH, (verbs.RUN_ID,))
+
+
+def test_a_verb_without_a_command_of_its_own_prints_its_actions_answer_as_json(monkeypatch, capsys):
+    import json
+
+    from app import cli
+
+    class Status:
+        def __init__(self, run_id: int) -> None:
+            self.run_id = run_id
+
+        def to_json(self) -> dict:
+            return {"run_id": self.run_id, "status": "queued"}
+
+    command = cli._command(_throwaway(monkeypatch, Status))
+    assert command(argparse.Namespace(run_id=3)) == 0
+    assert json.loads(capsys.readouterr().out) == {"run_id": 3, "status": "queued"}
+
+
+def test_a_verb_without_an_answer_of_its_own_answers_its_actions_value_and_refusal_on_the_api(monkeypatch):
+    import gradio as gr
+
+    from app import api
+    from trainer.config.access import Access
+
+    def status(run_id: int) -> dict:
+        if run_id == 9:
+            raise actions.ActionError("run 9 does not exist")
+        return {"run_id": run_id, "status": "queued"}
+
+    verb = _throwaway(monkeypatch, status)
+    endpoint = api._endpoint(verb, api._answer(verb), Access())
+    assert [p.name for p in inspect.signature(endpoint).parameters.values()] == ["run_id"]
+    assert endpoint(4) == {"run_id": 4, "status": "queued"}
+    with pytest.raises(gr.Error, match="run 9 does not exist"):
+        endpoint(9)
+    with pytest.raises(gr.Error, match="run_id"):  # checked as the verb's parameter says, before the action
+        endpoint(-1)
+
+
+def test_a_verb_without_an_action_must_have_its_command():
+    from app import cli
+
+    with pytest.raises(LookupError, match="cmd_throwaway"):
+        cli._command(verbs.Verb("throwaway", None, "nothing", verbs.CLI_ONLY))

@@ -80,6 +80,22 @@ def _stop(*run_ids: int) -> None:
             queries.finish_run(s, queries.get_run(s, run_id), RunStatus.STOPPED)
 
 
+# The Monitor's picked run and its header at every frame, as (picker text, header text) each time either changes: a
+# stale header lasts as long as a round trip to the server, which a look every 0.2 s from here can miss
+WATCH_MONITOR = """() => {
+    window.monitorSeen = [];
+    const look = () => {
+        const run = document.querySelector('#monitor-run input');
+        const header = document.querySelector('#monitor-progress');
+        const now = [run ? run.value : '', header ? header.innerText.trim() : ''];
+        const last = window.monitorSeen[window.monitorSeen.length - 1];
+        if (!last || last[0] !== now[0] || last[1] !== now[1]) window.monitorSeen.push(now);
+        requestAnimationFrame(look);
+    };
+    look();
+}"""
+
+
 def test_open_in_monitor_shows_the_members_run_and_no_ended_run_to_wait_behind(server, browser):
     """The report's journey: the Monitor showed a queued member waiting behind a running one; both are stopped; the
     Sweeps tab opens another member in the Monitor, which says that member and its status, and waits behind no one."""
@@ -89,8 +105,12 @@ def test_open_in_monitor_shows_the_members_run_and_no_ended_run_to_wait_behind(s
     try:
         page.goto(f"{url}?tab=monitor&run={queued}")
         header = page.locator("#monitor-progress")
-        wait_for(lambda: f"waiting behind run {running} (running)" in header.inner_text(), PAGE_WAIT_S, "the queue")
-        assert f"(run {queued}) — queued" in header.inner_text()
+        said = wait_for(
+            lambda: (lambda text: f"waiting behind run {running} (running)" in text and text)(header.inner_text()),
+            PAGE_WAIT_S,
+            "the queue",
+        )
+        assert f"(run {queued}) — queued" in said
         overlay = page.locator("#monitor-overlay input")
         overlay.click()
         page.get_by_role("option", name=re.compile(rf"^{skipped}: ")).click()
@@ -104,6 +124,7 @@ def test_open_in_monitor_shows_the_members_run_and_no_ended_run_to_wait_behind(s
         wait_for(lambda: rows.count() == 3, PAGE_WAIT_S, "the members' rows")
         rows.nth(2).locator("[role=gridcell]").nth(2).click()  # the skipped member's point
         wait_for(lambda: member.input_value().startswith(f"{skipped}: "), PAGE_WAIT_S, "the member picked")
+        page.evaluate(WATCH_MONITOR)
         page.click("#sweeps-monitor")
         wait_for(lambda: _selected_tab(page) == "Monitor", PAGE_WAIT_S, "the Monitor")
         text = wait_for(
@@ -113,6 +134,17 @@ def test_open_in_monitor_shows_the_members_run_and_no_ended_run_to_wait_behind(s
         )
         assert re.search(rf"says-3\*?\*? \(run {skipped}\) — stopped", text), text
         assert "waiting behind" not in text and "queued" not in text
+        # every frame since the click: once the picker names the member, the header names no other run beyond the
+        # frame in which the picker changed (the page's change handler runs after it has drawn the new value) and
+        # says it is reading the member until the poll answers (the report's page: the address said run=7 and, 33 s
+        # on, the header "(run 6) — queued … waiting behind run 3 (running)")
+        seen = page.evaluate("window.monitorSeen")
+        after = [header for run, header in seen if run.startswith(f"{skipped}: ")]
+        assert after, seen
+        stale = [i for i, header in enumerate(after) if f"(run {skipped})" not in header]
+        assert stale and stale == list(range(len(stale))), seen  # the first frames only, before the poll answered
+        assert after[stale[-1]] == f"Reading run {skipped}…", seen
+        assert all(f"run {queued}" not in header for header in after[1:]), seen
     finally:
         page.close()
 

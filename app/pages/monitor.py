@@ -4,6 +4,7 @@ by step, and the log tail. A gr.Timer polls; each poll reads only the metric ste
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from app.start_phases import phases_text, start_phases
 from app.styles import CHART_NONE, CHART_SHOWN
 from app.verdict import problem, verdict
 
+log = logging.getLogger(__name__)
+
 POLL_SECONDS = 2.0
 # The polls' pace (the Monitor's and its learning panel's) while nothing shown can change on its own: no run picked, or
 # the run and its overlays ended. They still look, for a run resumed from the command line or a new evaluation, say;
@@ -38,6 +41,16 @@ FIRST = ("reward", "heldout", "kl", "reward_std")
 MORE_TITLE = "More charts: " + ", ".join(
     title[0].lower() + title[1:] for title in (c.title.split(" (")[0] for c in CHARTS if c.name not in FIRST)
 )
+# The header as the browser may show it under the run picked: one that names another run (progress_text's "(run N) —")
+# is replaced by "Reading run M…", at once, when the picker changes and whenever a poll's answer for the previous pick
+# arrives after the new pick. Until the server's poll of the new run answered (a round trip, and on a loaded machine
+# seconds in line), a member opened from the Sweeps tab showed "(run 6) — queued … waiting behind run 3 (running)"
+# under a picker and an address saying run 7, runs 3 and 6 stopped minutes before (issue 59).
+HEADER_OF_PICK = """(run, header) => {
+    const named = /\\(run (\\d+)\\) —/.exec(header || "");
+    const picked = (run === null || run === undefined || run === "") ? null : String(run);
+    return (named && picked !== null && named[1] !== picked) ? `Reading run ${picked}…` : header;
+}"""
 # installed on page load (app.server): keeps a chart's zoom across the redraws of each poll
 KEEP_ZOOM = (Path(__file__).resolve().parent.parent / "keep_zoom.js").read_text(encoding="utf-8")
 
@@ -156,17 +169,25 @@ def refresh(
     try:
         return _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, other, more)
     except SQLAlchemyError as exc:
-        keep = gr.update()
-        return MonitorView(
-            problem(actions.describe_error(exc)),
-            caches,
-            figures=[keep] * len(CHARTS),
-            table=keep,
-            log=keep,
-            other_list=keep,
-            other_plot=keep,
-            live=None,
-        )
+        return _unread(problem(actions.describe_error(exc)), caches)
+    except Exception:  # the header must not go on saying what it said before
+        log.exception("the Monitor could not read run %s", run_id)
+        return _unread(problem(f"the Monitor could not read run {run_id}; the server's log says why"), caches)
+
+
+def _unread(header: str, caches: dict[int, RunCache]) -> MonitorView:
+    """A poll that read nothing: ``header`` says why, and the charts, table and log stay as they are."""
+    keep = gr.update()
+    return MonitorView(
+        header,
+        caches,
+        figures=[keep] * len(CHARTS),
+        table=keep,
+        log=keep,
+        other_list=keep,
+        other_plot=keep,
+        live=None,
+    )
 
 
 def _undrawn(caches: dict[int, RunCache]) -> dict[int, RunCache]:
@@ -359,6 +380,11 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     # empty cache, kept the page busy for seconds (bench/deep_link.py). The next one starts from the state the last
     # one left (which says what the browser already has drawn). The other-metrics picker by .input, not .change:
     # each poll sets its choices, which must not trigger another poll.
+    # In the browser, at once: never another run's header under this pick (the header's change: a late answer). Before
+    # the poll's listener: the page runs a trigger's listeners in the order they were added, each after the last
+    # one's answer, and after the poll's the header already names the new run.
+    for event in (run.change, header.change):
+        event(None, [run, header], header, js=HEADER_OF_PICK, show_progress="hidden")
     triggers = [timer.tick] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
     gr.on(triggers + [other_pick.input], show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
     # opening "More charts" draws them at once (the poll then keeps them current); closing it stops that

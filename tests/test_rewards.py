@@ -241,6 +241,27 @@ def test_reward_mix_warnings():
     assert "every reward weight is 0" in reward_mix_warnings(["correctness"], [0.0], ["4"], False)[0]
 
 
+def test_each_rewards_kind_is_declared_once_and_read_by_the_warning_and_the_probe():
+    """Issue 60.2: a reward's kind lives in its one declaration (trainer.scoring.rewards.DECLARED), and the sets the
+    review and the probe read are derived from it: the "only format rewards" warning fires for a mix of every
+    format-only reward and for each alone, never once another reward is in the mix, and a reward that pays part of
+    the format is a format reward."""
+    from trainer.probe import report
+    from trainer.review.rewards import reward_mix_warnings
+    from trainer.scoring.rewards import DECLARED, FORMAT_ONLY, PARTIAL_CREDIT
+
+    def warned(names: list[str]) -> bool:
+        found = reward_mix_warnings(names, [1.0] * len(names), ["7"], has_tests=True)
+        return any(w.startswith("only format rewards") for w in found)
+
+    format_only = [name for name, reward in DECLARED.items() if reward.format_only]
+    assert set(DECLARED) == set(REWARDS) and set(format_only) == FORMAT_ONLY
+    assert warned(format_only) and all(warned([name]) for name in format_only)
+    assert [name for name in DECLARED if name not in FORMAT_ONLY and warned([*format_only, name])] == []
+    assert PARTIAL_CREDIT and set(PARTIAL_CREDIT) <= FORMAT_ONLY
+    assert report.PARTIAL_CREDIT is PARTIAL_CREDIT  # the probe's advice names the declared ones
+
+
 def test_config_warns_about_a_format_only_mix_on_arithmetic():
     from trainer.config import RunConfig
 

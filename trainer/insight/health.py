@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from trainer.insight.spread import no_spread
+from trainer.scoring.rewards import PARTIAL_CREDIT
 
 # metric key -> points (step, value, ...) or an (n, >=2) array of them: the dashboard's series and the worker's alike
 Series = Mapping[str, Any]
@@ -96,7 +97,7 @@ def _zero_std(series: Series) -> list[Alert]:
                 f"{share:.0%} of groups have zero reward std, mostly groups where every answer scored low "
                 f"({low:.0%} of groups): too hard, no learning signal",
                 "the model never earns the reward on these prompts: warm it up, add partial-credit rewards "
-                "(soft_format, xmlcount), raise temperature or the group size, or train on easier prompts",
+                f"({', '.join(PARTIAL_CREDIT)}), raise temperature or the group size, or train on easier prompts",
             )
         ]
     if math.isfinite(high) and high >= 2 * low:

@@ -4,6 +4,7 @@ of trainer.insight.health; and notes on readings that look wrong but are normal.
 from __future__ import annotations
 
 from trainer.insight.health import WINDOW, Alert, Series, _mean, _values
+from trainer.scoring.rewards import PARTIAL_CREDIT
 
 LOGP_DIFFERENCE = "sampling/sampling_logp_difference/mean"
 
@@ -66,6 +67,6 @@ def _truncated_flat(series: Series) -> list[Alert]:
             f"{_mean(clipped):.0%} of completions are cut at max_completion_length and the rewards are flat",
             "truncated answers all score alike, so every advantage is 0 and nothing is learned (trl#5697): raise "
             "max_completion_length, ask for shorter reasoning in the system prompt, or give partial credit "
-            "(soft_format, xmlcount)",
+            f"({', '.join(PARTIAL_CREDIT)})",
         )
     ]

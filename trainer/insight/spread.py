@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainer.scoring.rewards import PARTIAL_CREDIT
+
 # At least this share of groups with identical rewards: a run learns (next to) nothing. The probe's verdict draws
 # the same line (trainer.probe.report imports it from here: the probe stands above the insight it reports with).
 WASTED_ZERO_STD = 0.9
@@ -78,7 +80,7 @@ class NoSpread:
             else "every answer of each group scored alike; "
         )
         return (
-            f"{why}give it easier problems, partial-credit rewards (soft_format, xmlcount), a larger group "
+            f"{why}give it easier problems, partial-credit rewards ({', '.join(PARTIAL_CREDIT)}), a larger group "
             "(num_generations) or a higher temperature, and try the change with the probe first"
         )
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.insight.spread import WASTED_ZERO_STD  # at least this share of groups alike: the run learns ~nothing
+from trainer.scoring.rewards import PARTIAL_CREDIT  # rewards that pay for part of the format
 
 RISKY_ZERO_STD = 0.5
 RISKY_TRUNCATED = 0.3  # this share of completions cut at max_completion_length: answers never get written
-PARTIAL_CREDIT = ("soft_format", "xmlcount")  # rewards that pay for part of the format, so a group's answers differ
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from trainer.scoring.custom_rewards import custom_reward_errors_in_child
-from trainer.scoring.rewards import REWARDS, WHOLE_NUMBER, normalize_answer
+from trainer.scoring.rewards import FORMAT_ONLY, REWARDS, WHOLE_NUMBER, normalize_answer
 from trainer.scoring.sandbox import code_tests_refusal
 
 # A custom reward: "path/to/file.py:function" or "package.module:function".
@@ -43,9 +43,6 @@ def reward_problems(reward_funcs: list[str], reward_weights: list[float], import
     if "code_tests" in reward_funcs and (refusal := code_tests_refusal()):
         problems.append(f"reward_funcs: {refusal}")
     return problems
-
-
-FORMAT_ONLY = {"int", "strict_format", "soft_format", "xmlcount", "length_penalty"}
 
 
 def reward_mix_warnings(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
@@ -286,21 +287,44 @@ def get_code_tests_reward(limits=None, workers: int | None = None) -> RewardFunc
     return code_tests_reward
 
 
-# The names run configs use. Parameterised rewards are here with their defaults (for validation, the form's list and
-# direct calls); a run builds its own from its config with REWARD_FACTORIES (see get_rewards).
-REWARDS: dict[str, RewardFunc] = {
-    "correctness": correctness_reward,
-    "math_correctness": math_correctness_reward,
-    "int": int_reward,
-    "strict_format": strict_format_reward,
-    "soft_format": soft_format_reward,
-    "xmlcount": xmlcount_reward,
-    "length_penalty": get_length_penalty(),
-    "code_tests": get_code_tests_reward(),
+@dataclass(frozen=True)
+class Reward:
+    """One reward as configs name it, declared once with its kind: the function (a parameterised one with its
+    defaults, for validation, the form's list and direct calls), how a run builds its own from its config, and what
+    it pays for. Every list of rewards of a kind is derived from these declarations, so a new reward has its kind
+    in one place (the review's "only format rewards" warning, the probe's advice and the alerts' read it)."""
+
+    func: RewardFunc
+    # it scores the answer's form only (tags, an integer, the length), never whether the answer is right: a mix of
+    # these alone stops varying within a group once the model follows the format
+    format_only: bool = False
+    # it pays for part of the format, so answers that all miss the whole format still score differently
+    partial_credit: bool = False
+    # how a run builds its own from its config's values (None: ``func`` as it is)
+    factory: Callable[[RewardSettings], RewardFunc] | None = None
+
+
+# The names run configs use, each declared once (a run builds a parameterised one from its config, see get_rewards).
+DECLARED: dict[str, Reward] = {
+    "correctness": Reward(correctness_reward),
+    "math_correctness": Reward(math_correctness_reward),
+    "int": Reward(int_reward, format_only=True),
+    "strict_format": Reward(strict_format_reward, format_only=True),
+    "soft_format": Reward(soft_format_reward, format_only=True, partial_credit=True),
+    "xmlcount": Reward(xmlcount_reward, format_only=True, partial_credit=True),
+    "length_penalty": Reward(
+        get_length_penalty(),
+        format_only=True,
+        factory=lambda config: get_length_penalty(max_tokens=config.length_penalty_max_tokens),
+    ),
+    "code_tests": Reward(get_code_tests_reward()),
 }
+REWARDS: dict[str, RewardFunc] = {name: reward.func for name, reward in DECLARED.items()}
 REWARD_FACTORIES: dict[str, Callable[[RewardSettings], RewardFunc]] = {
-    "length_penalty": lambda config: get_length_penalty(max_tokens=config.length_penalty_max_tokens),
+    name: reward.factory for name, reward in DECLARED.items() if reward.factory is not None
 }
+FORMAT_ONLY: frozenset[str] = frozenset(name for name, reward in DECLARED.items() if reward.format_only)
+PARTIAL_CREDIT: tuple[str, ...] = tuple(name for name, reward in DECLARED.items() if reward.partial_credit)
 
 
 def resolve_reward(name: str) -> RewardFunc:

@@ -16,17 +16,21 @@
 - Where each step's time goes: the biggest part over the latest steps and what would shrink it, from the run's own
   measures (trainer.job.step_times) and its settings (:func:`time_note`).
 
-The config is read with ``.get`` and TRL's defaults, so a run stored before a field existed reads as TRL ran it.
+A run's stored config is read as a RunConfig (:meth:`RunConfig.from_stored`), as its worker read it: a setting the
+stored config lacks reads as RunConfig's default, the value the run trained with, not a default of this module's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.charts import CHARTS, Chart, words_instead
 from app.markup import html_text
-from trainer.config.run_config import CISPO_EPSILON_MAX
+from trainer.config.run_config import CISPO_EPSILON_MAX, RunConfig
+
+# A run's config as the Monitor holds it (the mapping stored on its row), or already read as a RunConfig.
+Stored = Mapping[str, Any] | RunConfig
 
 CLIP_NOTE = (
     "num_iterations = 1: one optimisation pass per batch, within one optimizer step, so the ratio is exactly 1 and "
@@ -45,26 +49,32 @@ CLIP_CAN_ACT_NOTE = (
 )
 
 
-def clip_note(config: Mapping[str, Any]) -> str:
+def _settings(config: Stored) -> RunConfig:
+    """The run's settings: its stored config read back as its worker read it."""
+    return config if isinstance(config, RunConfig) else RunConfig.from_stored(config)
+
+
+def clip_note(config: Stored) -> str:
     """Whether clipping can act under this run's settings, in words (see the module docstring); with vLLM generating,
     TRL's importance-sampling correction makes the ratio move whatever the alignment, which the note can't see from
     the config alone (the backend decides whether vLLM runs), so it reads the alignment only. A cispo run's chart is
     its cap on the importance weight, said first (:func:`cispo_note`)."""
-    mu = int(config.get("num_iterations", 1) or 1)
-    ga = int(config.get("gradient_accumulation_steps", 1) or 1)
-    spg = int(config.get("steps_per_generation", 0) or 0) or ga  # 0: TRL's default, one batch per optimizer step
+    settings = _settings(config)
+    mu = settings.num_iterations or 1
+    ga = settings.gradient_accumulation_steps or 1
+    spg = settings.steps_per_generation or ga  # 0: TRL's default, one batch per optimizer step
     if ga % (spg * mu) != 0:
         note = CLIP_CAN_ACT_NOTE.format(ga=ga, spg=spg, mu=mu)
     else:
         note = CLIP_NOTE if mu == 1 and spg == ga else CLIP_ALIGNED_NOTE.format(ga=ga, spg=spg, mu=mu)
-    return cispo_note(config, note) if config.get("loss_type") == "cispo" else note
+    return cispo_note(settings, note) if settings.loss_type == "cispo" else note
 
 
-def cispo_note(config: Mapping[str, Any], alignment: str) -> str:
+def cispo_note(config: Stored, alignment: str) -> str:
     """cispo's clip: TRL caps each token's importance weight at epsilon_high itself and logs the share of tokens
     above it as ``cispo_clip_ratio`` (trl 1.16 grpo_trainer.py:3109-3110, 3284-3286). A cap below 1 (a run stored
     before grpo-studio refused one, or 0 read as epsilon by an older grpo-studio) clips unchanged tokens too."""
-    cap = float(config.get("epsilon_high", 0.0) or 0.0) or CISPO_EPSILON_MAX
+    cap = _settings(config).epsilon_high or CISPO_EPSILON_MAX
     if cap <= 1:
         return (
             f"cispo caps each token's importance weight at epsilon_high = {cap:g}, below 1: even a token the update "
@@ -116,7 +126,7 @@ def off_note(measure: str, when: str) -> str:
 TIME_STEPS = 20  # the latest steps the time note averages: recent enough to follow a change, steady enough to name
 
 
-def time_note(config: Mapping[str, Any], series: Mapping[str, Any]) -> str | None:
+def time_note(config: Stored, series: Mapping[str, Any]) -> str | None:
     """The part of a step that took the biggest share of the latest :data:`TIME_STEPS` steps (``series``: the run's
     points by key, the ``time/`` keys of trainer.job.step_times), and what would shrink it under this run's
     settings; None before a step was measured."""
@@ -138,39 +148,38 @@ def time_note(config: Mapping[str, Any], series: Mapping[str, Any]) -> str | Non
             "take it out of reward_funcs: every other part waits for it"
         )
     what, advice = TIME_ADVICE.get(key, TIME_ADVICE["time/other"])
-    return f"{what} takes {share}<br>{advice(config)}"
+    return f"{what} takes {share}<br>{advice(_settings(config))}"
 
 
-def _generation_advice(config: Mapping[str, Any]) -> str:
+def _generation_advice(config: RunConfig) -> str:
     less = (
-        f"a shorter max_completion_length ({config.get('max_completion_length', 256)}) or fewer num_generations "
-        f"({config.get('num_generations', 8)}) samples fewer tokens"
+        f"a shorter max_completion_length ({config.max_completion_length}) or fewer num_generations "
+        f"({config.num_generations}) samples fewer tokens"
     )
-    return less if config.get("use_vllm") else f"use_vllm: true (on a GPU) samples faster; {less}"
+    return less if config.use_vllm else f"use_vllm: true (on a GPU) samples faster; {less}"
 
 
-def _logprobs_advice(config: Mapping[str, Any]) -> str:
-    beta = float(config.get("beta", 0.0) or 0.0)
-    if beta:
-        return f"beta = {beta:g} runs the reference model over every batch (beta 0 skips that pass)"
+def _logprobs_advice(config: RunConfig) -> str:
+    if config.beta:
+        return f"beta = {config.beta:g} runs the reference model over every batch (beta 0 skips that pass)"
     return (
         "at beta 0: the old policy's pass runs when a batch is reused (num_iterations > 1), the measured KL every "
-        f"measured_kl_steps ({config.get('measured_kl_steps', 5)}) steps"
+        f"measured_kl_steps ({config.measured_kl_steps}) steps"
     )
 
 
-def _update_advice(config: Mapping[str, Any]) -> str:
+def _update_advice(config: RunConfig) -> str:
     advice = (
-        f"a smaller per_device_train_batch_size ({config.get('per_device_train_batch_size', 8)}) or lora_r "
-        f"({config.get('lora_r', 16)}) makes each update cheaper"
+        f"a smaller per_device_train_batch_size ({config.per_device_train_batch_size}) or lora_r "
+        f"({config.lora_r}) makes each update cheaper"
     )
-    if config.get("gradient_checkpointing", True):
+    if config.gradient_checkpointing:
         advice += "; gradient_checkpointing recomputes activations: off where memory allows (on a CPU, always)"
     return advice
 
 
 # time/ key -> (what the note calls it, the advice for the run's settings)
-TIME_ADVICE = {
+TIME_ADVICE: dict[str, tuple[str, Callable[[RunConfig], str]]] = {
     "time/generation": ("generation", _generation_advice),
     "time/sync": (
         "the weight sync to vLLM",
@@ -183,20 +192,17 @@ TIME_ADVICE = {
     "time/backward": ("the update (forward, backward, optimizer)", _update_advice),
     "time/eval": (
         "held-out evaluation",
-        lambda c: (
-            f"fewer eval_problems ({c.get('eval_problems', 100)}) or a larger eval_steps ({c.get('eval_steps', 0)})"
-        ),
+        lambda c: f"fewer eval_problems ({c.eval_problems}) or a larger eval_steps ({c.eval_steps})",
     ),
     "time/writes": (
         "grpo-studio's own writes",
         lambda c: (
-            f"mostly the token view's passes: fewer token_samples_per_step ({c.get('token_samples_per_step', 8)}; "
-            "0 keeps none)"
+            f"mostly the token view's passes: fewer token_samples_per_step ({c.token_samples_per_step}; 0 keeps none)"
         ),
     ),
     "time/checkpoint": (
         "saving checkpoints",
-        lambda c: f"a larger save_steps ({c.get('save_steps', 500)}) saves less often",
+        lambda c: f"a larger save_steps ({c.save_steps}) saves less often",
     ),
     "time/other": (
         "the rest",
@@ -206,20 +212,17 @@ TIME_ADVICE = {
 
 
 def chart_notes(
-    config: Mapping[str, Any], off: Mapping[str, str] | None = None, series: Mapping[str, Any] | None = None
+    config: Stored, off: Mapping[str, str] | None = None, series: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
     """Chart name -> the note this run's config calls for, for a measure that turned itself off (``off``:
     storage.queries.measures_off), that, and with the run's points (``series``), where its steps' time goes."""
-    notes = {"clip_ratio": clip_note(config)}
-    if series and (note := time_note(config, series)):
+    settings = _settings(config)
+    notes = {"clip_ratio": clip_note(settings)}
+    if series and (note := time_note(settings, series)):
         notes["step_time"] = note
-    if note := LOSS_NOTES.get(str(config.get("loss_type") or "grpo")):
+    if note := LOSS_NOTES.get(settings.loss_type):
         notes["loss"] = note
-    try:
-        beta = float(config.get("beta", 0.0) or 0.0)
-    except (TypeError, ValueError):
-        beta = None
-    if beta == 0.0:
+    if settings.beta == 0.0:
         notes["kl"] = KL_NOTE
         for measure, when in (off or {}).items():
             if measure in MEASURE_CHARTS:
@@ -229,7 +232,7 @@ def chart_notes(
 
 def add_notes(
     figures: Sequence[Any],
-    config: Mapping[str, Any],
+    config: Stored,
     charts: Sequence[Chart] = CHARTS,
     off: Mapping[str, str] | None = None,
     series: Mapping[str, Any] | None = None,

@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.markup import html_text
+from trainer.config import RunConfig
 
 Point = tuple[int, float, float]  # step, value, wall time
 Series = Mapping[str, "Sequence[Point] | np.ndarray"]  # metric key -> points, or an (n, 3) array of them
@@ -215,9 +216,10 @@ CHARTS: tuple[Chart, ...] = (
 
 
 def shown_charts(config: Mapping) -> tuple[Chart, ...]:
-    """The charts that have something to say for a run of ``config``: the tool chart only for a run with tools or
-    an environment (a run without them would show an empty chart)."""
-    has_tools = bool(config.get("tools") or config.get("environment"))
+    """The charts that have something to say for a run of ``config`` (its stored mapping): the tool chart only for a
+    run with tools or an environment (a run without them would show an empty chart)."""
+    settings = RunConfig.from_stored(config)
+    has_tools = bool(settings.tools or settings.environment)
     return tuple(chart for chart in CHARTS if has_tools or not chart.with_tools)
 
 

@@ -100,6 +100,15 @@ def test_trl_recipe_file_mostly_loads(tmp_path):
     assert notes == ["ignored unknown setting 'bf16'", "ignored unknown setting 'output_dir'"]
 
 
+def test_a_stored_config_is_read_back_whichever_version_stored_it():
+    """Issue 60.2: RunConfig.from_stored, the one reader of a run's stored config, ignores a key that is no setting,
+    gives a missing setting RunConfig's default and a value that no longer reads as its type that default too."""
+    config = RunConfig.from_stored({"lora_r": 8, "a_retired_setting": 1, "beta": "high"})
+    assert config.lora_r == 8 and config.beta == RunConfig().beta
+    assert RunConfig.from_stored(None) == RunConfig() == RunConfig.from_stored({})
+    assert RunConfig.from_stored(RunConfig(lora_r=4, name="stored").to_dict()) == RunConfig(lora_r=4, name="stored")
+
+
 def test_wrong_types_are_listed_together():
     with pytest.raises(ConfigError) as err:
         RunConfig.from_dict({"num_generations": "eight", "beta": [1], "use_vllm": "maybe", "max_steps": 2.5})

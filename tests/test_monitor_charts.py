@@ -10,6 +10,7 @@ import pytest
 from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes, clip_note
 from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
 from app.monitor_state import RunCache, drawn_from
+from trainer.config import RunConfig
 
 CHART = {c.name: c for c in CHARTS}
 
@@ -26,6 +27,15 @@ def test_clip_note_for_one_pass_and_kl_note_for_beta_zero():
     }
     assert "1 is not a multiple of steps_per_generation × num_iterations = 1 × 2" in clip_note({"num_iterations": 2})
     assert "clipping can act" in clip_note({"num_iterations": 2})
+
+
+def test_a_stored_config_without_beta_reads_as_the_beta_its_run_trained_with():
+    """Issue 60.2: the notes read a stored config's missing beta as 0.0 and said TRL computes no KL term, where the
+    worker, reading the same config as a RunConfig, trained with RunConfig's beta (0.04) and a KL term."""
+    stored = {key: value for key, value in RunConfig().to_dict().items() if key != "beta"}
+    assert RunConfig().beta > 0
+    assert "kl" not in chart_notes(stored)  # TRL's own KL chart: nothing to explain
+    assert chart_notes({**stored, "beta": 0.0})["kl"] == KL_NOTE
 
 
 def test_the_clip_note_says_whether_the_runs_own_settings_let_clipping_act():

@@ -17,6 +17,7 @@ from app.chart_notes import chart_notes, time_note
 from app.charts import CHARTS, build_figure
 from storage import queries
 from storage.db import get_sessionmaker
+from trainer.config import RunConfig
 from trainer.job.step_times import OTHER, StepClock
 
 from .helpers import create_run, tiny_config
@@ -83,6 +84,15 @@ def test_the_note_names_the_biggest_share_and_what_shrinks_it():
     assert "gradient_checkpointing" in time_note({"gradient_checkpointing": True}, backward)
     assert "gradient_checkpointing" not in time_note({"gradient_checkpointing": False}, backward)
     assert time_note({}, {}) is None  # nothing measured: no note
+
+
+def test_the_note_names_a_setting_the_stored_config_lacks_as_the_run_had_it():
+    """Issue 60.2: the note's advice read a missing max_completion_length as 256 and lora_r as 16, defaults of its
+    own; a stored config is read as a RunConfig, so it names the values the run trained with."""
+    generation = time_note({}, {"time/generation": _points(5.0), OTHER: _points(1.0)})
+    assert f"max_completion_length ({RunConfig().max_completion_length})" in generation
+    update = time_note({}, {"time/backward": _points(5.0), OTHER: _points(1.0)})
+    assert f"lora_r ({RunConfig().lora_r})" in update and RunConfig().lora_r != 16
 
 
 def test_the_chart_stacks_the_parts():

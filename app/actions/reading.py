@@ -14,6 +14,7 @@ from storage import learning as learning_rows
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.series import series_since
+from trainer.config import RunConfig
 
 if TYPE_CHECKING:
     from trainer.insight.spread import NoSpread
@@ -110,7 +111,11 @@ def run_alerts(run_id: int) -> list:
         series = series_since(session, run.id)
         notes = fork_notes(run)
         return alert_list(
-            series, (run.config or {}).get("max_completion_length"), liveness_alerts(run), history, notes=notes
+            series,
+            RunConfig.from_stored(run.config).max_completion_length,
+            liveness_alerts(run),
+            history,
+            notes=notes,
         )
 
 

@@ -207,7 +207,7 @@ def resume(run_id: int, start: Start = "queue", wait_s: float = SHUTDOWN_WAIT_S)
                 raise ActionError(f"run {run.id} is {run.status}: only stopped or failed runs resume")
             # a worker that trained in this very process (a foreground run before) is not one still exiting
             if not is_alive(run) or (run.pid == os.getpid() and not run.slurm_job_id):
-                on_slurm = (run.config or {}).get("executor") == "slurm"
+                on_slurm = RunConfig.from_stored(run.config).executor == "slurm"
                 if start == "queue":
                     queries.requeue_run(session, run)
                     queries.add_log(session, run.id, queries.RESUME_REQUESTED)
@@ -286,7 +286,7 @@ def checkpoints(run_id: int) -> list[int]:
 def dataset_names() -> set[str]:
     """The data sets the runs' configs name, as written there (an upload a run trains on is never removed)."""
     with get_sessionmaker().begin() as session:
-        return {str((r.config or {}).get("dataset_name", "")) for r in queries.list_runs(session)}
+        return {RunConfig.from_stored(r.config).dataset_name for r in queries.list_runs(session)}
 
 
 def places(summaries: list[RunSummary]) -> dict[int, str]:

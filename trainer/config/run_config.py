@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -396,6 +397,17 @@ class RunConfig:
             problems.extend(partial.field_problems())
             raise ConfigError(problems, partial)
         return cls(**kwargs), notes
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any] | None) -> RunConfig:
+        """A run's stored config (the mapping on its row) read back as its worker reads it, whichever grpo-studio
+        stored it: a key that is no setting (any more) is ignored, a setting it lacks takes its default here, and a
+        value that no longer reads as its setting's type takes its default too. A place that shows or uses a stored
+        run's settings reads them through this, not by key with a default of its own (one default per setting)."""
+        try:
+            return cls.from_dict(dict(data or {}))[0]
+        except ConfigError as exc:
+            return exc.partial if exc.partial is not None else cls()
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[RunConfig, list[str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trainer.config import RunConfig
 from trainer.insight.health import Alert
 
 FORK_NOTE = "fork_rewards"
@@ -22,10 +23,9 @@ FORK_NOTE = "fork_rewards"
 
 def _reward_weights(config: Mapping[str, Any]) -> dict[str, float]:
     """Each reward's name as its metrics name it (``rewards/<name>/mean``: a custom reward's function name) and its
-    weight (1.0 each where none were given, as RunConfig.weights reads them)."""
-    funcs = list(config.get("reward_funcs") or [])
-    weights = list(config.get("reward_weights") or []) or [1.0] * len(funcs)
-    return {str(f).rsplit(":", 1)[-1]: float(w) for f, w in zip(funcs, weights)}
+    weight (1.0 each where none were given), from the stored ``config`` read as its worker read it."""
+    settings = RunConfig.from_stored(config)
+    return {str(f).rsplit(":", 1)[-1]: float(w) for f, w in zip(settings.reward_funcs, settings.weights())}
 
 
 def reward_changes(parent: Mapping[str, Any], fork: Mapping[str, Any]) -> list[str]:

@@ -293,9 +293,10 @@ def restart_without_unsloth(
     """Replace this process by a fresh worker for the same run that skips Unsloth (issue 11, item 13): Unsloth
     refused the model, and TRL's own path (with vLLM when installed) can train it. Only once, and only for a
     single-process run that was not pinned to Unsloth in its config (then the run fails with Unsloth's reason)."""
-    if os.environ.get(UNSLOTH_REFUSED) or raw_config.get("backend") == "unsloth":
+    settings = RunConfig.from_stored(raw_config)
+    if os.environ.get(UNSLOTH_REFUSED) or settings.backend == "unsloth":
         return
-    if int(raw_config.get("num_processes", 1)) > 1:
+    if settings.num_processes > 1:
         writer.log(f"Unsloth cannot load this model ({exc}); set backend: trl to train it on TRL's own path", "ERROR")
         return
     writer.log(f"Unsloth cannot load this model ({exc}); restarting the worker on TRL's own path", "WARNING")

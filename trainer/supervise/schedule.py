@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus
+from trainer.config import RunConfig
 from trainer.supervise import slurm, workers
 from trainer.supervise.start import start_slurm_runs, start_worker
 from trainer.supervise.stop import stopped_early
@@ -108,7 +109,7 @@ def schedule(
     free = max_concurrent - len(workers.active_runs(session)) - len(workers.running_evaluations(session))
     queued = [r for r in queries.list_runs(session, [RunStatus.QUEUED]) if not r.pid and not r.slurm_job_id]
     waiting = sorted(queued, key=lambda r: r.id)
-    on_slurm = [r for r in waiting if (r.config or {}).get("executor") == "slurm"]
+    on_slurm = [r for r in waiting if RunConfig.from_stored(r.config).executor == "slurm"]
     local = [r for r in waiting if r not in on_slurm]
     started = start_slurm_runs(session, on_slurm) if on_slurm else []  # a sweep's members as one job array
     for run in local[: max(free, 0)]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
 from storage import queries
 from storage.db import data_dir
 from storage.models import Run
+from trainer.config import ConfigError, RunConfig
 from trainer.loading.backend import cache_env
 from trainer.supervise import slurm, slurm_array, warm_start
 from trainer.supervise.commands import supervised, with_package_path, worker_command
@@ -25,9 +25,6 @@ from trainer.supervise.gpu_lease import gpu_visible
 from trainer.supervise.processes import process_start_time
 from trainer.supervise.run_files import RunFiles
 from trainer.supervise.workers import is_alive
-
-if TYPE_CHECKING:
-    from trainer.config import RunConfig
 
 
 def start_worker(session: Session, run: Run) -> int | str | None:
@@ -40,10 +37,8 @@ def start_worker(session: Session, run: Run) -> int | str | None:
     if config is not None and config.executor == "slurm":
         return slurm.submit(session, run, config)
     files = RunFiles.of(run.output_dir, run.id).create()
-    settings = run.config or {}
-    command = worker_command(
-        run.id, int(settings.get("num_processes", 1)), int(settings.get("deepspeed_stage", 0)), cpu=not gpu_visible()
-    )
+    settings = RunConfig.from_stored(run.config)
+    command = worker_command(run.id, settings.num_processes, settings.deepspeed_stage, cpu=not gpu_visible())
     if config is not None and config.vllm_mode == "server":
         command = supervised(run.id, command)
     # Forked by this process's warm parent where one is ready (trainer.supervise.warm_start): no imports to wait for.
@@ -89,8 +84,6 @@ def detached_env() -> dict[str, str]:
 def _absolute_paths(session: Session, run: Run) -> RunConfig | None:
     """Make the run's relative local paths absolute against this (the launching) process's working directory, where
     they were validated: the worker runs in the run directory. Returns the config (None if it can't be read)."""
-    from trainer.config import ConfigError, RunConfig
-
     try:
         config, _ = RunConfig.from_dict(run.config or {})
     except ConfigError:

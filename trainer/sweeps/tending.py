@@ -23,6 +23,7 @@ from storage.db import get_sessionmaker
 from storage.models import Run, RunStatus, Sweep, SweepState
 from storage.series import series_since
 from trainer import review
+from trainer.config import RunConfig
 from trainer.config.sweep import SweepError, SweepSpec, leans_after, parse, points
 from trainer.insight.watch import watch
 from trainer.supervise import schedule
@@ -94,7 +95,8 @@ def ask_next(
     name = f"{sweep.name}-{len(runs) + 1}"
     found = review.check({**sweep.base_config, **point, "name": name})
     config = found.config.to_dict() if found.config is not None else {**sweep.base_config, **point, "name": name}
-    run = queries.create_run(session, name, config, config.get("max_steps", 0), sweep_id=sweep.id, sweep_point=point)
+    steps = RunConfig.from_stored(config).max_steps
+    run = queries.create_run(session, name, config, steps, sweep_id=sweep.id, sweep_point=point)
     leans = leans_after(spec) or 0
     how = "leaning on them" if len(told) >= leans else f"at random: TPE leans from {leans} results"
     queries.add_log(session, run.id, f"sweep: asked after {len(told)} results (TPE, {how})")

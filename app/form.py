@@ -13,7 +13,7 @@ from typing import Any
 
 from trainer import review
 from trainer.config import GROUPS, ConfigError, RunConfig
-from trainer.config.rules import MULTILINE_FIELDS
+from trainer.config.rules import MULTILINE_FIELDS, Problem
 from trainer.presets import tiny_demo
 
 GROUP_TITLES = {
@@ -153,13 +153,15 @@ def config_from_form(
 
 
 def problems_by_field(problems: list[str], names: list[str]) -> dict[str, list[str]]:
-    """Each field's problems, for showing them beside the field: a problem belongs to every field it names (the
-    checks name the setting, e.g. "beta -0.5: expected a value from 0 to 10"; "group size" is num_generations)."""
+    """Each field's problems, for showing them beside the field: a problem belongs to the field it is about (a
+    :class:`~trainer.config.rules.Problem` names it: "group size 300: ..." is num_generations') and to every field
+    its sentence names (the checks name the setting, e.g. "beta -0.5: expected a value from 0 to 10")."""
     found: dict[str, list[str]] = {}
     for problem in problems:
+        about = problem.field if isinstance(problem, Problem) else None
         for name in names:
             named = re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", problem)
-            if named or (name == "num_generations" and problem.startswith("group size")):
+            if named or name == about:
                 found.setdefault(name, []).append(problem)
     return found
 

@@ -61,6 +61,24 @@ def test_form_problems_are_placed_beside_the_fields_they_name():
     assert marks[new_run.NAMES.index("name")]["elem_classes"] == []
 
 
+def test_a_problem_is_placed_by_the_field_it_names_not_by_its_words():
+    """Issue 60.2: "group size 300: at most 256 completions per prompt" names no setting in its words, and the form
+    found its field by the words "group size". The problem names its field now (trainer.config.rules.Problem), and
+    the range it states is the one num_generations declares."""
+    import dataclasses
+
+    from app.form import problems_by_field
+    from trainer.config import RunConfig
+
+    declared = {f.name: f for f in dataclasses.fields(RunConfig)}["num_generations"].metadata["max"]
+    problems = tiny_config(num_generations=declared + 1).field_problems()
+    sentence = f"group size {declared + 1}: at most {declared} completions per prompt"
+    assert problems == [sentence] and problems[0].field == "num_generations"
+    assert problems_by_field(problems, ["num_generations", "per_device_train_batch_size"]) == {
+        "num_generations": [sentence]
+    }
+
+
 def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
     from app.server import Landing, landing
     from storage.summaries import run_summaries

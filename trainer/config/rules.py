@@ -8,7 +8,8 @@ set, the reward registry, the GPU path, a cluster, the operator's access) sit be
 concept, composed by trainer.review.
 
 Every message names the setting, the value it got (shortened, so a huge value is never echoed whole) and what is
-expected, e.g. "beta -1: expected a value from 0 to 10".
+expected, e.g. "beta -1: expected a value from 0 to 10". A field's own problems are :class:`Problem` values that name
+their field, so a form places them by the field, not by their words.
 """
 
 from __future__ import annotations
@@ -28,9 +29,31 @@ MAX_LIST_ITEMS = 64
 MULTILINE_FIELDS = ("system_prompt", "few_shot_examples")
 
 
+class Problem(str):
+    """A problem with a config that names the setting it is about, so that a form shows it beside that setting's
+    field whatever its sentence says ("group size 300: at most 256 completions per prompt" is num_generations'). It
+    is the sentence itself, a str, so whatever prints, joins, compares or stores problems reads it unchanged."""
+
+    field: str
+
+    def __new__(cls, field: str, sentence: str) -> Problem:
+        problem = super().__new__(cls, sentence)
+        problem.field = field
+        return problem
+
+    def __reduce__(self) -> tuple[type[Problem], tuple[str, str]]:
+        # a copy or a pickle keeps the field (str's own would rebuild it from the sentence alone)
+        return type(self), (self.field, str(self))
+
+
 # --- one field ------------------------------------------------------------------------------------------------------
 def check_range(f: dataclasses.Field, value: Any) -> list[str]:
-    """Choices, finiteness, the field's range, and size bounds (what a run row stores must stay small)."""
+    """Choices, finiteness, the field's range, and size bounds (what a run row stores must stay small); each
+    problem names the field (:class:`Problem`)."""
+    return [Problem(f.name, sentence) for sentence in _range_problems(f, value)]
+
+
+def _range_problems(f: dataclasses.Field, value: Any) -> list[str]:
     meta = f.metadata
     if meta.get("choices") and value not in meta["choices"]:
         return [f"{f.name} {shorten(value)}: expected one of {', '.join(meta['choices'])}"]
@@ -79,12 +102,17 @@ def _number(value: float) -> str:
 
 
 # --- settings that go together --------------------------------------------------------------------------------------
-def check_batch(per_device: int, accumulation: int, processes: int, group: int) -> list[str]:
-    """The group size, and that the completions of one step split into whole groups (worded in GRPO's terms)."""
-    if group < 2:
-        return [f"group size {group}: GRPO needs at least 2 completions per prompt (num_generations >= 2)"]
-    if group > 256:
-        return [f"group size {group}: at most 256 completions per prompt"]
+def check_batch(
+    per_device: int, accumulation: int, processes: int, group: int, group_field: dataclasses.Field
+) -> list[str]:
+    """The group size within the range ``group_field`` (num_generations) declares, and that the completions of one
+    step split into whole groups (worded in GRPO's terms)."""
+    name, lo, hi = group_field.name, group_field.metadata["min"], group_field.metadata["max"]
+    if group < lo:
+        sentence = f"group size {group}: GRPO needs at least {lo} completions per prompt ({name} >= {lo})"
+        return [Problem(name, sentence)]
+    if group > hi:
+        return [Problem(name, f"group size {group}: at most {hi} completions per prompt")]
     batch = per_device * accumulation * processes
     if batch % group:
         devices = f" × {processes} processes" if processes > 1 else ""

@@ -312,6 +312,13 @@ class RunConfig:
         "SmolLM2-135M a step took 0.4x plain generation's but the engine's start added 2 min (bench/vllm_cpu.py), "
         "and it can't run every model (heads 32, 64, 80, ... wide), so plain generation stays the CPU's default.",
     )
+    vllm_enforce_eager: bool = advanced(
+        False,
+        "TRL's vLLM colocate engine without compiling the model (vLLM's enforce_eager): it starts sooner and "
+        "generates slower. On this project's 2-core CPU with SmolLM2-135M it started in 6 s against 45-61 s and wrote "
+        "a batch of 8 x 64 tokens in 3.3 s against 2.0 s (bench/vllm_eager.py): worth it for runs of a few dozen "
+        "steps; on a GPU it also gives up CUDA graphs.",
+    )
     vllm_importance_sampling_correction: bool = advanced(
         True,
         "TRL + vLLM: weight each completion by pi_train / pi_vLLM, the gap between the sampler's and the trainer's "
@@ -428,18 +435,19 @@ class RunConfig:
         the checks that look outside the config)."""
         found: list[str] = []
         trl = trl_features.installed()
-        for f in dataclasses.fields(self):
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        for f in fields.values():
             value = getattr(self, f.name)
             # a setting the installed TRL lacks is refused naming its version: asked for, or set off its default
             lacking = trl.lacks(f.name, value) if f.name == "loss_type" or value != f.default else None
             if lacking:
                 found.append(lacking)
-            elif f.name != "num_generations":  # check_batch words its range in GRPO terms
+            elif f.name != "num_generations":  # check_batch words its range in GRPO terms (the field's range)
                 found.extend(rules.check_range(f, value))
         if not self.name.strip():
             found.append("name is empty: give the run a name")
         batch = (self.per_device_train_batch_size, self.gradient_accumulation_steps, self.num_processes)
-        found.extend(rules.check_batch(*batch, group=self.num_generations))
+        found.extend(rules.check_batch(*batch, group=self.num_generations, group_field=fields["num_generations"]))
         found.extend(
             rules.check_generation_batch(
                 self.per_device_train_batch_size, self.num_processes, self.steps_per_generation, self.num_generations

@@ -176,3 +176,59 @@ def test_a_config_json_in_the_working_directory_is_not_read_for_a_model_not_on_d
     (tmp_path / "config.json").write_text(json.dumps(SMOLLM2))
     monkeypatch.setattr(backend_module, "existing_model_path", lambda config: None)
     assert backend_module.head_width(RunConfig(model_name_or_path="owner/name")) is None
+
+
+class FakeLLM:
+    """``vllm.LLM`` as TRL 1.16 builds it (generation/vllm_generation.py:347-364: keywords only, no dtype and no
+    enforce_eager); records the keywords it was built with."""
+
+    built: list[dict] = []
+
+    def __init__(self, **kwargs):
+        FakeLLM.built.append(kwargs)
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("vllm")
+    module.LLM = type("LLM", (FakeLLM,), {})
+    FakeLLM.built = []
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return module
+
+
+def test_a_run_asking_for_an_eager_engine_gets_one_and_a_caller_choosing_otherwise_is_kept(fake_vllm, monkeypatch):
+    from trainer.job import worker
+    from trainer.loading.backend import Backend
+    from trainer.loading.vllm_env import engine_defaults
+
+    backend = Backend("trl_vllm", "cuda", True, True, "test")
+    monkeypatch.setattr("trainer.loading.backend.select_backend", lambda config, caps=None: backend)
+    monkeypatch.setattr("trainer.loading.vllm_env.prepare_vllm", lambda: {})
+    worker.start_backend(tiny_config(backend="trl", use_vllm=True, vllm_enforce_eager=True))
+    fake_vllm.LLM(model="m", max_model_len=512)  # as TRL calls it
+    fake_vllm.LLM(model="m", enforce_eager=False)  # a caller that chose
+    engine_defaults(dtype="float32")  # the CPU's float32 on top: both hold, the wrapper is not wrapped again
+    fake_vllm.LLM(model="m")
+    assert FakeLLM.built == [
+        {"model": "m", "max_model_len": 512, "enforce_eager": True},
+        {"model": "m", "enforce_eager": False},
+        {"model": "m", "enforce_eager": True, "dtype": "float32"},
+    ]
+    assert fake_vllm.LLM.__init__.grpo_studio_original is FakeLLM.__init__
+
+
+def test_by_default_the_engine_is_built_as_vllm_builds_it(fake_vllm, monkeypatch):
+    from trainer.job import worker
+    from trainer.loading.backend import Backend
+
+    backend = Backend("trl_vllm", "cuda", True, True, "test")
+    monkeypatch.setattr("trainer.loading.backend.select_backend", lambda config, caps=None: backend)
+    monkeypatch.setattr("trainer.loading.vllm_env.prepare_vllm", lambda: {})
+    assert RunConfig().vllm_enforce_eager is False
+    worker.start_backend(tiny_config(backend="trl", use_vllm=True))
+    fake_vllm.LLM(model="m")
+    assert FakeLLM.built == [{"model": "m"}]  # compiled: faster generation for a run of more than a few dozen steps

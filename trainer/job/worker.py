@@ -87,9 +87,11 @@ def start_backend(config: RunConfig) -> Backend:
     if refusal:
         backend = dataclasses.replace(backend, reason=f"Unsloth could not load the model ({refusal}); {backend.reason}")
     if backend.use_vllm:
-        from trainer.loading.vllm_env import prepare_vllm
+        from trainer.loading.vllm_env import engine_defaults, prepare_vllm
 
         prepare_vllm()  # before TRL's colocate engine or Unsloth's starts: no FlashInfer JIT without nvcc (issue 26)
+        if config.vllm_enforce_eager:
+            engine_defaults(enforce_eager=True)  # TRL passes none: vLLM would compile the model as it starts
     if backend.use_vllm and backend.device == "cpu":
         from trainer.loading.backend import model_path
         from trainer.loading.vllm_cpu import prepare_cpu_vllm

@@ -13,11 +13,7 @@ the faster of the two on a small CPU (bench/vllm_cpu.py).
   trainer computes in float32: measured here (tests/test_vllm_cpu.py's settings, top_p 1), the sampler's and the
   trainer's log-probs then differed by 0.013-0.024 nats a token and TRL's sequence-level importance-sampling ratio was
   0.90-0.95, a correction for rounding alone; in float32 they differ by 2e-6-4e-6 and the ratio is 0.9999.
-  :func:`cpu_engine` passes ``dtype`` to ``vllm.LLM``.
-- The engine runs eagerly (``enforce_eager``), which TRL does not pass either. On a CPU vLLM otherwise compiles the
-  model with inductor as it starts (vllm 0.32 platforms/cpu.py:356-377; its own CPU CI skips that "to save time",
-  :363-364). Measured here on SmolLM2-135M (float32, the run's lengths, 8 prompts of 96 tokens): the engine started in
-  15 s eager against 60-75 s compiled, and generated no slower (0.2 s for two batches against 3.2-4.0 s compiled).
+  :func:`prepare_cpu_vllm` passes ``dtype`` to ``vllm.LLM`` (trainer.loading.vllm_env.engine_defaults).
 - A patch: on a CPU, vLLM repacks every linear layer's weight for its GEMM kernels after loading and replaces the
   weight with an empty tensor (vllm 0.32 model_executor/layers/linear.py:205-216 → layers/utils.py:470-600,
   ``remove_weight=True``), so TRL's weight sync between steps (``model.load_weights`` on the live engine, trl 1.16
@@ -93,12 +89,13 @@ def cpu_vllm_env(config: RunConfig, model_config: dict, environ: dict | None = N
 
 def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     """Set :func:`cpu_vllm_env` for the model in ``model_dir``, keep vLLM's linear layers reloadable
-    (:func:`keep_weights_reloadable`) and its engine eager in float32 (:func:`cpu_engine`), before TRL builds its
-    engine. Returns the variables it set."""
+    (:func:`keep_weights_reloadable`) and its engine in float32, before TRL builds its engine. Returns the variables
+    it set."""
     import json
     from pathlib import Path
 
     from trainer.loading.backend import BackendError
+    from trainer.loading.vllm_env import engine_defaults
 
     model_config = json.loads((Path(model_dir) / "config.json").read_text())
     if problem := head_width_problem(config, config_head_width(model_config)):
@@ -106,7 +103,7 @@ def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     added = cpu_vllm_env(config, model_config)
     os.environ.update(added)
     keep_weights_reloadable()
-    cpu_engine("float32")
+    engine_defaults(dtype="float32")
     log.info("vLLM on the CPU: %s", ", ".join(f"{k}={v}" for k, v in added.items()) or "environment as set")
     return added
 
@@ -126,24 +123,3 @@ def keep_weights_reloadable() -> None:
 
     dispatch_keeping_weight.grpo_studio = True
     utils.dispatch_cpu_unquantized_gemm = dispatch_keeping_weight
-
-
-def cpu_engine(dtype: str) -> None:
-    """Make every ``vllm.LLM`` built from now on compute in ``dtype`` and run eagerly, unless its caller chose
-    otherwise. Idempotent."""
-    import functools
-
-    import vllm
-
-    original = vllm.LLM.__init__
-    if getattr(original, "grpo_studio_dtype", None):
-        return
-
-    @functools.wraps(original)
-    def init_for_cpu(self, *args, **kwargs):
-        kwargs.setdefault("dtype", dtype)
-        kwargs.setdefault("enforce_eager", True)
-        original(self, *args, **kwargs)
-
-    init_for_cpu.grpo_studio_dtype = dtype
-    vllm.LLM.__init__ = init_for_cpu

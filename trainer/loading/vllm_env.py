@@ -64,3 +64,24 @@ def prepare_vllm() -> dict[str, str]:
         os.environ.update(added)
         log.info("no nvcc found: %s=0, so vLLM samples without FlashInfer's JIT-compiled kernels", FLASHINFER_SAMPLER)
     return added
+
+
+def engine_defaults(**defaults) -> None:
+    """Make every ``vllm.LLM`` built from now on in this process take ``defaults`` for the keywords its caller did
+    not pass. TRL builds its colocate engine with a fixed set (trl 1.16 generation/vllm_generation.py:347-364: no
+    dtype, no ``enforce_eager``), so this is how a run's choice reaches it. Defaults given again add to the earlier."""
+    import functools
+
+    import vllm
+
+    current = vllm.LLM.__init__
+    original = getattr(current, "grpo_studio_original", current)
+    merged = {**getattr(current, "grpo_studio_defaults", {}), **defaults}
+
+    @functools.wraps(original)
+    def init_with_defaults(self, *args, **kwargs):
+        original(self, *args, **{**merged, **kwargs})
+
+    init_with_defaults.grpo_studio_original = original
+    init_with_defaults.grpo_studio_defaults = merged
+    vllm.LLM.__init__ = init_with_defaults

@@ -304,7 +304,18 @@ def test_a_failed_probe_says_one_sentence_and_logs_the_traceback(monkeypatch, ca
     from trainer.probe.job import ProbeError
 
     trace = 'Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/x.py", line 1\nValueError: boom'
-    monkeypatch.setattr(job.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", trace))
+
+    class Failed:
+        """A probe child that has failed, its traceback written to its output."""
+
+        def __init__(self, command, stdout, **kwargs):
+            stdout.write(trace)
+            stdout.flush()
+
+        def wait(self, timeout=None) -> int:
+            return 1
+
+    monkeypatch.setattr(job.subprocess, "Popen", Failed)
     with caplog.at_level("WARNING", logger="grpo_studio.probe"), pytest.raises(ProbeError) as failed:
         job.probe_in_child(tiny_config())
     assert str(failed.value) == "the probe failed (exit 1); the details are in the server's log"

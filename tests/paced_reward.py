@@ -14,15 +14,19 @@ def waits(prompts, completions, **kwargs):
     return [0.0] * len(completions)
 
 
-LAST_END: list[float] = []  # when outpaces last returned
+LAST_END: list[float] = [time.monotonic()]  # when the trainer's last call returned; first, when it was imported
 
 
 def outpaces(prompts, completions, **kwargs):
-    """0.0 for every completion, after waiting three times as long as the rest of the step cycle took since its
-    previous call returned (3 s the first time, 1 s at least): whatever the machine's load, its calls take about
-    three quarters of the run's steps, the biggest share by far. tests/test_step_times.py's slow reward."""
-    now = time.monotonic()
-    rest = now - LAST_END[-1] if LAST_END else 1.0
-    time.sleep(min(max(3 * rest, 1.0), 60.0))
+    """0.0 for every completion. Called by the trainer (TRL passes ``trainer_state``: trl 1.16
+    grpo_trainer.py:1588), after waiting four times as long as the rest of the step cycle took since the trainer's
+    previous call returned (the first time: since it was imported; 1 s at least, 240 s at most), so that whatever the
+    machine's load its calls take about four fifths of the run's steps, the biggest share by far:
+    tests/test_step_times.py's slow reward. Called by the held-out evaluation, it answers at once: it once waited
+    there too, which made the evaluation's share as long as its own and the test's verdict a coin toss under load."""
+    if "trainer_state" not in kwargs:
+        return [0.0] * len(completions)
+    rest = time.monotonic() - LAST_END[-1]
+    time.sleep(min(max(4 * rest, 1.0), 240.0))
     LAST_END.append(time.monotonic())
     return [0.0] * len(completions)

@@ -2,7 +2,7 @@
 wall time, the stacked chart and its note naming the biggest share.
 
 One tiny run of 3 steps, trained in this process, is shared by the slow tests: held-out evaluation at steps 2 and 3
-(eval_steps 2 and the last step), a checkpoint after step 2, and a fourth reward that waits three times as long as
+(eval_steps 2 and the last step), a checkpoint after step 2, and a fourth reward that waits four times as long as
 the rest of each step took (tests/paced_reward.py's ``outpaces``), so that it is the biggest share whatever the load.
 """
 

@@ -27,8 +27,8 @@ from typing import Any, get_type_hints
 import gradio as gr
 
 from app import actions, verbs
+from app.actions import Access
 from app.errors import acted
-from trainer.config.access import Access
 
 
 def validate(access: Access, config: str) -> dict:
@@ -120,7 +120,7 @@ def delete(access: Access, run_id: int) -> dict:
 def runs(access: Access, search: str) -> list:
     """Every run, newest first (or those whose name contains ``search``, or whose id it is): id, name, status,
     step, last reward and KL, model, data set, where it runs, health, held-out results."""
-    summaries = actions.runs(search or None)
+    summaries = actions.runs(search or None, reconciled=True)
     places = actions.places(summaries)
     return [actions.run_json(s, places[s.id]) for s in summaries]
 

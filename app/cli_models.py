@@ -34,12 +34,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     run_id = actions.fork(args.run_id, args.step, args.set, actions.OPERATOR, args.name)
     print(f"run {run_id}: fork of run {args.run_id} at step {args.step}; steps continue from {args.step + 1}")
     if args.detach:
-        from storage import queries
-        from storage.db import get_sessionmaker
-        from trainer.supervise.start import start_worker
-
-        with get_sessionmaker().begin() as session:
-            started = start_worker(session, queries.get_run(session, run_id))
+        started = actions.start_now(run_id)
         print(f"run {run_id} started in the background ({started_text(started)}); follow it with: grpo-studio runs")
         return 0
 

@@ -8,13 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from app.cli_output import follow, foreground, started_text
+from app.cli_output import follow, foreground, refused, started_text
 from trainer.safe_text import printable
-
-if TYPE_CHECKING:
-    from app.actions import ActionError
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -55,17 +51,6 @@ def _started(run_id: int, started: int | str, detach: bool, verb: str) -> int:
     return follow(run_id)
 
 
-def refused(exc: ActionError) -> int:
-    """Print an action's refusal (every problem of a config, one a line) and return its exit code."""
-    if len(exc.problems) > 1 or exc.problems != [exc.message]:
-        print(f"grpo-studio: {exc.message}:", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
-    else:
-        print(f"grpo-studio: {exc.message}", file=sys.stderr)
-    return exc.exit_code
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     """Train an existing run in this process: what ``python -m trainer.job.worker RUN_ID`` does."""
     from trainer.job.worker import main as worker_main
@@ -104,20 +89,15 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """Print the runs table (after reconciling runs whose worker died)."""
+    """Print the runs table (after reconciling runs whose worker died), as ``/runs`` lists them."""
     from app import actions
-    from storage.db import get_sessionmaker
-    from trainer.supervise.schedule import poll_slurm, reconcile
 
-    states = poll_slurm()  # one squeue for every live job, before the transaction
-    with get_sessionmaker().begin() as session:
-        reconcile(session, states)
-    summaries = actions.runs()
+    summaries = actions.runs(reconciled=True)
     if not summaries:
         print("No runs yet. Start one with: grpo-studio run tiny-offline (or grpo-studio serve)")
         return 0
     places = actions.places(summaries)
-    errors = _errors([s.id for s in summaries])
+    errors = actions.run_errors([s.id for s in summaries])
     print(f"{'id':>4}  {'name':<28} {'status':<10} {'step':>11}  {'last reward':<11}  where")
     for s in summaries:
         run = actions.run_json(s, places[s.id])
@@ -130,16 +110,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if run["health"]:  # a frozen worker or a hanging step must not read as a healthy "running"
             print(f"{'':>6}{run['health']}")
     return 0
-
-
-def _errors(run_ids: list[int]) -> dict[int, str]:
-    """Each run's error, its last line (the runs list shows one line a run)."""
-    from storage import queries
-    from storage.db import get_sessionmaker
-
-    with get_sessionmaker().begin() as session:
-        errors = {r.id: r.error for r in queries.list_runs(session) if r.id in run_ids}
-    return {i: e.strip().splitlines()[-1] for i, e in errors.items() if e and e.strip()}
 
 
 def cmd_log(args: argparse.Namespace, poll_seconds: float = 1.0) -> int:

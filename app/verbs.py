@@ -289,7 +289,7 @@ VERBS: tuple[Verb, ...] = (
             VERBOSE,
             UNISOLATED,
         ),
-        reads=("checkpoints",),
+        reads=("checkpoints", "start_now"),
         examples=("grpo-studio fork 1 --step 20 --set beta=0.01 --set max_steps=200",),
     ),
     Verb("clone", "clone", "a run's config in the New run form, to change and launch", frozenset({PAGE})),
@@ -322,7 +322,7 @@ VERBS: tuple[Verb, ...] = (
         "list runs",
         BOTH,
         (Param("search", str, "a name part or an id (empty: all)", "", text(200), API_ONLY),),
-        reads=("places", "run_json"),
+        reads=("places", "run_json", "run_errors"),
         examples=("grpo-studio runs",),
     ),
     Verb(

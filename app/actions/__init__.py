@@ -65,8 +65,10 @@ from app.actions.runs import (
     places,
     resume,
     run_detail,
+    run_errors,
     run_json,
     runs,
+    start_now,
     stop,
     validate,
 )
@@ -92,7 +94,7 @@ from app.actions.sweeps import (
 # (tests/test_actions.py), so what they show comes from here.
 from storage.db import data_dir, describe_error, new_export_dir, slug
 from storage.models import Evaluation, RunStatus
-from storage.summaries import RunSummary
+from storage.summaries import RunSummary, matching  # matching: the search, on a list read once
 from trainer.config import RunConfig
 from trainer.config.access import OPERATOR, Access
 from trainer.presets import presets
@@ -149,6 +151,7 @@ __all__ = [
     "learning_json",
     "local_chat_template",
     "log",
+    "matching",
     "metrics",
     "monitor_view",
     "new_export_dir",
@@ -164,12 +167,14 @@ __all__ = [
     "resume_sweep",
     "run_alerts",
     "run_detail",
+    "run_errors",
     "run_json",
     "runs",
     "sample_steps",
     "samples",
     "samples_between",
     "slug",
+    "start_now",
     "step_samples",
     "stop",
     "stop_evaluation",

@@ -31,6 +31,7 @@ from trainer.config.access import Access
 from trainer.loading.hub import fetch_problem
 from trainer.supervise.fork import ForkError, checkpoint_steps, fork_run, parse_settings
 from trainer.supervise.run_files import RunFiles
+from trainer.supervise.schedule import poll_slurm, reconcile
 from trainer.supervise.slurm import SlurmError, queue_positions, where
 from trainer.supervise.start import start_worker
 from trainer.supervise.stop import stop_worker
@@ -195,6 +196,17 @@ def stop(run_id: int) -> bool:
         ) from None
 
 
+def start_now(run_id: int) -> int | str:
+    """Start a queued run's worker now, in the background, without waiting for the scheduler (``fork --detach``):
+    its pid, its Slurm job id, or "" when Slurm refused the job (:func:`refusal` says why)."""
+    with get_sessionmaker().begin() as session:
+        run = find_run(session, run_id)
+        if run.status != "queued":
+            raise ActionError(f"run {run.id} is {run.status}: only a queued run starts")
+        started = start_worker(session, run)
+    return "" if started is None else started
+
+
 def resume(run_id: int, start: Start = "queue", wait_s: float = SHUTDOWN_WAIT_S) -> int | str | None:
     """Continue a stopped or failed run from its latest checkpoint: queued for the scheduler, started now, or left for
     the caller to train (see :data:`Start`). A worker that is still shutting down (a stop was just asked) is waited
@@ -272,10 +284,24 @@ def delete(run_id: int, within_sweep: bool = False) -> str:
 
 
 # --- reading the list -------------------------------------------------------------------------------------------------
-def runs(search: str | None = None) -> list[RunSummary]:
-    """Every run (newest first), or those whose name contains ``search`` or whose id it is."""
+def runs(search: str | None = None, *, reconciled: bool = False) -> list[RunSummary]:
+    """Every run (newest first), or those whose name contains ``search`` or whose id it is. ``reconciled``: runs
+    whose worker died are marked so first (one squeue for the live Slurm jobs, before the transaction), as
+    ``grpo-studio runs`` and ``/runs`` list them; the dashboard's own ticks leave that to its scheduler, which
+    reconciles at every pass (trainer.supervise.schedule)."""
+    if reconciled:
+        states = poll_slurm()
+        with get_sessionmaker().begin() as session:
+            reconcile(session, states)
     with get_sessionmaker().begin() as session:
         return run_summaries(session, search=search)
+
+
+def run_errors(run_ids: list[int]) -> dict[int, str]:
+    """Each of these runs' error, its last line (the runs list shows one line a run); a run without one is left out."""
+    with get_sessionmaker().begin() as session:
+        errors = {r.id: r.error for r in queries.list_runs(session) if r.id in run_ids}
+    return {i: e.strip().splitlines()[-1] for i, e in errors.items() if e and e.strip()}
 
 
 def checkpoints(run_id: int) -> list[int]:

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
@@ -25,6 +25,9 @@ from trainer.insight.spread import KEYS as SPREAD_KEYS
 from trainer.insight.spread import NoSpread, no_spread
 from trainer.supervise.run_files import RunFiles
 from trainer.version import version  # noqa: F401 - the CLI's --version and banner
+
+if TYPE_CHECKING:
+    from app.actions import ActionError
 
 POLL_SECONDS = 1.0
 
@@ -332,8 +335,8 @@ def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
     """A run trained elsewhere (a Slurm job): print its steps from the database as ``run`` does for a local one, until
     it ends. Ctrl-C asks the job to stop (the worker saves its adapter); a second Ctrl-C leaves it running."""
 
+    from app import actions
     from storage.models import RunStatus
-    from trainer.supervise.stop import stop_worker
 
     printer = ProgressPrinter(run_id)
     printer.start()
@@ -356,13 +359,27 @@ def follow(run_id: int, poll: float = POLL_SECONDS) -> int:
                 printer.finished.set()
                 return 130
             stopping = True
-            with get_sessionmaker().begin() as session:
-                stop_worker(session, queries.get_run(session, run_id))
+            try:  # the stop `grpo-studio stop` asks, refused as it refuses (Slurm not answering: one sentence)
+                actions.stop(run_id)
+            except actions.ActionError as exc:
+                printer.finished.set()
+                return refused(exc)
             print(
                 f"run {run_id}: stop requested; waiting for it to save and end (Ctrl-C again to leave it)", flush=True
             )
     printer.finish(str(status))
     return {RunStatus.COMPLETED: 0, RunStatus.STOPPED: 130}.get(status, 1)
+
+
+def refused(exc: ActionError) -> int:
+    """Print an action's refusal (every problem of a config, one a line) and return its exit code."""
+    if len(exc.problems) > 1 or exc.problems != [exc.message]:
+        print(f"grpo-studio: {exc.message}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+    else:
+        print(f"grpo-studio: {exc.message}", file=sys.stderr)
+    return exc.exit_code
 
 
 def started_text(started: int | str | None) -> str:

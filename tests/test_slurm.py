@@ -266,6 +266,34 @@ def _running_on_slurm(tmp_path, job_id: str) -> int:
     return run_id
 
 
+def test_ctrl_c_on_a_followed_slurm_run_answers_as_stop_does(tmp_path, monkeypatch, capsys):
+    """Ctrl-C on a Slurm run followed in the foreground asks the stop ``grpo-studio stop`` asks: with Slurm not
+    answering, the same one sentence and exit 1 (it was an uncaught SlurmError), the run as it was."""
+    from types import SimpleNamespace
+
+    from app import cli_output
+    from app.cli import main
+
+    def not_answering(session, run):
+        raise slurm.SlurmError("slurm_load_jobs error: Unable to contact slurm controller")
+
+    def ctrl_c(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm, "stop", not_answering)
+    monkeypatch.setattr(cli_output, "time", SimpleNamespace(sleep=ctrl_c))  # the follow loop's first wait
+    monkeypatch.setattr(cli_output.ProgressPrinter, "start", lambda self: None)  # no step to print
+    run_id = _running_on_slurm(tmp_path, "4242")
+    assert cli_output.follow(run_id, poll=0.01) == 1
+    followed = capsys.readouterr().err
+    assert main(["stop", str(run_id)]) == 1
+    assert followed == capsys.readouterr().err
+    assert followed.startswith(f"grpo-studio: run {run_id}: could not reach Slurm (") and "Traceback" not in followed
+    assert len(followed.strip().splitlines()) == 1
+    with get_sessionmaker().begin() as s:
+        assert queries.get_run(s, run_id).status == "running"
+
+
 def test_when_slurm_does_not_answer_the_runs_are_kept_and_it_is_said_once(tmp_path, monkeypatch, caplog):
     """A squeue that hangs (slurmctld down): one poll gives up after its short timeout, says so once, and the
     scheduler's reconcile leaves the runs as they were."""

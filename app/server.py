@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware import Middleware
 
 from app import actions, api, styles
+from app.actions import Access, RunSummary
 from app.empty_states import runs_table_note
 from app.guard import BodyLimit, LoginGuard
 from app.page_script import PageScript
@@ -28,9 +29,6 @@ from app.pages import compare, monitor, new_run, runs, sweeps
 from app.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from app.serve_checks import parse_auth
 from app.verdict import problem, verdict
-from storage.db import data_dir, get_sessionmaker
-from storage.summaries import RunSummary, matching, run_summaries
-from trainer.config.access import Access
 from trainer.supervise.schedule import share_slots
 from trainer.sweeps.tending import Scheduler  # the supervisor's, tending the sweeps after each pass
 
@@ -198,8 +196,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             """A launch leads to the Monitor of the run launched, in this browser tab, its polls going."""
             if run_id is None:  # the launch was refused: the form says why
                 return [gr.update(), gr.update(), *[gr.update() for _ in every_poll]]
-            with get_sessionmaker().begin() as session:
-                choices = runs.run_choices(run_summaries(session))
+            choices = runs.run_choices(actions.runs())
             return [
                 gr.update(choices=choices, value=run_id),
                 gr.Tabs(selected="monitor"),
@@ -219,8 +216,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             keep = [gr.update(), gr.update(), *[gr.update() for _ in every_poll]]
             if run_id is None:
                 return [*keep, problem("pick a member first")]
-            with get_sessionmaker().begin() as session:
-                choices = compare.finished_runs(run_summaries(session))
+            choices = compare.finished_runs(actions.runs())
             if all(value != run_id for _, value in choices):
                 said = f"run {int(run_id)} has no adapter to sample yet: Compare offers a run once it has saved one"
                 return [*keep, problem(said)]
@@ -253,8 +249,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
         ).then(None, sweeps_page.picker, None, js=SHOW_SWEEP)
 
         def land(request: gr.Request):
-            with get_sessionmaker().begin() as session:
-                summaries = run_summaries(session)
+            summaries = actions.runs()
             sweep_list = actions.sweeps()
             landed = landing(dict(request.query_params), summaries, [s.id for s in sweep_list])
             choices = runs.run_choices(summaries)
@@ -321,8 +316,7 @@ def overlay_choices(choices: list, shown: int | None) -> list:
 def overlay_offered(shown: int | None) -> dict:
     """The overlay picker's choices once the Monitor shows run ``shown``: every other run. Its value is left as the
     browser holds it (OVERLAY_WITHOUT_SHOWN has let go of ``shown`` there)."""
-    with get_sessionmaker().begin() as session:
-        choices = runs.run_choices(run_summaries(session))
+    choices = runs.run_choices(actions.runs())
     return gr.update(choices=overlay_choices(choices, shown))
 
 
@@ -333,12 +327,11 @@ def refresh_lists(query: str | None, previous: tuple | None, shown: int | None =
     runs is about 100 KB of JSON to send and redraw every 3 s. ``shown``: the run the Monitor shows, which the overlay
     picker does not offer. Returns the table, three pickers and the new state."""
     try:
-        with get_sessionmaker().begin() as session:
-            summaries = run_summaries(session)
+        summaries = actions.runs()
     except SQLAlchemyError:  # the Monitor's header says what is wrong with the database
         return gr.update(), gr.update(), gr.update(), gr.update(), previous
     lists = runs.run_choices(summaries), compare.finished_runs(summaries)
-    rows = runs.table_rows(matching(summaries, query))
+    rows = runs.table_rows(actions.matching(summaries, query))
     sent_lists, sent_rows = previous or (None, None)
     table = gr.update() if rows == sent_rows else rows
     if lists == sent_lists:
@@ -399,7 +392,7 @@ def launch(
         auth=credentials,
         show_error=True,
         # downloads (exported configs, adapter zips, merged models) are written under the data dir only
-        allowed_paths=[str(data_dir() / "exports")],
+        allowed_paths=[str(actions.data_dir() / "exports")],
         prevent_thread_lock=not block,
         css=CSS + styles.CSS,
         quiet=True,  # no "set share=True" hint: the command line says where to open the dashboard

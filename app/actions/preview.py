@@ -6,25 +6,31 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.actions.base import ActionError
+from app.actions.base import ActionError, problems_message
 from trainer.config import RunConfig
+from trainer.config.access import Access
 from trainer.config.names import BUILTIN_MODEL
 from trainer.loading.chat_template import MAX_TEMPLATE_CHARS
 
 
-def prompt_preview(config: RunConfig, count: int = 3) -> tuple[list[tuple[str, str]], bool]:
+def prompt_preview(config: RunConfig, access: Access, count: int = 3) -> tuple[list[tuple[str, str]], bool]:
     """The first ``count`` prompts of the config's data set as the model will see them, each with its reference
-    answer, and whether the model's chat template rendered them (else they are the chat messages, one a line). Reads
-    only the head of a data file; ActionError says why the data or the template can't be read."""
+    answer, and whether the model's chat template rendered them (else they are the chat messages, one a line). A
+    model or data-set path the operator's ``access`` rules keep from being read is refused before anything opens it
+    (ActionError with exit code 2, one problem a field); otherwise reads only the head of a data file, and an
+    ActionError with exit code 1 says why the data or the template can't be read."""
     from trainer.loading.chat_template import TemplateRenderError, render_chat_template
     from trainer.loading.data import DataError, load_problems, make_prompt
 
+    if refused := access.path_problems(config.to_dict()):
+        raise ActionError(problems_message(refused), refused)
     try:
         rows = load_problems(config, limit=count)[:count]
     except (DataError, OSError, ValueError) as exc:
-        raise ActionError(str(exc)) from None
+        raise ActionError(str(exc), exit_code=1) from None
     except Exception as exc:  # the hub unreachable, etc.
-        raise ActionError(f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        said = f"could not load {config.dataset_name}: {type(exc).__name__}: {str(exc)[:300]}"
+        raise ActionError(said, exit_code=1) from None
     from trainer.loading.backend import existing_model_path
 
     # a GGUF model's template is in its dequantized folder, once made (a preview never converts one)
@@ -37,7 +43,7 @@ def prompt_preview(config: RunConfig, count: int = 3) -> tuple[list[tuple[str, s
             try:
                 text = render_chat_template(template, messages)
             except TemplateRenderError as exc:
-                raise ActionError(str(exc)) from None
+                raise ActionError(str(exc), exit_code=1) from None
         else:
             text = "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
         shown.append((text, problem.answer))

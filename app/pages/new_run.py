@@ -268,16 +268,13 @@ def preview(access: Access, values: FormValues) -> str:
     """The first three prompts exactly as the model will see them (chat template applied when the tokenizer is
     available locally), with their reference answers. Reads only the head of a data file; a path the dashboard
     may not read is refused before anything opens it."""
-    refused = access.path_problems(form_mapping(values))
-    if refused:
-        return problems_markdown(refused)
-    config, problems = config_from_form(values, check_rewards=False, check_files=False)
+    config, problems = config_from_form(values, check_rewards=False, check_files=False)  # opens no file
     if config is None:
         return problems_markdown(problems)
     try:
-        prompts, templated = actions.prompt_preview(config)
-    except actions.ActionError as exc:  # the data set or the model's template could not be read
-        return problem_text(exc.message)
+        prompts, templated = actions.prompt_preview(config, access)
+    except actions.ActionError as exc:  # 2: a path it may not read; else the data set or the template can't be read
+        return problems_markdown(exc.problems) if exc.exit_code == 2 else problem_text(exc.message)
     blocks = [f"{fenced(text)}\nreference answer: {code(answer)}" for text, answer in prompts]
     note = (
         ""

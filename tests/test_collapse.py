@@ -28,7 +28,7 @@ from trainer.insight.collapse import (
 )
 from trainer.insight.health import health_alerts
 
-from .helpers import create_run
+from .helpers import create_run, tiny_config
 
 HONEST = "<reasoning>\n10 - 2 = 8\n3 - 1 = 2\n30 - 12 = 28\n</reasoning>\n<answer>\n28\n</answer>"  # the demo's own
 
@@ -161,3 +161,58 @@ def test_the_worker_logs_the_texts_signs_and_the_collapsed_text_shows_them(colla
     with get_sessionmaker().begin() as s:
         last = [row.completion for row in queries.samples_at(s, run_id, 10)]
     assert repeating[10] == pytest.approx(sum(map(loops, last)) / len(last))
+
+
+# --- a healthy small run ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_run(module_database, tiny_model_path):
+    """The suite's own small run shape (2 prompts x 4 answers a step, learning rate 1e-3), 20 healthy steps: its first
+    step writes too few answers to hold every character the task uses (about 15 s on 2 cores)."""
+    from trainer.job.worker import run_worker
+
+    config = tiny_config(model_name_or_path=str(tiny_model_path), name="small", max_steps=20, save_steps=100)
+    run_id = create_run(config)
+    assert run_worker(run_id).value == "completed"
+    return run_id
+
+
+def _shares(completions: list[str], known: set[str]) -> float:
+    chars = "".join(completions)
+    return sum(1 for c in chars if c not in known) / len(chars)
+
+
+@pytest.mark.slow
+def test_a_healthy_small_run_whose_first_step_missed_some_digits_is_not_called_collapsed(small_run):
+    with get_sessionmaker().begin() as s:
+        steps = {step: queries.samples_at(s, small_run, step) for step in range(1, 21)}
+        unusual = {p.step: p.value for p in queries.metric_series(s, small_run, UNUSUAL_KEY)}
+    first = steps[1]
+    first_step_only = {c for row in first for c in row.prompt + row.completion}
+    # the fault, recomputed from the stored rows: against the first step's characters alone (the alphabet before),
+    # the healthy answers of some later step had 5 % or more "unusual" characters (digits and "-" it had not written)
+    before = {step: _shares([r.completion for r in rows], first_step_only) for step, rows in steps.items()}
+    assert max(before.values()) >= 0.05, before
+    # against every character of the run's stored questions and its first answers, none is unusual at any step
+    task = first_step_only | {c for rows in steps.values() for r in rows for c in r.prompt}
+    assert all(_shares([r.completion for r in rows], task) < 0.05 for rows in steps.values())
+    assert sorted(unusual) == list(range(1, 21)) and max(unusual.values()) < 0.05, unusual
+    assert "collapse" not in {a.name for a in actions.run_alerts(small_run)}
+
+
+def test_the_tasks_texts_are_its_prompts_whole_and_its_reference_answers_and_nothing_for_a_stream():
+    from datasets import Dataset
+
+    from trainer.job.callback import task_texts
+
+    system = {"role": "system", "content": "Answer in <answer> tags."}
+    rows = [
+        {"prompt": [system, {"role": "user", "content": f"What is {a} - 5?"}], "answer": str(a - 5)} for a in (6, 9)
+    ]
+    assert task_texts(Dataset.from_list(rows)) == [
+        "Answer in <answer> tags.\nWhat is 6 - 5?",
+        "Answer in <answer> tags.\nWhat is 9 - 5?",
+        "1",
+        "4",
+    ]
+    assert task_texts(Dataset.from_list(rows), limit=1) == ["Answer in <answer> tags.\nWhat is 6 - 5?", "1"]
+    assert task_texts(iter(rows)) == [] and task_texts(None) == []

@@ -7,8 +7,9 @@ repetition"); this module is the code that looks for it, in two halves:
   way: ``text/repeating``, the share of completions that end in a loop (a stretch of at least ``REPEAT_COVER`` of the
   completion that is one unit of 1 to ``REPEAT_UNIT`` characters back to back ``REPEAT_COPIES`` times or more:
   "+ + + + + +", a line of spaces, a sentence said over and over), and ``text/unusual_chars``, the share of
-  characters outside the base's own alphabet (the characters of the run's prompts and of the first step's sampled
-  answers, which at step 1 the base itself wrote: the adapter starts at zero) or that are no text at all (a byte
+  characters outside the base's own alphabet (the characters of the task, its training prompts and reference answers
+  (trainer.job.callback.task_texts), and of the first step's sampled answers, which at step 1 the base itself wrote:
+  the adapter starts at zero) or that are no text at all (a byte
   that does not decode, U+FFFD, or a control character): the byte soup of a model that has lost its vocabulary.
 - **the judgement** (:func:`collapses`), on a run's series: KL (TRL's, else the measured one) or entropy jumping by
   ``KL_JUMP`` / ``ENTROPY_JUMP`` nats per token within ``JUMP_STEPS`` steps, or degenerate text (``REPEATING`` of
@@ -65,8 +66,8 @@ def no_text(char: str) -> bool:
 
 
 def alphabet(texts: Iterable[str]) -> frozenset[str]:
-    """The characters of ``texts`` that are text (see :func:`no_text`): the base's alphabet, from the run's prompts
-    and its first step's answers."""
+    """The characters of ``texts`` that are text (see :func:`no_text`): the base's alphabet, from the task's texts
+    and the run's first step's answers."""
     return frozenset(c for text in texts for c in text if not no_text(c))
 
 

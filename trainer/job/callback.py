@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TASK_ROWS = 2000  # the training rows read for the base's alphabet (:func:`task_texts`): enough for every digit
+
 
 # --- stop requests and processes ------------------------------------------------------------------------------------
 def stop_everywhere(requested: bool) -> bool:
@@ -74,8 +76,9 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
         tokens: Any = None  # a TokenCapture (trainer.job.token_capture) once training began, for a writing process
         curriculum: Any = None  # a Curriculum (trainer.job.curriculum) when the run has one
         alerts = forwarder  # the run's alerts to trackio (trainer.job.tracker_alerts), or None
-        # the base's alphabet (trainer.insight.collapse): the characters of the first sampled step's prompts and
-        # answers, which the base wrote (a fresh adapter is zero); after a resume, the first step this process sampled
+        # the base's alphabet (trainer.insight.collapse): the characters of the task (the training data's prompts
+        # and reference answers, :func:`task_texts`) and of the first sampled step's answers, which the base wrote (a
+        # fresh adapter is zero); after a resume, the first step this process sampled
         known: frozenset[str] | None = None
 
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
@@ -125,7 +128,8 @@ def make_callback(run_id: int, writer: DbWriter | None, stop: StopRequest, confi
                             writer.rows("curriculum_steps", [record | {"skipped": drawn.skipped}])
                     completions = [row["completion"] for row in rows]
                     if self.known is None:
-                        self.known = alphabet([row["prompt"] for row in rows] + completions)
+                        task = task_texts(getattr(self.trainer, "train_dataset", None))
+                        self.known = alphabet(task + [row["prompt"] for row in rows] + completions)
                     shares = zero_std_shares(rows) | (tool_error_rate(rows) if with_tools else {})
                     shares |= text_signs(completions, self.known)
                     writer.metrics(queries.metric_rows(run_id, state.global_step, shares, time.time()))
@@ -212,6 +216,20 @@ def _finite_or_none(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if value == value and abs(value) != float("inf") else None
+
+
+def task_texts(dataset: Any, limit: int = TASK_ROWS) -> list[str]:
+    """The text of the first ``limit`` rows of a run's training data: each prompt whole (system prompt and worked
+    examples included) and its reference answer where the data has one; [] for data that can't be read by rows (a
+    stream). Part of the base's alphabet: the first step's answers alone are too few to hold it (a run of 2 prompts
+    x 4 answers wrote no 4, 5, 8 or - at step 1, then 4-9 % of its healthy characters read as unusual)."""
+    try:
+        rows = dataset.select(range(min(limit, len(dataset))))
+        prompts, columns = rows["prompt"], rows.column_names
+    except (AttributeError, TypeError, KeyError):
+        return []
+    answers = [str(answer) for answer in rows["answer"]] if "answer" in columns else []
+    return [message_text(prompt) for prompt in prompts] + answers
 
 
 def message_text(item: Any, last_user: bool = False) -> str:

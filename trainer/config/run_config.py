@@ -316,8 +316,8 @@ class RunConfig:
     vllm_enforce_eager: bool = advanced(
         False,
         "TRL's vLLM colocate engine without compiling the model (vLLM's enforce_eager): it starts sooner and "
-        "generates slower. On this project's 2-core CPU with SmolLM2-135M it started in 6 s against 45-61 s and wrote "
-        "a batch of 8 x 64 tokens in 3.3 s against 2.0 s (bench/vllm_eager.py): worth it for runs of a few dozen "
+        "generates slower. On 2 CPU cores with SmolLM2-135M it started in 6 s against 45-61 s and wrote a batch of "
+        "8 x 64 tokens in 3.3 s against 2.0 s (bench/vllm_eager.py): worth it for runs shorter than a few dozen "
         "steps; on a GPU it also gives up CUDA graphs.",
     )
     vllm_importance_sampling_correction: bool = advanced(

@@ -69,8 +69,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         os.environ["GRPO_STUDIO_HOME"] = home
         os.environ.pop("DATABASE_URL", None)
-        from app.charts import build_all
-        from app.monitor_state import RunCache
+        from app.actions.monitor_state import RunCache
+        from app.web.widgets.charts import build_all
         from storage import queries, series
         from storage.db import get_sessionmaker
 

@@ -4,7 +4,7 @@
 
 The run is stored as the worker stores it: metric rows, and (new) the packed copy of every finished block of
 steps the database writer keeps (storage/series.py). Old: every metric row read one by one (``metrics_since``),
-then an array per key, as the monitor's cache did. New: :meth:`app.monitor_state.RunCache.poll`, which reads the
+then an array per key, as the monitor's cache did. New: :meth:`app.actions.monitor_state.RunCache.poll`, which reads the
 packed blocks and the rows after them. Both must give the same points; the target for the new read is <= 0.2 s.
 """
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.pop("DATABASE_URL", None)
         import numpy as np
 
-        from app.monitor_state import RunCache
+        from app.actions.monitor_state import RunCache
         from storage import queries, series
         from storage.db import get_sessionmaker
 

@@ -1,5 +1,5 @@
 """What an open, idle dashboard page costs the browser: Chromium's CPU-seconds with the page open and nothing
-happening on it, the dashboard as shipped beside one without app/status_timer.js, in one run.
+happening on it, the dashboard as shipped beside one without app/web/status_timer.js, in one run.
 
     python bench/idle_page.py [--seconds 20] [--rounds 3]
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from idle_server import cpu_seconds, start, wait_up  # noqa: E402
 
-AS_SHIPPED = "import app.server as s; s.serve(port={port})"
-WITHOUT = "import app.page_script as p; p.SCRIPT = b''; import app.server as s; s.serve(port={port})"
+AS_SHIPPED = "import app.web.server as s; s.serve(port={port})"
+WITHOUT = "import app.web.page_script as p; p.SCRIPT = b''; import app.web.server as s; s.serve(port={port})"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu"]
 
 

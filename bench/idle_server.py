@@ -3,7 +3,7 @@
     python bench/idle_server.py [--seconds 60] [--rounds 3]
 
 Two servers on one throw-away data dir, started together and measured over the same windows: one as shipped (its
-queue paced by app.server.pace_queue), one with Gradio's own pace (a look for new events every 1 ms, for progress
+queue paced by app.web.server.pace_queue), one with Gradio's own pace (a look for new events every 1 ms, for progress
 every 10 ms). Prints each window's CPU-seconds per server and the ratio of their sums.
 """
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dashboard import _free_port  # noqa: E402
 
-GRADIOS_PACE = "import app.server as s; s.pace_queue = lambda demo: demo; s.serve(port={port})"
-AS_SHIPPED = "import app.server as s; s.serve(port={port})"
+GRADIOS_PACE = "import app.web.server as s; s.pace_queue = lambda demo: demo; s.serve(port={port})"
+AS_SHIPPED = "import app.web.server as s; s.serve(port={port})"
 
 
 def cpu_seconds(pid: int) -> float:

@@ -36,7 +36,7 @@ def child(kind: str, threads: int, steps: int) -> float:
     import trainer.loading.tiny as tiny
 
     if kind == "grpo":
-        from app.form import tiny_demo
+        from app.web.widgets.form import tiny_demo
         from trainer.job.worker import build_trainer
 
         tiny.tiny_model_dir()  # build (untimed) before the thread count under test applies

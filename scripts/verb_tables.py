@@ -1,7 +1,7 @@
 """Write the verb table's lists into the docs: docs/cli.md's commands, docs/api.md's endpoints and README's list of
 endpoints, each between two marker comments.
 
-The table (app/verbs.py) says which verbs a surface offers, in which order, under which names and with which
+The table (app/actions/verbs.py) says which verbs a surface offers, in which order, under which names and with which
 parameters; a doc says in prose what each one does. So a row's names are generated (the command with its arguments,
 the endpoint with its parameters) and its prose is kept from the doc's row for the same verb, found by the verb's
 name: editing the prose by hand is how a row is written, and a regenerated doc keeps it. A verb the doc has no row
@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: app/ is imported from the checkout it sits in
 
-from app import verbs  # noqa: E402 - after the checkout is on the path
+from app.actions import verbs  # noqa: E402 - after the checkout is on the path
 
-BEGIN = "<!-- generated from app/verbs.py by scripts/verb_tables.py: begin -->"
-END = "<!-- generated from app/verbs.py by scripts/verb_tables.py: end -->"
+BEGIN = "<!-- generated from app/actions/verbs.py by scripts/verb_tables.py: begin -->"
+END = "<!-- generated from app/actions/verbs.py by scripts/verb_tables.py: end -->"
 COMMAND = "python scripts/verb_tables.py --write"
 CLI_DOC, API_DOC, README = Path("docs/cli.md"), Path("docs/api.md"), Path("README.md")
 CLI_HEAD = "| command | what it does |\n|---|---|"

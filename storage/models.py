@@ -124,7 +124,7 @@ class Run(Base):
     parent_step: Mapped[int | None] = mapped_column(Integer)
     # Liveness, written by the worker (trainer/job/db_writer.py): a heartbeat every few seconds from its writer
     # thread, whatever the training loop does, and when the latest step ended with the recent steps' median
-    # duration. Neither moving is a frozen worker; only the heartbeat moving is a slow step (app/liveness.py).
+    # duration. Neither moving is a frozen worker; only the heartbeat moving is a slow step (app/actions/liveness.py).
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     stepped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     step_seconds: Mapped[float | None] = mapped_column(Float)
@@ -280,7 +280,7 @@ class Evaluation(RunRow, Base):
     run: Mapped[Run] = relationship(back_populates="evaluations")
 
 
-# --- what the model is learning (issue 31): app/pages/learning.py reads these through storage/learning.py ----------
+# --- what the model is learning (issue 31): app/web/pages/learning.py reads these through storage/learning.py ----------
 class HeldOutResult(RunRow, Base):
     """One held-out problem's greedy result at one periodic evaluation (trainer/evaluation/periodic_eval.py): the
     per-problem rows behind the ``heldout/correct`` metric of that step, for the learning map."""

@@ -454,7 +454,7 @@ def stop_asked(session: Session, run_id: int) -> bool:
     return session.scalar(stmt) == STOP_REQUESTED
 
 
-# The log lines that mark where a run is in its start (app/start_phases.py reads them back): queued again by a resume
+# The log lines that mark where a run is in its start (app/web/widgets/start_phases.py reads them back): queued again by a resume
 # (app.actions.runs), the worker taking the run (trainer.job.worker's claim), its trainer built (trainer.job.worker's
 # "trainer ready in ... s", read by bench/first_step.py too) and the held-out evaluation it will run first
 # (trainer.evaluation.periodic_eval). Written by their owners; matched here by how they begin.

@@ -46,7 +46,7 @@ class RunSummary:
     evaluation: dict | None  # the latest held-out evaluation's results, if any
     host: str | None = None  # where the worker runs: a host, or a Slurm job's nodes
     slurm_job_id: str | None = None
-    heartbeat_at: datetime | None = None  # liveness (storage/models.py, app/liveness.py)
+    heartbeat_at: datetime | None = None  # liveness (storage/models.py, app/actions/liveness.py)
     stepped_at: datetime | None = None
     step_seconds: float | None = None
     # the latest periodic held-out score logged while training (eval_steps), for runs without an evaluation job

@@ -47,7 +47,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 # The pages tests build in a gr.Blocks of their own would ask api.gradio.app for Gradio's latest version (the
-# dashboard's own Blocks has analytics off: app/server.py); tests talk to this machine only.
+# dashboard's own Blocks has analytics off: app/web/server.py); tests talk to this machine only.
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 
@@ -292,9 +292,7 @@ def pytest_collection_modifyitems(config, items):
     # sort is stable: order within kept. Among the slow, a module that says START_EARLY (the real model's group, the
     # suite's longest: two modules, three trainings and two vLLM engines) goes first, so that it is not what the
     # last minutes wait for.
-    items.sort(
-        key=lambda item: (item.module.__name__ in slow_modules, not getattr(item.module, "START_EARLY", False))
-    )
+    items.sort(key=lambda item: (item.module.__name__ in slow_modules, not getattr(item.module, "START_EARLY", False)))
     for item in items:
         group = item.get_closest_marker("xdist_group")
         name = (group.args[0] if group.args else group.kwargs.get("name", "default")) if group else None

@@ -61,7 +61,7 @@ def heavy(program: str, argv: list[str], env: dict | None) -> str | None:
             module, *more = rest[rest.index("-m") + 1 :]
             if module in HEAVY_MODULES:
                 return HEAVY_MODULES[module]
-            if module == "app.cli" and HEAVY_CLI & set(more[:1]):
+            if module == "app.cli.main" and HEAVY_CLI & set(more[:1]):
                 return "started a dashboard server (grpo-studio serve)"
         if (
             "-c" in rest

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from app import actions
-from app.cli import main
+from app.cli.main import main
 from trainer.config.access import Access
 
 from .conftest import ROOT
@@ -71,9 +71,9 @@ def test_no_import_circle_among_the_dashboards_modules():
 
 
 def ENTRANCES() -> list[Path]:  # noqa: N802 - a constant, read when a test runs
-    """The modules users enter by: the pages, the dashboard's server and API, and every command-line module."""
-    app = ROOT / "app"
-    return [*sorted((app / "pages").glob("*.py")), app / "server.py", app / "api.py", *sorted(app.glob("cli*.py"))]
+    """The modules users enter by: every module of the two entrances' folders, app/web/ (the dashboard: its server,
+    API, pages and widgets) and app/cli/ (the command line), sub-folders included."""
+    return sorted(path for entrance in ("web", "cli") for path in (ROOT / "app" / entrance).rglob("*.py"))
 
 
 def test_the_cli_and_the_pages_act_through_the_action_layer():
@@ -111,7 +111,7 @@ OUTSIDE_THE_PAGES = ("trainer", "storage")  # what the pages reach only through 
 def _imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str, bool]]:
     """(line, module, relative) for every import of a module (``source``: its text, default read from ``path``) at any
     depth: a lazy import inside a function counts, a relative one is resolved from the module's package (``from ..x``
-    in app/pages/ is app.x; a level too many leaves the repository: "<outside>"), and importlib.import_module or
+    in app/web/pages/ is app.x; a level too many leaves the repository: "<outside>"), and importlib.import_module or
     __import__ of a literal name counts as an import of it."""
     package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found = []
@@ -144,68 +144,82 @@ def _page_offenders(path: Path, source: str | None = None) -> list[str]:
 
 
 def test_the_pages_import_nothing_of_trainer_or_storage():
-    """A page is layout and wiring: what it shows comes from app.actions, so app/pages/*.py import nothing from
+    """A page is layout and wiring: what it shows comes from app.actions, so app/web/pages/*.py import nothing from
     trainer/ or storage/, at the top or lazily inside a function, and a relative import stays inside app."""
-    pages = sorted((ROOT / "app" / "pages").glob("*.py"))
+    pages = sorted((ROOT / "app" / "web" / "pages").glob("*.py"))
     assert {p.name for p in pages} >= {"monitor.py", "compare.py", "runs.py", "new_run.py"}  # the walk found them
     offenders = [offence for path in pages for offence in _page_offenders(path)]
     assert offenders == [], "the pages go around app.actions:\n" + "\n".join(offenders)
 
 
 # What an entrance (ENTRANCES) may still import of storage/ or trainer/, and why; each is "file: module". Everything
-# else it reaches goes through app.actions. The regroup of issue 60.1 (app/web, app/cli) is to shorten the last three.
+# else it reaches goes through app.actions.
 ENTRANCE_EXCEPTIONS = {
     "the dashboard's process hosts the supervisor that starts queued runs and tends sweeps": (
-        "app/server.py: trainer.supervise.schedule",
-        "app/server.py: trainer.sweeps.tending",
+        "app/web/server.py: trainer.supervise.schedule",
+        "app/web/server.py: trainer.sweeps.tending",
     ),
     "the command line trains or builds a model in its own process (grpo-studio worker, a foreground run, build-tiny)": (
-        "app/cli_runs.py: trainer.job.worker",
-        "app/cli_output.py: trainer.job.worker",
-        "app/cli_models.py: storage.db",
-        "app/cli_models.py: trainer.config",
-        "app/cli_models.py: trainer.evaluation.evaluate",
-        "app/cli_models.py: trainer.loading.backend",
-        "app/cli_models.py: trainer.loading.data",
-        "app/cli_models.py: trainer.loading.tiny",
+        "app/cli/runs.py: trainer.job.worker",
+        "app/cli/output.py: trainer.job.worker",
+        "app/cli/models.py: storage.db",
+        "app/cli/models.py: trainer.config",
+        "app/cli/models.py: trainer.evaluation.evaluate",
+        "app/cli/models.py: trainer.loading.backend",
+        "app/cli/models.py: trainer.loading.data",
+        "app/cli/models.py: trainer.loading.tiny",
     ),
     "what a followed run prints is read each tick from what its worker writes (its steps, log, status and summary), "
     "a read no action offers yet": (
-        "app/cli_output.py: storage",
-        "app/cli_output.py: storage.db",
-        "app/cli_output.py: storage.models",
-        "app/cli_output.py: trainer.config",
-        "app/cli_output.py: trainer.insight.spread",
-        "app/cli_output.py: trainer.loading.heldout",
-        "app/cli_output.py: trainer.review.heldout",
-        "app/cli_output.py: trainer.supervise.run_files",
-        "app/cli_log.py: storage",
-        "app/cli_log.py: storage.db",
-        "app/cli_log.py: trainer.supervise.run_files",
-        "app/cli_prompts.py: trainer.insight.learning_map",
-        "app/cli_prompts.py: trainer.insight.report",
-        "app/cli_sweeps.py: trainer.sweeps.tending",
+        "app/cli/output.py: storage",
+        "app/cli/output.py: storage.db",
+        "app/cli/output.py: storage.models",
+        "app/cli/output.py: trainer.config",
+        "app/cli/output.py: trainer.insight.spread",
+        "app/cli/output.py: trainer.loading.heldout",
+        "app/cli/output.py: trainer.review.heldout",
+        "app/cli/output.py: trainer.supervise.run_files",
+        "app/cli/log.py: storage",
+        "app/cli/log.py: storage.db",
+        "app/cli/log.py: trainer.supervise.run_files",
+        "app/cli/prompts.py: trainer.insight.learning_map",
+        "app/cli/prompts.py: trainer.insight.report",
+        "app/cli/sweeps.py: trainer.sweeps.tending",
     ),
     "plain names with no session or model behind them, read before app.actions is imported (the command line's "
     "errors, presets, flags and version answer without it)": (
-        "app/cli.py: storage.db",
-        "app/cli.py: trainer.config.access",
-        "app/cli.py: trainer.presets",
-        "app/cli.py: trainer.scoring.sandbox",
-        "app/cli_models.py: trainer.presets",
-        "app/cli_models.py: trainer.probe.job",
-        "app/cli_output.py: trainer.version",
-        "app/cli_runs.py: trainer.presets",
-        "app/cli_runs.py: trainer.safe_text",
-        "app/cli_sweeps.py: trainer.presets",
-        "app/cli_sweeps.py: trainer.safe_text",
+        "app/cli/main.py: storage.db",
+        "app/cli/main.py: trainer.config.access",
+        "app/cli/main.py: trainer.presets",
+        "app/cli/main.py: trainer.scoring.sandbox",
+        "app/cli/models.py: trainer.presets",
+        "app/cli/models.py: trainer.probe.job",
+        "app/cli/output.py: trainer.version",
+        "app/cli/runs.py: trainer.presets",
+        "app/cli/runs.py: trainer.safe_text",
+        "app/cli/sweeps.py: trainer.presets",
+        "app/cli/sweeps.py: trainer.safe_text",
+        "app/cli/terminal.py: trainer.safe_text",
+    ),
+    "the dashboard's widgets draw from value types and names declared once beside the rules that use them, with no "
+    "session or model behind them: the settings' declaration (RunConfig, its groups, rules and review) that the form "
+    "is built from and the chart notes read, the learning map's classes and token values the learning charts draw, "
+    "and the worker's phase messages the Monitor's start-up status recognises": (
+        "app/web/widgets/chart_notes.py: trainer.config.run_config",
+        "app/web/widgets/charts.py: trainer.config",
+        "app/web/widgets/charts_learning.py: storage.learning",
+        "app/web/widgets/charts_learning.py: trainer.insight.learning_map",
+        "app/web/widgets/form.py: trainer",
+        "app/web/widgets/form.py: trainer.config",
+        "app/web/widgets/form.py: trainer.config.rules",
+        "app/web/widgets/start_phases.py: storage.queries",
     ),
 }
 
 
 def test_the_entrances_import_storage_or_trainer_only_where_listed():
-    """The pages, app/server.py, app/api.py and every app/cli*.py import nothing of storage/ or trainer/ (at the top
-    or inside a function) but what ENTRANCE_EXCEPTIONS lists with its reason, and every listed exception is still
+    """No module of app/web/ or app/cli/ (whole folders) imports anything of storage/ or trainer/ (at the top or
+    inside a function) but what ENTRANCE_EXCEPTIONS lists with its reason, and every listed exception is still
     used (a stale one would let the import come back unseen)."""
     excused = {entry for entries in ENTRANCE_EXCEPTIONS.values() for entry in entries}
     found = {
@@ -214,7 +228,8 @@ def test_the_entrances_import_storage_or_trainer_only_where_listed():
         for line, module, _ in _imported_modules(path)
         if module.split(".")[0] in OUTSIDE_THE_PAGES
     }
-    assert {p.name for p in ENTRANCES()} >= {"server.py", "api.py", "cli.py", "cli_output.py", "new_run.py"}
+    entrances = {str(p.relative_to(ROOT / "app")) for p in ENTRANCES()}
+    assert entrances >= {"web/server.py", "web/api.py", "web/pages/new_run.py", "cli/main.py", "cli/output.py"}
     unexcused = sorted(f"{entry} (line {line})" for entry, line in found.items() if entry not in excused)
     assert unexcused == [], "the entrances go around app.actions:\n" + "\n".join(unexcused)
     assert sorted(excused - set(found)) == [], "listed exceptions no longer used: remove them"
@@ -226,24 +241,24 @@ def test_the_page_import_check_sees_lazy_relative_and_dynamic_imports():
     source = (
         "import gradio\n"
         "from . import monitor\n"
-        "from ..actions import runs\n"
+        "from ...actions import runs\n"
         "def poll():\n"
         "    from storage import queries\n"
         "    import trainer.supervise.start\n"
-        "    from ...storage import db\n"
+        "    from ....storage import db\n"
         "    importlib.import_module('storage.db')\n"
     )
-    page = ROOT / "app" / "pages" / "a_page.py"
+    page = ROOT / "app" / "web" / "pages" / "a_page.py"
     assert [(line, module) for line, module, _ in _imported_modules(page, source)][:3] == [
         (1, "gradio"),
-        (2, "app.pages"),
+        (2, "app.web.pages"),
         (3, "app.actions"),
     ]
     assert _page_offenders(page, source) == [
-        "app/pages/a_page.py:5 imports storage",
-        "app/pages/a_page.py:6 imports trainer.supervise.start",
-        "app/pages/a_page.py:7 imports <outside>.storage",  # a level above app: out of the repository
-        "app/pages/a_page.py:8 imports storage.db",
+        "app/web/pages/a_page.py:5 imports storage",
+        "app/web/pages/a_page.py:6 imports trainer.supervise.start",
+        "app/web/pages/a_page.py:7 imports <outside>.storage",  # a level above app: out of the repository
+        "app/web/pages/a_page.py:8 imports storage.db",
     ]
 
 

@@ -61,7 +61,7 @@ def api_config(**overrides) -> str:
 def test_the_api_page_lists_the_actions_by_name_and_no_widget_event(client):
     api, _ = client
     endpoints = set(api.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    from app.api import NAMES  # imports gradio: here, not at collection
+    from app.web.api import NAMES  # imports gradio: here, not at collection
 
     assert endpoints == {f"/{name}" for name in NAMES}
     launch = api.view_api(print_info=False, return_format="dict")["named_endpoints"]["/launch"]

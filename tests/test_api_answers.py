@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.api import endpoints
+from app.web.api import endpoints
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus

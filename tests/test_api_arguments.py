@@ -13,7 +13,7 @@ import gradio as gr
 import orjson
 import pytest
 
-from app.api import NAMES, endpoints
+from app.web.api import NAMES, endpoints
 from trainer.config.access import Access
 
 from .helpers import create_run, tiny_config

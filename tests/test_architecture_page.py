@@ -91,8 +91,8 @@ def test_a_type_checking_import_is_deferred_and_a_name_resolves_to_its_package(a
         {
             "app/__init__.py": "",
             "app/actions/__init__.py": "OPERATOR = 1\n",
-            "app/pages/__init__.py": "",
-            "app/pages/monitor.py": """
+            "app/web/pages/__init__.py": "",
+            "app/web/pages/monitor.py": """
                 from typing import TYPE_CHECKING
 
                 from app.actions import OPERATOR
@@ -104,12 +104,12 @@ def test_a_type_checking_import_is_deferred_and_a_name_resolves_to_its_package(a
         },
     )
     drawn = architecture.house(root, ("app", "storage"))
-    [action] = drawn.between[("app/pages", "app/actions")]
+    [action] = drawn.between[("app/web/pages", "app/actions")]
     assert action.target.path == Path("app/actions/__init__.py") and not action.deferred
-    [db] = drawn.between[("app/pages", "storage")]
+    [db] = drawn.between[("app/web/pages", "storage")]
     assert db.deferred
     text = architecture.render(drawn)
-    assert "around the action layer), 1: app/pages/monitor.py → storage/db.py (deferred)" in text
+    assert "around the action layer), 1: app/web/pages/monitor.py → storage/db.py (deferred)" in text
     assert "**Folders that import each other: none.**" in text
 
 

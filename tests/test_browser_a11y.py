@@ -30,7 +30,7 @@ AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 AXE_VERSION = "4.14.1"
 WIDTHS = {"laptop": (1440, 900), "phone": (390, 844)}
 FAILING = ("serious", "critical")
-VERDICT_RED, VERDICT_GREEN = "rgb(185, 28, 28)", "rgb(21, 128, 61)"  # app/styles.py's "bad" and "ok"
+VERDICT_RED, VERDICT_GREEN = "rgb(185, 28, 28)", "rgb(21, 128, 61)"  # app/web/widgets/styles.py's "bad" and "ok"
 # What each tab shows once its content has arrived: axe judges the page as a user finds it, not Gradio's skeleton.
 TABS = ("New run", "Runs", "Monitor", "Compare", "Sweeps")
 

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from app.start_phases import phases_text, start_phases
+from app.web.widgets.start_phases import phases_text, start_phases
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus
@@ -99,7 +99,7 @@ def test_the_monitor_shows_each_start_phase_as_it_happens_with_its_own_time(serv
             "the base's held-out evaluation",
             "stepping",
         ]
-        # every ended phase with the time its rows say it took, as app/start_phases.py reads them
+        # every ended phase with the time its rows say it took, as app/web/widgets/start_phases.py reads them
         with get_sessionmaker().begin() as s:
             run, lines = queries.get_run(s, run_id), queries.start_lines(s, run_id)
             phases = start_phases(run, lines, np.array([[0, 1.5, evaluated]]))

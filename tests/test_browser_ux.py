@@ -25,7 +25,7 @@ from .test_dashboard_browser import (
 )
 
 SCREENSHOTS = ROOT / "screenshots"
-VERDICT_RED = "rgb(185, 28, 28)"  # app/styles.py's colour of a "bad" verdict
+VERDICT_RED = "rgb(185, 28, 28)"  # app/web/widgets/styles.py's colour of a "bad" verdict
 
 pytestmark = [
     pytest.mark.slow,

@@ -25,7 +25,7 @@ from .test_dashboard_browser import CHROMIUM, NO_CHROMIUM, _points, _set, launch
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)]
 
 WIDTHS = {"laptop": (1440, 900), "phone": (390, 844)}
-VERDICT_RED, VERDICT_GREEN = "rgb(185, 28, 28)", "rgb(21, 128, 61)"  # app/styles.py's "bad" and "ok"
+VERDICT_RED, VERDICT_GREEN = "rgb(185, 28, 28)", "rgb(21, 128, 61)"  # app/web/widgets/styles.py's "bad" and "ok"
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
         cells = [c.strip() for c in row.locator(".body-cell").all_inner_texts()]
         measured = _metric(beta0_run, "kl_measured")
         assert _metric(beta0_run, "kl") == []
-        shown = cells[5]  # the KL column (app/pages/runs.py COLUMNS)
+        shown = cells[5]  # the KL column (app/web/pages/runs.py COLUMNS)
         assert (float(shown) == pytest.approx(round(measured[-1], 4), abs=1e-4)) if measured else shown == "", cells
     scroller = table.locator("table").first.evaluate_handle(
         "t => { let e = t.parentElement; while (e && e.scrollWidth <= e.clientWidth) e = e.parentElement; return e; }"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import _parser, main, version
-from app.cli_output import ProgressPrinter, step_line, summary
+from app.cli.main import _parser, main, version
+from app.cli.output import ProgressPrinter, step_line, summary
 
 from .conftest import ROOT
 from .helpers import free_port, wait_for
@@ -153,7 +153,7 @@ def test_known_harmless_warnings_are_silenced_in_the_workers_too(monkeypatch):
     """The worker processes inherit the filter: transformers' gradient_checkpointing deprecation goes, others stay."""
     import warnings
 
-    from app.cli_output import quiet_libraries
+    from app.cli.output import quiet_libraries
 
     monkeypatch.setenv("PYTHONWARNINGS", "")
     for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
@@ -196,7 +196,7 @@ def test_progress_printer_shows_the_base_models_heldout_score_before_step_one():
 
 
 def test_a_long_wait_prints_progress_with_an_eta(monkeypatch):
-    import app.cli_output as cli_output
+    import app.cli.output as cli_output
 
     now = [0.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
@@ -277,7 +277,7 @@ def test_the_progress_printer_says_an_unreachable_database_once_and_loses_no_ste
 def test_following_a_run_through_a_database_outage_prints_one_line_and_the_summary(monkeypatch, capsys):
     """`grpo-studio launch`'s follow loop reads the run's status: an outage there is the same one line, no
     traceback, and the run is followed to its end."""
-    import app.cli_output as cli_output
+    import app.cli.output as cli_output
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus

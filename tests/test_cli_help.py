@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from app.cli import EXAMPLES, _parser
+from app.cli.main import EXAMPLES, _parser
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

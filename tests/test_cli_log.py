@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import logging
 
-from app.cli_log import InfoToRunLog
+from app.cli.log import InfoToRunLog
 from storage import queries
 from storage.db import get_sessionmaker
 

@@ -7,7 +7,7 @@ import pytest
 
 from app import actions
 from app.actions.runs import MAX_STEPS_ENV
-from app.cli import main
+from app.cli.main import main
 
 from .helpers import tiny_config
 

@@ -3,7 +3,7 @@ its two sides Base and Tuned before anything is sampled (issue 37, item 10)."""
 
 from __future__ import annotations
 
-from app.pages import compare
+from app.web.pages import compare
 from storage.db import get_sessionmaker
 from storage.learning import HeldOutPoint, add_heldout_rows
 from trainer.evaluation.evaluate import heldout_problems

@@ -86,7 +86,7 @@ def test_an_untrained_adapter_draws_the_bases_rollouts_from_the_same_seed(compar
 
 
 def test_the_panel_shows_each_call_and_the_calculators_answer_and_says_the_tools_were_used(compared):
-    from app.pages.compare import _rows
+    from app.web.pages.compare import _rows
     from trainer.evaluation.compare import WITH_TOOLS
 
     assert compared.notes == [WITH_TOOLS]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.completions import BEST, TIE, WORST, group_marks
+from app.web.widgets.completions import BEST, TIE, WORST, group_marks
 
 
 def test_a_group_that_scored_alike_is_a_tie_not_a_best():

@@ -11,9 +11,9 @@ import gradio as gr
 import pytest
 import yaml
 
-from app import api
-from app.cli import main
-from app.pages import new_run
+from app.cli.main import main
+from app.web import api
+from app.web.pages import new_run
 from trainer.config import ConfigError, RunConfig
 from trainer.config.access import Access
 from trainer.config.keys import ALIASES, RECIPE_KEYS, meant_setting

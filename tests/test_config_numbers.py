@@ -10,7 +10,7 @@ import json
 import orjson
 import pytest
 
-from app.api import endpoints
+from app.web.api import endpoints
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config import RunConfig

@@ -4,7 +4,7 @@ the same controls in Chromium."""
 
 from __future__ import annotations
 
-from app.pages.compare import _summary, let_go_of_example, reference_for
+from app.web.pages.compare import _summary, let_go_of_example, reference_for
 
 PICKED = ["What is 24 − 21?", "3"]
 
@@ -41,7 +41,7 @@ def test_a_side_without_a_reference_is_not_called_wrong():
 def test_the_monitor_polls_a_run_whose_sparse_key_has_nothing_new_in_a_packed_block():
     """Item 11: a key logged every N steps (the held-out score) had no point after the cache's last step in a packed
     block; the read returned an empty array for it and the Monitor's poll raised IndexError (index -1 of size 0)."""
-    from app.monitor_state import RunCache
+    from app.actions.monitor_state import RunCache
     from storage import queries, series
     from storage.db import get_sessionmaker
     from storage.models import CHUNK_STEPS

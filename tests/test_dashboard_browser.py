@@ -233,7 +233,7 @@ def test_dashboard_process_has_not_imported_torch(page, server):
 
 
 # Counts, in the page, the frames asked of the browser's own requestAnimationFrame by Gradio's status trackers
-# (its statustracker-*.js module): installed before any script of the page, so under app/status_timer.js.
+# (its statustracker-*.js module): installed before any script of the page, so under app/web/status_timer.js.
 COUNT_TRACKER_FRAMES = """(() => {
     const frame = window.requestAnimationFrame.bind(window);
     window.trackerFrames = 0;
@@ -246,7 +246,7 @@ COUNT_TRACKER_FRAMES = """(() => {
 
 def test_an_idle_page_draws_no_frames_for_the_status_trackers_timer(page, server):
     """An open page with nothing pending asks the browser for no frames on the status trackers' behalf (Gradio's
-    timing loop goes on after the page has loaded: 60 frames a second without app/status_timer.js), nor while an
+    timing loop goes on after the page has loaded: 60 frames a second without app/web/status_timer.js), nor while an
     event is answered; the event's answer still comes (Validate)."""
     idle = page.context.browser.new_page()
     try:

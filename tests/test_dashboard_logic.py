@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from app.charts import CHARTS, build_all, build_figure, chart_keys, smooth
-from app.form import config_from_form, form_fields, grouped_fields, named
-from app.monitor_state import RunCache, progress_text
-from app.server import parse_auth
-from app.verdict import verdict
+from app.actions.monitor_state import RunCache, progress_text
+from app.web.server import parse_auth
+from app.web.widgets.charts import CHARTS, build_all, build_figure, chart_keys, smooth
+from app.web.widgets.form import config_from_form, form_fields, grouped_fields, named
+from app.web.widgets.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer import review
@@ -82,7 +82,7 @@ def test_presets_are_valid_and_the_tiny_ones_are_offline():
 
 
 def test_launch_with_problems_starts_nothing():
-    from app.pages import new_run
+    from app.web.pages import new_run
 
     with get_sessionmaker().begin() as s:
         before = len(queries.list_runs(s))
@@ -98,7 +98,7 @@ def test_launch_with_problems_starts_nothing():
 
 
 def test_custom_rewards_need_the_server_flag(tmp_path):
-    from app.pages import new_run
+    from app.web.pages import new_run
 
     values = new_run.form_values(tiny_config(reward_funcs=["mine.py:f"]))
     assert "--allow-custom-rewards" in new_run.check(Access(), values)
@@ -220,7 +220,7 @@ def test_parse_auth():
 def test_long_series_are_thinned_but_keep_spikes_nans_and_ends():
     import numpy as np
 
-    from app.charts import keep_indices
+    from app.web.widgets.charts import keep_indices
 
     values = np.zeros(10_000)
     values[5_000], values[7_777] = 50.0, math.nan
@@ -256,7 +256,7 @@ def test_presets_ship_as_package_data():
 
 
 def test_runs_table_shows_held_out_base_to_tuned():
-    from app.pages.runs import COLUMNS, run_rows
+    from app.web.pages.runs import COLUMNS, run_rows
 
     run_id = create_run(tiny_config(name="evaluated"))
     with get_sessionmaker().begin() as s:
@@ -266,7 +266,7 @@ def test_runs_table_shows_held_out_base_to_tuned():
 
 
 def test_completions_follow_the_newest_step_unless_pinned():
-    from app.pages.monitor import refresh
+    from app.web.pages.monitor import refresh
 
     run_id = create_run(tiny_config(name="follow"))
     with get_sessionmaker().begin() as s:
@@ -296,7 +296,7 @@ def test_completions_follow_the_newest_step_unless_pinned():
 
 
 def test_held_out_chart_groups_base_and_tuned_per_metric():
-    from app.charts import heldout_figure
+    from app.web.widgets.charts import heldout_figure
 
     fig = heldout_figure([("correct (greedy)", 0.5, 0.75), ("format", 0.25, 1.0)], problems=200)
     base, tuned = fig.data
@@ -309,7 +309,7 @@ def test_new_run_page_returns_its_form_widgets_in_field_order():
     """Clone fills the form with config_values(), one value per name in NAMES: the widgets must come in that order."""
     import gradio as gr
 
-    from app.pages import new_run
+    from app.web.pages import new_run
 
     with gr.Blocks():
         form = new_run.build(Access())
@@ -318,8 +318,8 @@ def test_new_run_page_returns_its_form_widgets_in_field_order():
 
 
 def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
-    from app import server
-    from app.pages import new_run, runs
+    from app.web import server
+    from app.web.pages import new_run, runs
 
     seen = {}
     build_form, build_runs = new_run.build, runs.build
@@ -342,9 +342,9 @@ def test_server_hands_the_new_run_form_to_the_runs_page(monkeypatch):
 
 
 def test_monitor_without_a_run_clears_every_chart():
-    from app.empty_states import NO_RUNS_MONITOR
-    from app.pages.monitor import refresh
-    from app.styles import CHART_NONE
+    from app.web.pages.monitor import refresh
+    from app.web.widgets.empty_states import NO_RUNS_MONITOR
+    from app.web.widgets.styles import CHART_NONE
 
     view = refresh(None, [], 0.0, "step", 0, {})  # an empty database: the header says to launch the demo
     assert view.header == NO_RUNS_MONITOR and view.table == []
@@ -358,7 +358,7 @@ def test_a_pages_polls_run_only_while_its_tab_is_shown():
     tab's pickers) always runs."""
     import gradio as gr
 
-    from app import server
+    from app.web import server
 
     demo = server.build_app()
     timers = {block._id: block for block in demo.blocks.values() if isinstance(block, gr.Timer)}
@@ -383,8 +383,8 @@ def test_the_monitors_poll_sets_its_own_pace_and_the_learning_panels(monkeypatch
     draws is queued or running, and both to 15 s otherwise (no run, a finished one); a database error leaves them."""
     import gradio as gr
 
-    from app import server
-    from app.pages import monitor
+    from app.web import server
+    from app.web.pages import monitor
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus
@@ -429,7 +429,7 @@ def test_the_dashboard_tells_no_one_it_runs_even_where_gradio_analytics_are_on(m
     check is started (it would ask api.gradio.app) and nothing is reported as the page is built."""
     import gradio.analytics as analytics
 
-    from app import server
+    from app.web import server
 
     asked = []
     monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "True")

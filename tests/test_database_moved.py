@@ -62,7 +62,7 @@ def test_a_missing_database_beside_run_directories_is_not_created_afresh(tmp_pat
     with pytest.raises(StorageError) as refused:
         make_engine(f"sqlite:///{home / 'grpo-studio.db'}")
     assert str(refused.value) == said
-    from app.cli import main
+    from app.cli.main import main
 
     assert main(["runs"]) != 0
     assert said in capsys.readouterr().err

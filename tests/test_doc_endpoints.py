@@ -1,5 +1,5 @@
 """The docs' lists of the API's endpoints are the verb table's (issue 58: docs/api.md held merge-conflict markers
-and README named 15 endpoints while the server offered 17). Read from the table app/api.py builds its endpoints
+and README named 15 endpoints while the server offered 17). Read from the table app/web/api.py builds its endpoints
 from, not from a copy. docs/cli.md's and docs/api.md's tables and README's list are generated from the verb table by
 scripts/verb_tables.py (issue 60 item 3), which keeps each row's prose: a new verb reaches them without a hand edit."""
 
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from app import verbs
+from app.actions import verbs
 from tests.conftest import ROOT
 from tests.helpers import load_script
 
@@ -27,7 +27,7 @@ def test_no_tracked_text_file_holds_merge_conflict_markers():
 
 
 def test_the_readme_and_the_api_doc_name_every_endpoint_the_server_offers_and_no_other():
-    from app.api import NAMES
+    from app.web.api import NAMES
 
     readme = (ROOT / "README.md").read_text()
     listed = readme[readme.index("Every action of the dashboard has a named endpoint") :].split(")", 1)[0]

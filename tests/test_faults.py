@@ -113,8 +113,8 @@ def test_a_frozen_worker_reads_stalled_then_completes_when_it_thaws(tiny_model_p
     import os
     import signal
 
-    from app.cli import main
-    from app.liveness import liveness_problem
+    from app.actions.liveness import liveness_problem
+    from app.cli.main import main
 
     monkeypatch.setenv("GRPO_STUDIO_STALL_AFTER_S", "8")  # the readers' threshold (30 s by default): a shorter test
     run_id = _start(tiny_config(name="frozen", max_steps=12, save_steps=6))
@@ -142,7 +142,7 @@ def test_a_frozen_worker_reads_stalled_then_completes_when_it_thaws(tiny_model_p
 def test_resume_skips_a_truncated_checkpoint_and_with_none_intact_fails_in_one_sentence(tiny_model_path, capsys):
     from pathlib import Path
 
-    from app.cli import main
+    from app.cli.main import main
     from storage.models import RunStatus
     from trainer.supervise.run_files import RunFiles
 

@@ -106,7 +106,7 @@ def test_fork_needs_a_saved_checkpoint(trained_run):
 
 
 def test_runs_page_forks_and_the_monitor_draws_the_fork_over_its_parent(trained_run):
-    from app.pages import monitor, runs
+    from app.web.pages import monitor, runs
 
     parent_id, _, _ = trained_run
     assert runs.fork_steps(parent_id)["choices"] == [3, 6]
@@ -133,7 +133,7 @@ def test_a_fork_from_the_dashboard_obeys_its_access_rules(trained_run, tmp_path)
     same words whether or not it exists (issue 22: a fork imported an uploaded .py in the dashboard and its worker)."""
     import gradio as gr
 
-    from app.pages import runs
+    from app.web.pages import runs
 
     parent_id, _, _ = trained_run
     marker = tmp_path / "imported"

@@ -92,7 +92,7 @@ def test_the_fork_that_added_a_reward_gets_a_note_at_the_fork_point(parent_and_f
         assert [p.step for p in queries.metric_series(s, fork_id, "rewards/long_answers/mean")] == [3]
         assert queries.metric_series(s, parent_id, "rewards/long_answers/mean") == []
     # the Monitor's banner says it too
-    from app.pages.monitor import health_markdown
+    from app.web.pages.monitor import health_markdown
     from storage.series import series_since
 
     with get_sessionmaker().begin() as s:

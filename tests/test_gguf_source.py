@@ -269,7 +269,7 @@ def test_a_word_problem_split_that_does_not_exist_is_refused():
 
 
 def test_a_gguf_path_typed_into_the_form_validates_and_launches(studio_home, fresh_db):
-    from app.pages import new_run
+    from app.web.pages import new_run
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.config.access import Access

@@ -690,7 +690,7 @@ def test_releasing_for_a_run_frees_the_gpu_and_says_so(monkeypatch):
 
 
 def test_scheduler_releases_the_panel_model_before_it_starts_a_worker(fresh_db, monkeypatch):
-    from app.pages import compare as page
+    from app.web.pages import compare as page
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus

@@ -120,7 +120,7 @@ def test_validation_refuses_eval_steps_on_a_single_local_file(tmp_path):
 def test_compare_offers_heldout_prompts_only():
     """Compare's data-set prompts are held-out ones: for a run on "test", problems of the training split it did not
     train on, and picking one fills in that problem."""
-    from app.pages.compare import pick_example, run_details
+    from app.web.pages.compare import pick_example, run_details
 
     from .helpers import create_run, tiny_config
 
@@ -159,8 +159,8 @@ def test_the_built_in_model_warns_when_heldout_problems_are_ones_its_warm_up_saw
 
 
 def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():
-    from app.cli_output import evaluation_lines
-    from app.pages.evaluation import status_line
+    from app.cli.output import evaluation_lines
+    from app.web.pages.evaluation import status_line
     from storage.models import Evaluation, RunStatus
 
     side = {"correct": 0.5, "pass_at_1": None, "format": 1.0, "mean_length": 10.0, "rewards": {}}
@@ -172,7 +172,7 @@ def test_eval_output_and_the_evaluation_page_say_where_the_problems_came_from():
     )
     assert evaluation_lines(results, 1, "final", 0)[1] == f"  ({said})"
     row = Evaluation(id=1, adapter="final", k=200, samples=0, status=RunStatus.COMPLETED, results=results)
-    from app.verdict import verdict
+    from app.web.widgets.verdict import verdict
 
     assert status_line(row).startswith(verdict("ok", "Finished:")) and status_line(row).endswith(f", on {said}")
 

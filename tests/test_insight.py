@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from app.charts_learning import learning_heatmap, signal_figure, token_html
-from app.cli_prompts import map_text
+from app.cli.prompts import map_text
+from app.web.widgets.charts_learning import learning_heatmap, signal_figure, token_html
 from storage.learning import GroupStats, HeldOutPoint, ScoredSample, TokenValues, pack_values, token_row, unpack_values
 from trainer.insight.learning_map import (
     ALWAYS,

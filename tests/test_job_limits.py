@@ -323,7 +323,7 @@ def test_a_failed_probe_says_one_sentence_and_logs_the_traceback(monkeypatch, ca
 
 
 def test_the_command_line_refuses_the_same_range(capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     assert main(["eval", str(_run()), "--samples", "1000000"]) == 2
     assert capsys.readouterr().err.strip() == "grpo-studio: samples must be a whole number from 0 to 16, got 1000000"
@@ -367,7 +367,7 @@ def test_the_api_answer_of_a_probe_says_what_it_waited_for(monkeypatch):
     """/probe's answer comes once the probe has run; one that waited in line says behind whom (and None when it
     started at once), as the New run page says while it waits."""
     import app.actions.jobs as jobs
-    from app import api
+    from app.web import api
     from trainer.probe import job
 
     class Report:  # what probe_in_child returns, as far as the answer reads it
@@ -472,7 +472,12 @@ def test_queued_jobs_run_one_at_a_time_and_each_ends_at_its_timeout_in_the_runs_
     from trainer.supervise.processes import process_start_time
 
     run_id = _run()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPO_STUDIO_EVAL_TIMEOUT_S": "3", "GRPO_STUDIO_MAX_CONCURRENT_RUNS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "GRPO_STUDIO_EVAL_TIMEOUT_S": "3",
+        "GRPO_STUDIO_MAX_CONCURRENT_RUNS": "1",
+    }
     ids = [_queued_evaluation(run_id) for _ in range(2)]
     jobs = []
     for evaluation_id in ids:
@@ -498,7 +503,7 @@ def _status(evaluation_id: int) -> RunStatus:
 
 
 def test_the_evaluation_panel_says_whom_a_queued_evaluation_waits_for():
-    from app.pages.evaluation import status_line
+    from app.web.pages.evaluation import status_line
 
     row = Evaluation(id=5, run_id=1, adapter="final", k=200, samples=4, status=RunStatus.QUEUED, done=0, total=2000)
     line = status_line(

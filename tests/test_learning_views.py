@@ -260,7 +260,7 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     page.locator("#learning-watch").filter(has_text="reward outruns held-out").wait_for()
     alert = next(a for a in learning_report(length_run).alerts if a.name == "reward outruns held-out")
     choose(page, "#learning-alert", "reward outruns held-out")
-    from app.pages.learning import alert_completions
+    from app.web.pages.learning import alert_completions
 
     expected = alert_completions(length_run, f"{alert.first_step}:{alert.last_step}")
     assert expected and all(alert.first_step <= row[0] <= alert.last_step for row in expected), expected

@@ -1,5 +1,5 @@
 """A frozen worker or a hanging step never reads as a healthy "running" (issue 23, item 2): the verdicts of
-app/liveness.py on run rows, and where a user reads them (the Monitor's header and banner, the Runs table,
+app/actions/liveness.py on run rows, and where a user reads them (the Monitor's header and banner, the Runs table,
 ``grpo-studio runs``). The real SIGSTOP of a worker: tests/test_faults.py."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
-from app.cli import main
-from app.liveness import liveness_alerts, liveness_problem
-from app.monitor_state import progress_text
+from app.actions.liveness import liveness_alerts, liveness_problem
+from app.actions.monitor_state import progress_text
+from app.cli.main import main
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -63,7 +63,7 @@ def test_the_monitor_says_stalled_instead_of_an_eta_and_the_banner_says_what_to_
 
 
 def test_grpo_studio_runs_and_the_runs_table_show_a_stalled_run(capsys):
-    from app.pages.runs import status_text
+    from app.web.pages.runs import status_text
     from storage.summaries import run_summaries
 
     started = time.monotonic()

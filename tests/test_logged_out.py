@@ -11,9 +11,9 @@ import urllib.parse
 
 import pytest
 
-from app import server
-from app.guard import EMPTY_API, STARTUP_ROUTE, _public
-from app.pages.data_files import MAX_UPLOAD_BYTES
+from app.web import server
+from app.web.guard import EMPTY_API, STARTUP_ROUTE, _public
+from app.web.pages.data_files import MAX_UPLOAD_BYTES
 
 from .helpers import free_port
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import urllib.parse
 
-from app.guard import LoginGuard
+from app.web.guard import LoginGuard
 
 
 class FakeGradio:
@@ -40,7 +40,7 @@ def _login(guard: LoginGuard, password: str, client: str = "10.0.0.1") -> int:
 
 
 def test_a_lockout_after_failures_ends_after_the_cooldown(monkeypatch):
-    import app.guard as guard_module
+    import app.web.guard as guard_module
 
     now = [1000.0]
     monkeypatch.setattr(guard_module.time, "monotonic", lambda: now[0])
@@ -53,7 +53,7 @@ def test_a_lockout_after_failures_ends_after_the_cooldown(monkeypatch):
 
 
 def test_failures_outside_the_window_and_after_a_success_do_not_add_up(monkeypatch):
-    import app.guard as guard_module
+    import app.web.guard as guard_module
 
     now = [0.0]
     monkeypatch.setattr(guard_module.time, "monotonic", lambda: now[0])
@@ -77,7 +77,7 @@ def test_parallel_guesses_get_no_more_than_sequential_ones():
 
 
 def test_many_addresses_share_one_limit_on_failures(monkeypatch):
-    import app.guard as guard_module
+    import app.web.guard as guard_module
 
     now = [0.0]
     monkeypatch.setattr(guard_module.time, "monotonic", lambda: now[0])
@@ -92,7 +92,7 @@ def test_many_addresses_share_one_limit_on_failures(monkeypatch):
 
 def test_the_server_trusts_no_forwarded_address(monkeypatch):
     """uvicorn would take X-Forwarded-For from a loopback peer (a tunnel): serve turns that off unless set."""
-    import app.server as server
+    import app.web.server as server
 
     monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
     monkeypatch.setattr(server, "build_app", lambda access: (_ for _ in ()).throw(SystemExit("stop here")))

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from app.chart_notes import chart_notes
+from app.web.widgets.chart_notes import chart_notes
 from storage import queries
 from storage.db import get_sessionmaker
 from tests.helpers import create_run, tiny_config

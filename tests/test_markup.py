@@ -75,7 +75,7 @@ def test_html_text_escapes_tags_and_quotes():
 
 
 def test_the_monitor_header_shows_a_run_name_as_text():
-    from app.monitor_state import progress_text
+    from app.actions.monitor_state import progress_text
 
     name = PAYLOADS[0]
     run = SimpleNamespace(name=name, id=6, status="completed", current_step=2, total_steps=2, started_at=None)
@@ -87,7 +87,7 @@ def test_the_monitor_header_shows_a_run_name_as_text():
 
 
 def test_the_completion_detail_keeps_each_field_in_its_place():
-    from app.pages.monitor import completion_detail
+    from app.web.pages.monitor import completion_detail
 
     row = [3, 1, "best", PAYLOADS[1], "```\n" + PAYLOADS[0] + "\n```", "`4` <b>4</b>", "x=1", 1.0, 0.5]
     rendered = RENDER(completion_detail(SimpleNamespace(row_value=row)))
@@ -98,7 +98,7 @@ def test_the_completion_detail_keeps_each_field_in_its_place():
 def test_chart_legends_show_run_names_and_metric_keys_as_text():
     import numpy as np
 
-    from app.charts import CHARTS, build_figure
+    from app.web.widgets.charts import CHARTS, build_figure
 
     series = {"reward": np.array([[1, 0.5, 0.0], [2, 0.7, 1.0]])}
     figure = build_figure(CHARTS[0], {"6: <a href=//elsewhere.invalid>x</a>": series, "7: b": series})
@@ -108,8 +108,8 @@ def test_chart_legends_show_run_names_and_metric_keys_as_text():
 
 
 def test_an_error_toast_shows_its_message_as_text_and_the_page_as_written():
-    from app.errors import said, user_error
-    from app.verdict import problem
+    from app.web.widgets.errors import said, user_error
+    from app.web.widgets.verdict import problem
 
     error = user_error("no run named <img src=//elsewhere.invalid/t> here")
     assert error.message == "no run named &lt;img src=//elsewhere.invalid/t&gt; here"

@@ -3,8 +3,8 @@ and the KL chart and the token view read it back, instead of an empty line or a 
 
 from __future__ import annotations
 
-from app.chart_notes import KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes
-from app.charts import CHARTS, build_all
+from app.web.widgets.chart_notes import KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes
+from app.web.widgets.charts import CHARTS, build_all
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -51,7 +51,7 @@ def test_the_kl_chart_says_the_measure_turned_off_and_why():
 
 
 def test_the_token_view_says_the_capture_turned_off_from_that_step():
-    from app.pages.learning import token_view
+    from app.web.pages.learning import token_view
 
     run_id = _run_with_lines(queries.measure_off_line("token_values", 4, "OSError: gone"))
     assert token_view(run_id, 4, 0) == (

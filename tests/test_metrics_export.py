@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -90,7 +90,7 @@ def test_an_export_over_an_earlier_one_replaces_it_whole(run_id, out, capsys):
 ON_A_FULL_DISK = textwrap.dedent(
     """
     import json, os, sys
-    from app.cli import main
+    from app.cli.main import main
     run_id, disk = sys.argv[1], sys.argv[2]
     with open(os.path.join(disk, "m.csv"), "w") as handle:
         handle.write("step,wall_time,reward\\n1,1,0.5\\n")
@@ -164,7 +164,7 @@ def test_the_partial_file_of_a_killed_export_is_removed_by_the_next(run_id, out,
 INTO_A_MOUNTED_FILE = textwrap.dedent(
     """
     import json, sys
-    from app.cli import main
+    from app.cli.main import main
     code = main(["export", sys.argv[1], "--metrics", sys.argv[2]])
     print("RESULT" + json.dumps({"code": code}))
     """

@@ -19,7 +19,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.orm import sessionmaker
 
-from app.monitor_state import RunCache
+from app.actions.monitor_state import RunCache
 from storage import queries
 from storage.db import make_engine
 from storage.migrate import HEAD, MIGRATIONS, current_revision

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes, clip_note
-from app.charts import CHARTS, RAW_OPACITY, build_all, build_figure
-from app.monitor_state import RunCache, drawn_from
+from app.actions.monitor_state import RunCache, drawn_from
+from app.web.widgets.chart_notes import CLIP_NOTE, KL_MEASURED_NOTE, KL_NOTE, add_notes, chart_notes, clip_note
+from app.web.widgets.charts import CHARTS, RAW_OPACITY, build_all, build_figure
 from trainer.config import RunConfig
 
 CHART = {c.name: c for c in CHARTS}
@@ -92,9 +92,9 @@ def test_equal_caches_draw_equal_figures_and_a_new_step_draws_again():
 def test_the_monitor_hides_its_charts_without_a_run_and_does_not_redraw_what_it_drew():
     import gradio as gr
 
-    from app.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
-    from app.pages import monitor
-    from app.styles import CHART_NONE, CHART_SHOWN
+    from app.web.pages import monitor
+    from app.web.widgets.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
+    from app.web.widgets.styles import CHART_NONE, CHART_SHOWN
     from storage import queries
     from storage.db import get_sessionmaker
 
@@ -123,7 +123,7 @@ def test_a_closed_more_charts_section_gets_only_the_first_charts_until_it_opens(
     others keep what they hold); opening it draws every chart at once, though no step arrived."""
     import gradio as gr
 
-    from app.pages import monitor
+    from app.web.pages import monitor
     from storage import queries
     from storage.db import get_sessionmaker
 
@@ -174,7 +174,7 @@ def test_the_monitor_polls_at_the_live_pace_only_while_a_run_it_draws_is_live():
     running run, shown or overlaid, every POLL_SECONDS."""
     import os
 
-    from app.pages import monitor
+    from app.web.pages import monitor
     from storage import queries
     from storage.db import get_sessionmaker
     from storage.models import RunStatus

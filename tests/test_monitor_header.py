@@ -4,7 +4,7 @@ rather than leave the line as it was (another run's state, or "Reading run N…"
 from __future__ import annotations
 
 from app import actions
-from app.pages import monitor
+from app.web.pages import monitor
 
 
 def test_a_poll_that_fails_says_so_for_the_run_picked(monkeypatch):

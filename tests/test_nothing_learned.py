@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from app import actions
-from app.cli_output import ProgressPrinter, heldout_missing, summary
+from app.cli.output import ProgressPrinter, heldout_missing, summary
 from storage import learning, queries
 from storage.db import get_sessionmaker
 from trainer.insight.collapse import REPEATING_KEY, UNUSUAL_KEY
@@ -78,7 +78,7 @@ def _rows_fact(run_id: int) -> tuple[bool, int]:
 def _said(run_id: int) -> dict[str, str | None]:
     """What each entrance says of the run: ``/run``'s ``nothing_learned`` and the zero-std alert of ``/alerts``,
     which is the Monitor's banner (checked to show it)."""
-    from app.pages.monitor import health_markdown
+    from app.web.pages.monitor import health_markdown
     from storage.series import series_since
 
     alerts = [a for a in actions.alerts(run_id) if a["name"] == "zero_std"]

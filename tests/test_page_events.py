@@ -1,4 +1,4 @@
-"""What the page's events ask of Gradio's frontend: which components keep a loading status (app.server
+"""What the page's events ask of Gradio's frontend: which components keep a loading status (app.web.server
 untracked_when_hidden). The page rewrites every kept status at each status message of each event, each by a walk of
 the whole component tree, so the events that fill the form, and the polls, keep none on its fields."""
 
@@ -16,7 +16,7 @@ def _progress_targets(fn) -> list:
 
 def test_no_event_keeps_loading_statuses_on_the_forms_fields_and_hidden_ones_keep_none(tmp_path, monkeypatch):
     monkeypatch.setenv("GRPO_STUDIO_HOME", str(tmp_path))
-    from app import server
+    from app.web import server
 
     demo = server.build_app()
     fields = {

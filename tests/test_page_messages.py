@@ -3,8 +3,8 @@ decorates), and an empty Runs table says what to do next."""
 
 from __future__ import annotations
 
-from app.empty_states import NO_RUNS, runs_table_note
-from app.verdict import problem, verdict
+from app.web.widgets.empty_states import NO_RUNS, runs_table_note
+from app.web.widgets.verdict import problem, verdict
 
 
 def test_a_verdict_is_a_coloured_word_with_a_decorating_emoji():

@@ -1,11 +1,11 @@
-"""app/page_script.py: the dashboard's script goes first in the head of the page served at ``GET /``, before any of
+"""app/web/page_script.py: the dashboard's script goes first in the head of the page served at ``GET /``, before any of
 Gradio's, with the page's length told right; nothing else is touched."""
 
 from __future__ import annotations
 
 import asyncio
 
-from app.page_script import SCRIPT, PageScript
+from app.web.page_script import SCRIPT, PageScript
 
 PAGE = b"<!doctype html><html><head><script type=module src=./assets/index.js></script></head><body></body></html>"
 

@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.orm import sessionmaker
 
-from app.monitor_state import RunCache
+from app.actions.monitor_state import RunCache
 from storage import queries
 from storage.db import get_sessionmaker, make_engine, reset_engine
 from storage.migrate import HEAD, current_revision
@@ -202,7 +202,7 @@ def test_the_progress_printer_waits_out_a_postgresql_restart_in_one_line(postgre
     the server stopped, each tick says nothing more after one line; once it is back, every step written is printed."""
     import io
 
-    from app.cli_output import ProgressPrinter
+    from app.cli.output import ProgressPrinter
 
     if postgres_cluster.data is None:
         pytest.skip("GRPO_STUDIO_TEST_POSTGRES_URL names a server of your own: not stopped by the tests")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.probe.job import WASTED_EXIT, probe_in_child
@@ -84,7 +84,7 @@ def test_nan_and_truncation_are_risks_with_their_fix(tiny_model_path):
 
 @pytest.mark.slow
 def test_dashboard_probe_runs_in_a_child_and_its_samples_become_step_0(tiny_model_path):
-    from app.pages import new_run
+    from app.web.pages import new_run
     from trainer.config.access import Access
 
     config = tiny_config(name="probed")

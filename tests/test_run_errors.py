@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.cli import main
+from app.cli.main import main
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.models import RunStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from app.pages.runs import COLUMNS, run_choices, run_rows
+from app.web.pages.runs import COLUMNS, run_choices, run_rows
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import run_summaries
@@ -134,11 +134,11 @@ def test_an_unchanged_run_list_costs_two_small_statements():
 
 
 def test_a_dashboard_tick_sends_only_what_changed():
-    """The Runs tab's tick (app.server.refresh_lists) re-sends the table and the pickers only when they changed: a
+    """The Runs tab's tick (app.web.server.refresh_lists) re-sends the table and the pickers only when they changed: a
     replaced picker resets while someone types in it, and a thousand-run table is ~100 KB of JSON a browser every 3 s."""
     import gradio as gr
 
-    from app.server import refresh_lists
+    from app.web.server import refresh_lists
 
     ids = _make_runs(3)
     unchanged = gr.update()
@@ -260,7 +260,7 @@ def test_the_kl_column_of_a_beta_zero_run_is_the_kl_it_measured():
 def test_the_overlay_picker_never_offers_the_run_shown():
     """Issue 36 item 15: the Monitor's overlay offers every run but the one it shows, and lets go of it when that run
     becomes the one shown."""
-    from app.server import overlay_choices, overlay_offered, refresh_lists
+    from app.web.server import overlay_choices, overlay_offered, refresh_lists
 
     ids = _make_runs(3)
     _, _, overlay, _, _ = refresh_lists("", None, ids[0])
@@ -268,6 +268,6 @@ def test_the_overlay_picker_never_offers_the_run_shown():
     assert overlay_choices([("a", 1), ("b", 2)], 2) == [("a", 1)]
     moved = overlay_offered(ids[1])
     assert ids[1] not in [c[1] for c in moved["choices"]] and ids[2] in [c[1] for c in moved["choices"]]
-    # no value: the browser lets go of the shown run itself (app/server.py OVERLAY_WITHOUT_SHOWN); a value sent from
+    # no value: the browser lets go of the shown run itself (app/web/server.py OVERLAY_WITHOUT_SHOWN); a value sent from
     # here was the overlay as it stood when the event fired, and a late answer undid the user's next pick
     assert "value" not in moved, moved

@@ -14,7 +14,7 @@ import math
 import pytest
 
 from app import actions
-from app.cli_prompts import alerts_text
+from app.cli.prompts import alerts_text
 from storage import learning, queries
 from storage.db import get_sessionmaker
 from trainer.insight.learning_map import ALWAYS, LEARNING, LEARNT, NEVER, SEEN_ONCE
@@ -224,7 +224,7 @@ def test_a_heldout_fall_is_an_alert_that_is_still_listed_at_the_end(length_hack)
 
 
 def test_the_banner_shows_the_watch_history_beside_the_health_signs(length_hack):
-    from app.pages.monitor import health_markdown
+    from app.web.pages.monitor import health_markdown
 
     run_id, _ = length_hack
     with get_sessionmaker().begin() as s:
@@ -265,7 +265,7 @@ def test_a_fall_of_correctness_is_worded_as_a_fall():
 
 
 def test_grpo_studio_alerts_prints_the_one_list(length_hack, capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     run_id, _ = length_hack
     assert main(["alerts", str(run_id)]) == 0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.pages import new_run
-from app.verdict import problem
+from app.web.pages import new_run
+from app.web.widgets.verdict import problem
 from storage import queries
 from storage.db import data_dir, get_sessionmaker, slug
 from tests.helpers import tiny_config
@@ -249,7 +249,7 @@ def test_cli_reports_a_corrupt_database_in_one_sentence(tmp_path):
 def test_monitor_reports_a_damaged_database_without_sql():
     from sqlalchemy.exc import DatabaseError
 
-    from app.pages import monitor
+    from app.web.pages import monitor
 
     def broken(*args, **kwargs):
         raise DatabaseError("SELECT * FROM runs", {}, Exception("database disk image is malformed"))

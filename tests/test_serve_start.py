@@ -16,7 +16,7 @@ import gradio as gr
 import pytest
 from starlette.middleware import Middleware
 
-from app import server
+from app.web import server
 
 from .conftest import ROOT
 from .helpers import free_port

@@ -1,4 +1,4 @@
-"""The dashboard's queue paced (app.server.pace_queue): Gradio's own loops, run on their own, wait what we set between
+"""The dashboard's queue paced (app.web.server.pace_queue): Gradio's own loops, run on their own, wait what we set between
 their looks for work, so an idle dashboard does not look every millisecond."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import gradio as gr
 
-from app.server import IDLE_LOOK_SECONDS, PROGRESS_LOOK_SECONDS, pace_queue
+from app.web.server import IDLE_LOOK_SECONDS, PROGRESS_LOOK_SECONDS, pace_queue
 
 
 def _waits_of(loop_name: str, seconds: float = 0.3) -> list[float]:

@@ -271,8 +271,8 @@ def test_ctrl_c_on_a_followed_slurm_run_answers_as_stop_does(tmp_path, monkeypat
     answering, the same one sentence and exit 1 (it was an uncaught SlurmError), the run as it was."""
     from types import SimpleNamespace
 
-    from app import cli_output
-    from app.cli import main
+    from app.cli import output as cli_output
+    from app.cli.main import main
 
     def not_answering(session, run):
         raise slurm.SlurmError("slurm_load_jobs error: Unable to contact slurm controller")
@@ -433,7 +433,7 @@ def test_the_vllm_node_layout_refuses_what_cannot_work(monkeypatch):
 
 def test_stop_while_slurm_does_not_answer_is_one_sentence_and_changes_nothing(tmp_path, monkeypatch, capsys):
     """`grpo-studio stop` with slurmctld down: exit 1 and one sentence (it was a traceback after 21 s), the run as it was."""
-    from app.cli import main
+    from app.cli.main import main
 
     fake = tmp_path / "bin"
     fake.mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.verdict import verdict
+from app.web.widgets.verdict import verdict
 from storage import queries
 from storage.db import get_sessionmaker
 from tests.conftest import use_database
@@ -74,7 +74,7 @@ def submit_long_run(name: str) -> int:
 
 @pytest.mark.xdist_group("slurm-requeue")
 def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
-    from app.pages import new_run, runs
+    from app.web.pages import new_run, runs
 
     values = new_run.form_values(tiny_config(name="on-slurm", executor="slurm", max_steps=3))
     assert new_run.launch(Access(), values).startswith(verdict("go", "Launched:", "Run "))
@@ -101,7 +101,7 @@ def test_the_tiny_demo_trains_to_completion_as_a_slurm_job(on_slurm):
 
 @pytest.mark.xdist_group("slurm-ends")
 def test_a_stop_reaches_the_worker_through_scancel_and_the_run_ends_stopped(on_slurm):
-    from app.pages import runs
+    from app.web.pages import runs
 
     run_id = submit_long_run("stop-me")
     assert "stop requested" in runs.stop_run(run_id)
@@ -174,7 +174,7 @@ def test_a_job_that_can_never_start_says_why(on_slurm):
     job_id = run_row(run_id).slurm_job_id
 
     def reason() -> str:
-        from app.pages import runs
+        from app.web.pages import runs
 
         return next(row for row in runs.run_rows() if row[0] == run_id)[-1]
 

@@ -1,4 +1,4 @@
-"""A run's start, phase by phase, as the Monitor says it (issue 59): app/start_phases.py's plain logic on literal times,
+"""A run's start, phase by phase, as the Monitor says it (issue 59): app/web/widgets/start_phases.py's plain logic on literal times,
 and the Monitor's header over rows planted as the launcher and the worker write them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.start_phases import phases_text, start_phases
+from app.web.widgets.start_phases import phases_text, start_phases
 from storage import queries
 from storage.db import get_sessionmaker
 
@@ -85,7 +85,7 @@ def test_a_resumed_run_counts_from_its_resume_and_an_ended_run_from_its_end():
 def test_the_monitor_says_a_started_worker_is_starting_not_that_the_run_starts_within_seconds():
     """The bug: a run whose worker the scheduler had started (queued, with a pid) read "Queued: it starts within a few
     seconds" until the worker marked it running."""
-    from app.pages.monitor import refresh
+    from app.web.pages.monitor import refresh
 
     run_id = create_run(tiny_config(name="starting"))
     with get_sessionmaker().begin() as s:

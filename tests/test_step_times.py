@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.chart_notes import chart_notes, time_note
-from app.charts import CHARTS, build_figure
+from app.web.widgets.chart_notes import chart_notes, time_note
+from app.web.widgets.charts import CHARTS, build_figure
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config import RunConfig

@@ -13,8 +13,8 @@ import pytest
 
 from app import actions
 from app.actions import jobs
-from app.api import endpoints
-from app.cli import main
+from app.cli.main import main
+from app.web.api import endpoints
 from storage import queries
 from storage import sweeps as sweep_rows
 from storage.db import get_sessionmaker

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app import actions
-from app.cli import main
+from app.cli.main import main
 from storage import queries
 from storage.db import get_sessionmaker
 

@@ -207,7 +207,7 @@ def test_the_pass_stops_a_member_by_grpos_own_signs(tmp_path, rule):
 
 
 def test_the_dashboards_scheduler_tends_the_sweeps_after_each_pass(tmp_path):
-    from app import server
+    from app.web import server
     from trainer.sweeps.tending import Scheduler
 
     assert server.Scheduler is Scheduler

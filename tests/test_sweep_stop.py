@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import actions, api
+from app import actions
 from app.actions.sweep_control import STOPPED_WITH_SWEEP
+from app.web import api
 from storage import queries
 from storage import sweeps as sweep_rows
 from storage.db import get_sessionmaker
@@ -108,7 +109,7 @@ def test_the_api_offers_the_three_verbs_with_checked_ids():
 
 
 def test_the_sweeps_page_asks_for_the_confirmation_naming_the_sweep_before_deleting():
-    from app.pages.sweeps import delete_label, delete_picked
+    from app.web.pages.sweeps import delete_label, delete_picked
 
     sweep_id, ids = _tpe_sweep([RunStatus.COMPLETED])
     actions.stop_sweep(sweep_id)
@@ -120,7 +121,7 @@ def test_the_sweeps_page_asks_for_the_confirmation_naming_the_sweep_before_delet
 
 
 def test_the_cli_stops_and_resumes_a_sweep(capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     sweep_id, ids = _tpe_sweep([RunStatus.QUEUED])
     assert main(["stop_sweep", str(sweep_id)]) == 0

@@ -13,10 +13,10 @@ import pytest
 from app import actions
 from app.actions import jobs
 from app.actions.sweeps import MemberRow
-from app.pages import new_run
-from app.pages import sweeps as page
-from app.sweep_charts import curves_figure, dimension, parcoords_figure, span
-from app.sweep_form import probing_text, settings_of, sweep_block
+from app.web.pages import new_run
+from app.web.pages import sweeps as page
+from app.web.widgets.sweep_charts import curves_figure, dimension, parcoords_figure, span
+from app.web.widgets.sweep_form import probing_text, settings_of, sweep_block
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
@@ -268,7 +268,7 @@ def test_without_sweeps_the_view_says_how_to_make_one():
 
 
 def test_the_address_names_the_sweep_a_page_load_lands_on():
-    from app.server import landing
+    from app.web.server import landing
 
     assert landing({"tab": "sweeps", "sweep": "2"}, [], [3, 2]).sweep == 2
     assert landing({"tab": "sweeps"}, [], [3, 2]).sweep == 3  # none named: the newest

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from markdown_it import MarkdownIt
 
-from app.api import endpoints
+from app.web.api import endpoints
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
@@ -163,7 +163,7 @@ def test_a_plain_runs_samples_read_as_before():
 
 
 def test_the_completions_table_shows_a_rollout_turn_by_turn_as_text():
-    from app.pages.monitor import completion_detail, completions_table
+    from app.web.pages.monitor import completion_detail, completions_table
 
     rows = completions_table(tool_run(), None)
     assert rows[0][4] == "Let me add.\n→ calculator(expression='12+3')\n← 15\n<answer>15</answer>"
@@ -181,9 +181,9 @@ def test_the_completions_table_shows_a_rollout_turn_by_turn_as_text():
 
 @pytest.mark.parametrize("tools", [True, False])
 def test_the_tool_chart_draws_the_stored_values_for_a_tool_run_only(tools):
-    from app.charts import CHARTS
-    from app.pages import monitor
-    from app.styles import CHART_NONE, CHART_SHOWN
+    from app.web.pages import monitor
+    from app.web.widgets.charts import CHARTS
+    from app.web.widgets.styles import CHART_NONE, CHART_SHOWN
 
     if tools:
         run_id = tool_run()
@@ -204,8 +204,8 @@ def test_the_tool_chart_draws_the_stored_values_for_a_tool_run_only(tools):
 
 
 def test_the_heldout_chart_draws_the_share_of_answers_calling_a_tool_beside_correctness():
-    from app.charts import CHARTS
-    from app.pages import monitor
+    from app.web.pages import monitor
+    from app.web.widgets.charts import CHARTS
 
     run_id = tool_run()
     with get_sessionmaker().begin() as s:  # what the periodic evaluation stores for a tool run (steps 0 and 10)
@@ -222,7 +222,7 @@ def test_the_heldout_chart_draws_the_share_of_answers_calling_a_tool_beside_corr
 def test_the_learning_map_and_an_alerts_completions_read_a_tool_run():
     """The learning map groups a tool run's samples by their question (the last user message of a prompt that TRL
     extends with the tool turns) and scores them as any run's; an alert's completions show the turns."""
-    from app.pages.learning import alert_completions
+    from app.web.pages.learning import alert_completions
 
     run_id = tool_run()
     mapped = orjson.loads(orjson.dumps(endpoints(Access())["prompts"](run_id)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.api import endpoints
+from app.web.api import endpoints
 from trainer import review
 from trainer.config.access import Access
 from trainer.tools.builtin import CalculatorEnv, calculator
@@ -234,7 +234,7 @@ def test_the_api_validates_the_tool_settings(tool_model):
 def test_the_cli_refuses_a_launch_whose_model_renders_no_tool_call(tmp_path, capsys):
     """`grpo-studio launch FILE` reads the tool settings and refuses the tiny model's template before anything
     starts."""
-    from app.cli import main
+    from app.cli.main import main
 
     path = tmp_path / "tools.yaml"
     path.write_text(json.dumps({**tiny_config().to_dict(), "tools": ["builtin:calculator"]}))

@@ -105,7 +105,7 @@ def test_a_step_with_the_calculator_stores_its_rollouts_turn_by_turn(tool_model,
 
     import trl.trainer.grpo_trainer as grpo_trainer
 
-    from app.api import endpoints
+    from app.web.api import endpoints
     from storage import queries
     from storage.db import get_sessionmaker
     from trainer.config.access import Access

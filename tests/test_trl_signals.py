@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from app.other_metrics import charted_keys, other_keys
+from app.web.widgets.other_metrics import charted_keys, other_keys
 from storage.db import get_sessionmaker
 from trainer import review
 from trainer.insight.signals import signal_alerts, signal_notes
@@ -77,7 +77,7 @@ def _values(series, key) -> list[tuple[int, float]]:
 
 @pytest.mark.slow
 def test_every_key_the_run_logged_is_charted_or_listed_in_the_monitor(signals_run):
-    from app.pages import monitor
+    from app.web.pages import monitor
 
     run_id, series = signals_run
     view = monitor.refresh(run_id, [], 0.0, "step", 0, {})
@@ -100,7 +100,7 @@ def test_every_key_the_run_logged_is_charted_or_listed_in_the_monitor(signals_ru
 
 @pytest.mark.slow
 def test_beta_zero_run_has_a_measured_kl_series(signals_run):
-    from app.pages import monitor
+    from app.web.pages import monitor
 
     run_id, series = signals_run
     assert "kl" not in series  # TRL computes no KL at beta 0
@@ -213,7 +213,7 @@ def test_a_tracker_that_is_not_installed_fails_the_worker_with_the_extra_to_inst
 
 
 def test_new_fields_show_in_the_form_with_their_help():
-    from app.form import form_fields
+    from app.web.widgets.form import form_fields
 
     specs = {s.name: s for s in form_fields()}
     assert specs["num_iterations"].kind == "int" and "not a multiple of" in specs["num_iterations"].help
@@ -364,10 +364,10 @@ def test_kl_climb_alert_uses_the_measured_kl_at_beta_zero():
 
 
 def test_the_banner_marks_a_note_apart_from_the_alerts():
-    from app.pages.monitor import health_markdown
+    from app.web.pages.monitor import health_markdown
 
     banner = health_markdown(_series(loss=[0.0] * 5, completions__clipped_ratio=[1.0] * 5, reward_std=[0.0] * 5), 200)
-    lines = banner.split("\n\n")  # one paragraph an alert, each after its verdict word (app/verdict.py)
+    lines = banner.split("\n\n")  # one paragraph an alert, each after its verdict word (app/web/widgets/verdict.py)
     assert [line.split("**")[1] for line in lines] == [
         "100% of completions hit the length limit",
         "100% of completions are cut at max_completion_length and the rewards are flat",
@@ -377,7 +377,7 @@ def test_the_banner_marks_a_note_apart_from_the_alerts():
 
 
 def test_other_metrics_are_listed_and_charted_on_request():
-    from app.other_metrics import other_figure, other_text
+    from app.web.widgets.other_metrics import other_figure, other_text
 
     runs = {"1: a": _series(reward=[1.0, 2.0], num_tokens=[0.5, 0.6], my__custom=[3.0, 4.0])}
     assert other_keys(runs) == ["my/custom", "num_tokens"]

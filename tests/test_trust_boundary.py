@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.pages import new_run
+from app.web.pages import new_run
 from storage import queries
 from storage.db import data_dir, database_url, get_sessionmaker
 from tests.helpers import tiny_config
@@ -260,7 +260,7 @@ def test_runs_list_prints_no_escape_codes_from_a_hostile_row(tmp_path):
 
 
 def test_printable_stream_escapes_what_any_command_prints(capsys):
-    from app.terminal import guarded_terminal
+    from app.cli.terminal import guarded_terminal
 
     with guarded_terminal():
         print("log line \x1b[31mred\x1b[0m \ud800 done")
@@ -386,7 +386,7 @@ def test_a_bad_cluster_field_is_named_when_the_database_is_unreachable(tmp_path)
 
 # --- 7. uploads nobody uses don't pile up ------------------------------------------------------------------------------
 def test_old_uploads_no_run_names_are_pruned_and_used_ones_kept():
-    from app.pages.data_files import prune_uploads
+    from app.web.pages.data_files import prune_uploads
 
     folder = data_dir() / "uploads"
     folder.mkdir(parents=True, exist_ok=True)

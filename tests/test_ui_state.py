@@ -3,8 +3,8 @@ shown, what the address lands on, and the export box's wording (issue 14)."""
 
 from __future__ import annotations
 
-from app.charts import CHARTS
-from app.verdict import problem
+from app.web.widgets.charts import CHARTS
+from app.web.widgets.verdict import problem
 from storage import queries
 from storage.db import get_sessionmaker
 from trainer.config.access import Access
@@ -13,13 +13,13 @@ from .helpers import create_run, tiny_config
 
 
 def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
-    from app.pages.monitor import refresh
+    from app.web.pages.monitor import refresh
 
     first, second = create_run(tiny_config(name="ahead")), create_run(tiny_config(name="behind"))
     with get_sessionmaker().begin() as s:
         queries.mark_running(s, queries.get_run(s, first), 1, "/tmp/x", None)
     view = refresh(second, [], 0.0, "step", 0, {})
-    from app.styles import CHART_NONE
+    from app.web.widgets.styles import CHART_NONE
 
     # no empty chart boxes: every chart cleared and hidden
     hidden = {"__type__": "update", "value": None, "elem_classes": [CHART_NONE]}
@@ -29,7 +29,7 @@ def test_a_queued_run_says_what_it_waits_for_instead_of_empty_charts():
 def test_eta_goes_by_the_pace_between_logged_steps():
     import numpy as np
 
-    from app.monitor_state import eta
+    from app.actions.monitor_state import eta
 
     # step 1 logged 300 s after the start (loading, warm-up); then 2 s a step, one slow checkpoint step
     logged = np.array([[1, 0.5, 300.0], [2, 0.5, 302.0], [3, 0.5, 304.0], [4, 0.5, 314.0], [5, 0.5, 316.0]])
@@ -39,7 +39,7 @@ def test_eta_goes_by_the_pace_between_logged_steps():
 
 
 def test_push_without_a_token_asks_to_paste_one(monkeypatch):
-    from app.pages.compare import push_to_hub
+    from app.web.pages.compare import push_to_hub
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
@@ -48,8 +48,8 @@ def test_push_without_a_token_asks_to_paste_one(monkeypatch):
 
 
 def test_form_problems_are_placed_beside_the_fields_they_name():
-    from app.form import problems_by_field
-    from app.pages import new_run
+    from app.web.pages import new_run
+    from app.web.widgets.form import problems_by_field
 
     values = new_run.form_values(tiny_config(num_generations=1, beta=-0.5))
     _, problems = new_run.validate(Access(), values)
@@ -67,7 +67,7 @@ def test_a_problem_is_placed_by_the_field_it_names_not_by_its_words():
     the range it states is the one num_generations declares."""
     import dataclasses
 
-    from app.form import problems_by_field
+    from app.web.widgets.form import problems_by_field
     from trainer.config import RunConfig
 
     declared = {f.name: f for f in dataclasses.fields(RunConfig)}["num_generations"].metadata["max"]
@@ -80,7 +80,7 @@ def test_a_problem_is_placed_by_the_field_it_names_not_by_its_words():
 
 
 def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
-    from app.server import Landing, landing
+    from app.web.server import Landing, landing
     from storage.summaries import run_summaries
 
     older, newer = create_run(tiny_config(name="older")), create_run(tiny_config(name="newer"))
@@ -101,7 +101,7 @@ def test_the_address_names_the_tab_and_run_a_page_load_lands_on():
 
 
 def test_log_tail_shows_our_lines_and_the_raw_output_only_on_request(tmp_path):
-    from app.pages.monitor import refresh
+    from app.web.pages.monitor import refresh
     from trainer.supervise.run_files import RunFiles
 
     run_id = create_run(tiny_config(name="logged"))

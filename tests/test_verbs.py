@@ -1,4 +1,4 @@
-"""One table of verbs (app/verbs.py, issue 39 item 2): the command line, the named API and the dashboard's pages offer
+"""One table of verbs (app/actions/verbs.py, issue 39 item 2): the command line, the named API and the dashboard's pages offer
 the verbs it lists, under its names. Each surface is read as a user meets it (the parser's subcommands, the endpoints
 a Gradio app registers, the app.actions calls in the pages' source), not from the table, and listed side by side."""
 
@@ -10,12 +10,13 @@ import inspect
 
 import pytest
 
-from app import actions, verbs
-from app.cli import COMMANDS, _parser
+from app import actions
+from app.actions import verbs
+from app.cli.main import COMMANDS, _parser
 
 from .conftest import ROOT
 
-PAGES = ROOT / "app" / "pages"
+PAGES = ROOT / "app" / "web" / "pages"
 
 # The page modules that call each verb's action (or what it reads): the one column of the listing the table does not
 # say. A verb no page calls has no row.
@@ -84,7 +85,7 @@ def api_surface() -> set[str]:
     """The named endpoints a dashboard registers (without starting a server)."""
     import gradio as gr
 
-    from app import api
+    from app.web import api
     from trainer.config.access import Access
 
     with gr.Blocks() as demo:
@@ -195,7 +196,7 @@ def test_an_old_command_name_is_the_same_command():
 
 
 def test_every_endpoint_takes_the_verbs_parameters_with_their_types():
-    from app.api import endpoints
+    from app.web.api import endpoints
     from trainer.config.access import Access
 
     for name, fn in endpoints(Access()).items():
@@ -207,7 +208,7 @@ def test_every_endpoint_takes_the_verbs_parameters_with_their_types():
 
 def test_each_surface_calls_its_verbs_action():
     """A command and an endpoint named for a verb call that verb's action (or what it reads), not another's."""
-    from app import api
+    from app.web import api
 
     owners = _verb_of_action()
     for verb in verbs.on(verbs.CLI) + verbs.on(verbs.API):
@@ -219,7 +220,7 @@ def test_each_surface_calls_its_verbs_action():
         if verb in verbs.on(verbs.API):
             bodies.append(api.ANSWERS[verb.name])
         for body in bodies:
-            if hasattr(body, "action"):  # a surface's answer made from the table (app.verbs.answered)
+            if hasattr(body, "action"):  # a surface's answer made from the table (app.actions.verbs.answered)
                 assert body.action == verb.action, (verb.name, body.__name__, body.action)
                 continue
             tree = ast.parse(inspect.getsource(body).strip())
@@ -262,7 +263,7 @@ def _throwaway(monkeypatch, action) -> verbs.Verb:
 def test_a_verb_without_a_command_of_its_own_prints_its_actions_answer_as_json(monkeypatch, capsys):
     import json
 
-    from app import cli
+    from app.cli import main as cli
 
     class Status:
         def __init__(self, run_id: int) -> None:
@@ -279,7 +280,7 @@ def test_a_verb_without_a_command_of_its_own_prints_its_actions_answer_as_json(m
 def test_a_verb_without_an_answer_of_its_own_answers_its_actions_value_and_refusal_on_the_api(monkeypatch):
     import gradio as gr
 
-    from app import api
+    from app.web import api
     from trainer.config.access import Access
 
     def status(run_id: int) -> dict:
@@ -298,7 +299,7 @@ def test_a_verb_without_an_answer_of_its_own_answers_its_actions_value_and_refus
 
 
 def test_a_verb_without_an_action_must_have_its_command():
-    from app import cli
+    from app.cli import main as cli
 
     with pytest.raises(LookupError, match="cmd_throwaway"):
         cli._command(verbs.Verb("throwaway", None, "nothing", verbs.CLI_ONLY))

@@ -1,5 +1,5 @@
-"""The action layer: one function per user action, called by the dashboard's callbacks (app/pages), the
-``grpo-studio`` commands (app/cli.py) and the named API (app/api.py), which are thin adapters over it.
+"""The action layer: one function per user action, called by the dashboard's callbacks (app/web/pages), the
+``grpo-studio`` commands (app/cli/main.py) and the named API (app/web/api.py), which are thin adapters over it.
 
 Each action takes plain values (a RunConfig, a mapping, YAML/JSON text or a file path; ids; options) and returns a
 typed result or raises :class:`ActionError`. The rules the dashboard's operator chose (trainer/config/access.py) are an
@@ -69,6 +69,7 @@ from app.actions.runs import (
     run_json,
     runs,
     start_now,
+    starting_config,
     stop,
     validate,
 )
@@ -175,6 +176,7 @@ __all__ = [
     "samples_between",
     "slug",
     "start_now",
+    "starting_config",
     "step_samples",
     "stop",
     "stop_evaluation",

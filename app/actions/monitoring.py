@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.liveness import liveness_alerts
-from app.monitor_state import RunCache
+from app.actions.liveness import liveness_alerts
+from app.actions.monitor_state import RunCache
 from storage import learning as learning_rows
 from storage import queries
 from storage.db import get_sessionmaker

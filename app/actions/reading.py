@@ -101,8 +101,8 @@ def alerts(run_id: int) -> list[dict[str, Any]]:
 
 def run_alerts(run_id: int) -> list:
     """The run's alerts as trainer.insight.alerts.RunAlert (see :func:`alerts`)."""
+    from app.actions.liveness import liveness_alerts
     from app.actions.monitoring import fork_notes
-    from app.liveness import liveness_alerts
     from trainer.insight.alerts import alert_list
 
     history = watch_alerts(run_id)

@@ -1,5 +1,5 @@
 """The actions on runs: validate a config, launch it, stop, resume, fork, clone and delete a run, list the runs and
-describe one. The dashboard's buttons, the ``grpo-studio`` commands and the API (app/api.py) all call these; a rule
+describe one. The dashboard's buttons, the ``grpo-studio`` commands and the API (app/web/api.py) all call these; a rule
 (the operator's path restrictions, custom reward code, what may be deleted) is applied here, once.
 """
 
@@ -20,8 +20,8 @@ from app.actions.base import (
     problems_message,
     read_mapping_of,
 )
+from app.actions.liveness import liveness_problem
 from app.actions.reading import nothing_learned
-from app.liveness import liveness_problem
 from storage import queries
 from storage.db import get_sessionmaker
 from storage.summaries import RunSummary, run_summaries
@@ -81,6 +81,14 @@ class Launched:
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "name": self.name, "problems": [], "error": self.error}
+
+
+def starting_config() -> RunConfig:
+    """What a new run starts from: the reference recipe on a GPU machine, the offline tiny demo without one."""
+    from trainer.presets import tiny_demo
+    from trainer.supervise.gpu_lease import gpu_visible
+
+    return tiny_demo() if not gpu_visible() else RunConfig()
 
 
 def validate(source: ConfigSource, access: Access, name: str | None = None, warn: bool = True) -> Checked:

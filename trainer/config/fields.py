@@ -2,7 +2,7 @@
 text, form section, range or choices, TRL's name), one helper per form section, and the constants defaults use.
 
 RunConfig (trainer.config.run_config) is the list of settings written with these helpers; the rules
-(trainer.config.rules) and the form (app/form.py) read the metadata back with ``dataclasses.fields``."""
+(trainer.config.rules) and the form (app/web/widgets/form.py) read the metadata back with ``dataclasses.fields``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One list of a run's alerts (issue 34): the liveness signs (a frozen worker, a hanging step: app.liveness, judged
+"""One list of a run's alerts (issue 34): the liveness signs (a frozen worker, a hanging step: app.actions.liveness, judged
 by the dashboard), the failure signs of trainer.insight.health and trainer.insight.signals, and the reward-hacking
 watch's history (trainer/insight/watch.py), then the notes (readings that look like a failure but are not one). The
 Monitor's banner, the API's ``/alerts``, ``grpo-studio alerts`` and the run's tracker (trainer/job/tracker_alerts.py,
@@ -76,7 +76,7 @@ def alert_list(
     heldout_size: int | None = None,
     notes: Sequence[Alert] = (),
 ) -> list[RunAlert]:
-    """Every alert of a run: ``liveness`` (app.liveness.liveness_alerts of a live run, when the caller has it),
+    """Every alert of a run: ``liveness`` (app.actions.liveness.liveness_alerts of a live run, when the caller has it),
     health and signal signs of the recent steps, the watch's history (``watch_alerts`` when already computed, else
     from ``series``, ``groups`` and ``heldout_size``), then the notes (``notes``: those the caller read off the run's
     rows, a fork's change of rewards: trainer.insight.forks)."""

@@ -1,5 +1,5 @@
 """One read of a run for the learning views: its learning map, its reward-hacking watch and its checkpoints. The
-Monitor's learning panel (app/pages/learning.py) and ``grpo-studio prompts`` (app/cli_prompts.py) both call
+Monitor's learning panel (app/web/pages/learning.py) and ``grpo-studio prompts`` (app/cli/prompts.py) both call
 :func:`learning_report`, so the two show the same thing."""
 
 from __future__ import annotations

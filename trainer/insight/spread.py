@@ -8,7 +8,7 @@ whatever the run does, and only the cause of the flatness is left to fix.
 
 This is the one rule that says it. Its sentence (:attr:`NoSpread.sentence`) is what every entrance shows: the health
 alert (trainer/insight/health.py: the Monitor's banner, ``/alerts``, ``grpo-studio alerts``, the run's tracker),
-``grpo-studio run``'s one-time warning while it trains and its summary (app/cli_output.py), and ``/run``'s
+``grpo-studio run``'s one-time warning while it trains and its summary (app/cli/output.py), and ``/run``'s
 ``nothing_learned`` (app/actions/runs.py).
 
 A probe is known for a run when the dashboard launched it from a probed config: its samples are then the run's step

@@ -20,7 +20,7 @@ Any other failed write (a full disk, a constraint) is not retried: it is kept an
 fails visibly instead of silently losing data.
 
 The thread is also the worker's heartbeat: every ``heartbeat_seconds`` it stamps the run row, whatever the training
-loop is doing, so a reader tells a frozen worker (no heartbeat, no step) from a slow step (app/liveness.py).
+loop is doing, so a reader tells a frozen worker (no heartbeat, no step) from a slow step (app/actions/liveness.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from trainer.job.held_rows import HeldRows, Item
 log = logging.getLogger(__name__)
 
 RECENT_SAMPLE_STEPS = 100  # the latest steps always keep every sample (what the Monitor's table mostly shows)
-HEARTBEAT_SECONDS = 5.0  # readers call a run stalled after several missed beats (app/liveness.py)
+HEARTBEAT_SECONDS = 5.0  # readers call a run stalled after several missed beats (app/actions/liveness.py)
 MEMORY_ROWS = 20_000  # rows held in memory during an outage before they go to the file: ~10 MB of GSM8K samples
 GRACE_SECONDS = 600.0  # how long close() keeps trying after training ended
 ATTEMPT_BUSY_MS = 1000  # one SQLite attempt's wait for a lock; the backoff between attempts does the rest

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.config.names import BUILTIN_MODELS, BUILTIN_TOOL_MODEL
+from trainer.loading.errors import BackendError
 from trainer.loading.gguf import dequantized_dir, existing_dequantized, is_gguf, offline_copy
 from trainer.loading.hub import hub_access, is_cached
 from trainer.loading.vllm_cpu import config_head_width, head_width_problem
@@ -58,10 +59,6 @@ CACHE_VARIABLES = {
 def cache_env(data_dir: Path) -> dict[str, str]:
     """The cache variables pointed under ``data_dir/cache``; set where unset before a worker imports torch."""
     return {name: str(data_dir / "cache" / sub) for name, sub in CACHE_VARIABLES.items()}
-
-
-class BackendError(RuntimeError):
-    """This machine cannot run the config as asked; the message says what to change."""
 
 
 class UnsupportedByUnsloth(BackendError):

@@ -1,7 +1,7 @@
 """Held-out problems: the one answer to "which problems did this run not train on?".
 
 The periodic held-out curve (trainer.evaluation.periodic_eval), ``grpo-studio eval`` and the dashboard's evaluation
-job (trainer.evaluation.evaluate / eval_job), Compare's data-set prompts (app.pages.compare) and config validation
+job (trainer.evaluation.evaluate / eval_job), Compare's data-set prompts (app.web.pages.compare) and config validation
 all ask :func:`heldout_set`, so they can't disagree.
 
 Where the problems come from, in this order:

@@ -94,7 +94,7 @@ def prepare_cpu_vllm(config: RunConfig, model_dir: str) -> dict[str, str]:
     import json
     from pathlib import Path
 
-    from trainer.loading.backend import BackendError
+    from trainer.loading.errors import BackendError
     from trainer.loading.vllm_env import engine_defaults
 
     model_config = json.loads((Path(model_dir) / "config.json").read_text())

@@ -14,7 +14,7 @@ because they import the loaders or the reward registry: the model and GPU path (
 (:mod:`.data`), held-out evaluation (:mod:`.heldout`), the rewards (:mod:`.rewards`) and the tools (:mod:`.tools`).
 The loaders import the ground and never this package, so no two folders import each other; and this package stands
 beside trainer/config/ (which it imports) rather than inside it, so no folder imports one above it.
-``import trainer.config`` does not load this package: the entries (app/actions, app/form.py, the worker, a fork, the
+``import trainer.config`` does not load this package: the entries (app/actions, app/web/widgets/form.py, the worker, a fork, the
 probe) import it.
 """
 

@@ -81,6 +81,27 @@ def test_runs_on_an_empty_database_says_how_to_start_one(capsys):
     assert "No runs yet" in out and "grpo-studio run tiny-offline" in out  # a preset's name works from a wheel too
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    """`grpo-studio presets | head -1`: the reader closes the pipe before the list is written; the command ends with
+    a shell's SIGPIPE status and says nothing on stderr (it printed a BrokenPipeError traceback)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "presets"],
+            cwd=ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "GRPO_STUDIO_HOME": str(tmp_path)},
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == 141
+
+
 def test_step_line_and_summary_read_as_one_line_each():
     assert step_line(7, 40, {"reward": 0.5312, "kl": 0.00123, "step_time": 2.0}, 80) == (
         "step  7/40   reward 0.531   KL 0.00123   ETA 1m20s"

@@ -46,8 +46,12 @@ from app.cli.terminal import guarded_terminal
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``grpo-studio`` console script; returns the exit code. Everything it prints goes through
     app.cli.terminal (names, errors and log lines from the database reach the operator's terminal)."""
-    with guarded_terminal():
-        return _main(argv)
+    try:
+        with guarded_terminal():
+            return _main(argv)
+    except BrokenPipeError:  # `grpo-studio runs | head`: the reader left; nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return 141  # a shell's status for a command ended by SIGPIPE (128 + 13)
 
 
 def _main(argv: Sequence[str] | None) -> int:

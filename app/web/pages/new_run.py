@@ -445,7 +445,18 @@ def build(access: Access) -> Form:
     # the events that fill or mark the whole form show their progress on their answer, not on its every field (the
     # page would otherwise keep, and rewrite at every later event, a loading status for each: app.web.server
     # untracked_when_hidden)
-    preset.change(apply_preset, preset, widgets, show_progress_on=status)
+    # the box is also set by the form itself (below: it marks the preset the form still is), and such a mark from ""
+    # to a name is a change too: refilled then from a stale answer, the form lost an edit made since (CI's journey
+    # launched max_steps 100 though its box said 40, at load 6). The form as the event saw it decides: already that
+    # preset, nothing is refilled
+    preset.change(
+        lambda v: (
+            [gr.update() for _ in widgets] if matching_preset(settings(v)) == v[preset] else apply_preset(v[preset])
+        ),
+        {preset, *widgets},
+        widgets,
+        show_progress_on=status,
+    )
     check_button.click(
         lambda v: marked(check_report(v[allow], settings(v))), form_inputs, [*widgets, status], show_progress_on=status
     ).then(None, js=SHOW_STATUS)

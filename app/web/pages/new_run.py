@@ -373,13 +373,14 @@ def build(access: Access) -> Form:
     # A fixed secret, because the random default changes with every server start and would make old drafts
     # unreadable; the draft holds only what the user typed into this form (no tokens), so the secret guards nothing.
     draft = gr.BrowserState({}, storage_key="grpo-studio-form-draft", secret="grpo-studio-form-draft")
+    starting = default_config()  # what the form starts with (a GPU question: asked once)
+    starts_as = matching_preset(form_values(starting))
     preset = gr.Dropdown(
         choices=list(actions.presets()),
-        value=matching_preset(form_values(default_config())),  # what the form starts with
+        value=starts_as,
         label="Preset (choosing one fills the form)",
         elem_id="preset",
     )
-    starts_as = matching_preset(form_values(default_config()))
     gr.Markdown(START_HERE["demo" if starts_as and "Tiny" in starts_as else "recipe"], elem_id="start-here")
     # the actions first, above the settings (a laptop's first screen; the form below is taller than three of them)
     with gr.Row():
@@ -398,7 +399,7 @@ def build(access: Access) -> Form:
     )
     exported = gr.File(label="Exported config", interactive=False, visible=False)
     widgets = []
-    sections = grouped_fields(default_config())
+    sections = grouped_fields(starting)
     for group, fields in sections:
         # the cluster settings only matter on a cluster: closed, like the advanced ones
         with gr.Accordion(GROUP_TITLES[group], open=group not in ("advanced", "cluster")):

@@ -2,7 +2,7 @@
 #   docker build -t grpo-studio .
 #   docker run --gpus all --ipc=host -p 7860:7860 -v grpo-data:/data -e GRPO_STUDIO_AUTH=me:secret -e HF_TOKEN grpo-studio
 # The host's NVIDIA driver must be 580 or newer: torch 2.13's wheels are built for CUDA 13 (cuda-toolkit==13.0.3 in
-# their metadata), and the base image's CUDA major version must match (tests/test_gpu_path.py checks both). No cuDNN
+# their metadata), and the base image's CUDA major version must match (tests/engines/test_gpu_path.py checks both). No cuDNN
 # layer: the torch wheels bring their own (nvidia-cudnn-cu13).
 FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 

@@ -11,7 +11,7 @@ the command to ``run 1 completed``, in a fresh process and a fresh data dir:
 - ``--overlay SPEC``: this checkout with a library swapped, e.g. ``transformers==5.17.0+huggingface-hub==1.33.0``
   (Unsloth's pin and the hub it needs; ``pip install --no-deps --target`` into a cache folder, put first on
   ``PYTHONPATH``): whether a library version got slower. ``trl==1.15.0`` fails on a CPU, as it says: its log-probs
-  need a Triton kernel (tests/test_trl_compat.py).
+  need a Triton kernel (tests/engines/test_trl_compat.py).
 
 A round runs every side once, one after another, in an order rotated each round, so a change in the machine's load
 shifts every side alike over the rounds. Printed per side: the median wall time, and where a step's time went (the

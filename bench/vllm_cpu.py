@@ -29,7 +29,7 @@ PRESET = Path(__file__).resolve().parents[1] / "trainer" / "presets" / "smollm2-
 
 
 def settings(steps: int) -> dict:
-    """The preset shrunk where only time is saved (tests/test_vllm_cpu.py trains on these too): a group of 4 and
+    """The preset shrunk where only time is saved (tests/engines/test_vllm_cpu.py trains on these too): a group of 4 and
     completions of 32 tokens. Its prompt stays whole: with one worked example or none, every completion of the base
     scored 0 here for steps on end, leaving no group anything to learn."""
     return {

@@ -11,7 +11,7 @@ waits inside a function. A folder's row counts the modules directly in it, not t
     python scripts/architecture.py --write    rewrite it in docs/architecture.md
     python scripts/architecture.py --check    exit 1 when docs/architecture.md's section is not what the code gives
 
-tests/test_architecture_page.py runs the check, so the page cannot drift from the code.
+tests/docs/test_architecture_page.py runs the check, so the page cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def render(drawn: House) -> str:
     """The generated section of docs/architecture.md (without its marker lines)."""
     out = [
         f"Generated from the imports of {', '.join(f'`{p}/`' for p in PACKAGES)} by `{COMMAND}`; "
-        "tests/test_architecture_page.py fails when this part is stale. A folder's row counts the modules directly in "
+        "tests/docs/test_architecture_page.py fails when this part is stale. A folder's row counts the modules directly in "
         "it (no line counts: an edit that changes no import leaves the drawing true). A count is the number of (module, imported module) pairs from the folder on the left into the other "
         "folder; *deferred* ones wait inside a function or under `if TYPE_CHECKING:`.",
         "",

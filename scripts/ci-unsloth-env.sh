@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Unsloth's environment for tests/test_unsloth_cpu.py: a venv beside the machine's Python that holds Unsloth 2026.10.9
+# Unsloth's environment for tests/engines/test_unsloth_cpu.py: a venv beside the machine's Python that holds Unsloth 2026.10.9
 # with the TRL and transformers it accepts (trl <= 1.15, transformers <= 5.17, datasets < 5), and takes everything
 # else (torch 2.13.0+cpu, PEFT, accelerate, the product's own requirements) from the system's site-packages.
 #
@@ -7,7 +7,7 @@
 # from other pins; a complete one costs a file comparison. Cached under the user's cache folder, keyed by Unsloth's
 # version, so CI's fresh clones on the same machine find it. Usage: UNSLOTH_PY=$(bash scripts/ci-unsloth-env.sh)
 # With --check it builds nothing: it prints the path of a complete venv, or says why there is none and exits 3
-# (tests/test_unsloth_cpu.py asks this way, so the venv's place and pins are written down here only).
+# (tests/engines/test_unsloth_cpu.py asks this way, so the venv's place and pins are written down here only).
 #
 # Why not `pip install unsloth`: its requirements pull xformers, triton, bitsandbytes and torchvision, CUDA builds that
 # would replace the CPU torch (xformers pins an exact torch); the CPU mode imports none of them (unsloth 2026.10.9

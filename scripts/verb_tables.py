@@ -13,7 +13,7 @@ the verb's parameters, in order; when it does not, it is generated again from th
     python scripts/verb_tables.py --write    rewrite them in the docs
     python scripts/verb_tables.py --check    exit 1 when a doc's section is not what the table gives
 
-tests/test_doc_endpoints.py runs the check, so the docs cannot drift from the table.
+tests/docs/test_doc_endpoints.py runs the check, so the docs cannot drift from the table.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, inspect, text
 
-HEAD = "0010"  # the newest revision; tests/test_migrations.py checks it against Alembic's own view
+HEAD = "0010"  # the newest revision; tests/storage/test_migrations.py checks it against Alembic's own view
 BASELINE = "0001"  # the 0.1 schema, which databases from before migrations already have
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _ADVISORY_LOCK_ID = 0x6772706F  # "grpo"

@@ -12,23 +12,23 @@ from pathlib import Path
 import pytest
 
 from storage.db import reset_engine
-from tests import net_guard, slow_guard
-from tests.sigterm import pytest_sessionstart  # noqa: F401  (a SIGTERM ends the run and its processes: sigterm.py)
-from tests.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
+from tests.suite import net_guard, slow_guard
+from tests.suite.sigterm import pytest_sessionstart  # noqa: F401  (a SIGTERM ends the run and its processes: sigterm.py)
+from tests.suite.slow_guard import (  # noqa: F401  (pytest hooks: the fast subset trains nothing, see slow_guard.py)
     pytest_fixture_post_finalizer,
     pytest_fixture_setup,
     pytest_runtest_makereport,
     pytest_runtest_protocol,
     refuse_unmarked_slow_fixtures,
 )
-from tests.xdist_lanes import WAITS_PREFIX, LaneScheduling
+from tests.suite.xdist_lanes import WAITS_PREFIX, LaneScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config) -> None:
-    """The suite's guards: the fast subset trains nothing (tests/slow_guard.py), and tests talk to this machine
-    only (tests/net_guard.py)."""
+    """The suite's guards: the fast subset trains nothing (tests/suite/slow_guard.py), and tests talk to this machine
+    only (tests/suite/net_guard.py)."""
     slow_guard.pytest_configure(config)
     net_guard.pytest_configure(config)
 
@@ -43,7 +43,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Offline before any test module is imported: huggingface_hub reads HF_HUB_OFFLINE once, as it is imported (its
 # constants module), and test modules import it while they are collected, before any fixture runs. Set only in the
 # session fixture below, this process went on asking the hub: a preview of "gsm8k" sat 23 s in huggingface_hub's
-# retries (tests/test_trust_boundary.py, 47 s for two such names).
+# retries (tests/security/test_trust_boundary.py, 47 s for two such names).
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 # The pages tests build in a gr.Blocks of their own would ask api.gradio.app for Gradio's latest version (the
@@ -224,7 +224,7 @@ def postgres_cluster():
 
     # stopped when this pytest process exits, after its last test: stopped in the fixture's teardown, the stop ran
     # inside the last test of an xdist worker's share, and the slow-test guard charged it to that (unmarked) test in
-    # two clean-clone runs, past both of tests/slow_guard.py's teardown rules
+    # two clean-clone runs, past both of tests/suite/slow_guard.py's teardown rules
     import atexit
 
     atexit.register(stop)
@@ -286,7 +286,7 @@ def pytest_collection_modifyitems(config, items):
     Under pytest-xdist (``-n 3 --dist loadgroup``, as .ci/run runs it) each module is one group, run by one worker
     from start to end, so a module's fixtures (a server, a browser, a shared run) are set up once, as in a serial
     run; a module may split itself further with ``pytest.mark.xdist_group`` (the Slurm tests do). The groups of tests
-    marked ``waits`` are named ``waits:...``, and run in the waiting lane (tests/xdist_lanes.py)."""
+    marked ``waits`` are named ``waits:...``, and run in the waiting lane (tests/suite/xdist_lanes.py)."""
     refuse_unmarked_slow_fixtures(items)
     slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
     # sort is stable: order within kept. Among the slow, a module that says START_EARLY (the real model's group, the
@@ -298,7 +298,7 @@ def pytest_collection_modifyitems(config, items):
         name = (group.args[0] if group.args else group.kwargs.get("name", "default")) if group else None
         wanted = name or item.module.__name__
         if item.get_closest_marker("waits") and not wanted.startswith(WAITS_PREFIX):
-            wanted = WAITS_PREFIX + wanted  # the waiting lane's (tests/xdist_lanes.py)
+            wanted = WAITS_PREFIX + wanted  # the waiting lane's (tests/suite/xdist_lanes.py)
         if wanted != name:  # the test's own group marks replaced: pytest-xdist joins every one it finds into the name
             item.own_markers[:] = [mark for mark in item.own_markers if mark.name != "xdist_group"]
             item.add_marker(pytest.mark.xdist_group(wanted))
@@ -307,7 +307,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where it is not installed
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` with a waiting lane: with -n 3 or more, the tests marked ``waits`` run in a process of
-    their own beside the others (tests/xdist_lanes.py)."""
+    their own beside the others (tests/suite/xdist_lanes.py)."""
     if config.getvalue("dist") == "loadgroup":
         return LaneScheduling(config, log)
     return None

@@ -52,6 +52,9 @@ BROWSER_TIMEOUT_MS = 90_000
 # journey's 10 s wait for a preset's fill failed on a clean clone with the suite on three processes.
 PAGE_WAIT_S = BROWSER_TIMEOUT_MS / 1000
 
+# The files tests hand to runs and migrations: reward modules named by path, an old release's database.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout`` seconds."""

@@ -92,7 +92,7 @@ from app.actions.sweeps import (
 # What the pages name without an action to read it through: the types they show (a config, a row of the runs list,
 # an evaluation and the statuses), the form's presets and reward names, the sentence for a database that failed, and
 # the folders a download or an upload is written to. The pages import nothing of storage/ or trainer/ themselves
-# (tests/test_actions.py), so what they show comes from here.
+# (tests/actions/test_actions.py), so what they show comes from here.
 from storage.db import data_dir, describe_error, new_export_dir, slug
 from storage.models import Evaluation, RunStatus
 from storage.summaries import RunSummary, matching  # matching: the search, on a list read once

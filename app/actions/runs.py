@@ -121,7 +121,7 @@ def validate(source: ConfigSource, access: Access, name: str | None = None, warn
 
 def capped_steps(config: RunConfig, notes: list[str]) -> tuple[RunConfig, list[str]]:
     """The config with max_steps capped at ``$GRPO_STUDIO_MAX_STEPS`` when that is set (and a note saying so): the
-    docs' examples run in the test suite that way (tests/test_doc_blocks.py), and so does a quick try of a long
+    docs' examples run in the test suite that way (tests/docs/test_doc_blocks.py), and so does a quick try of a long
     recipe."""
     cap = os.environ.get(MAX_STEPS_ENV, "").strip()
     if not cap:

@@ -5,7 +5,7 @@ named API (app/web/api.py) and the dashboard's pages (app/web/pages) each offer 
 surface named them itself: the CLI's ``eval``, ``logs`` and ``run`` were the API's ``/evaluate``, ``/log`` and
 ``/launch``. Now the CLI's subcommands and their arguments, and the API's endpoints and their signatures, are built
 from :data:`VERBS`; a verb's name is its command and its endpoint, and a surface that offers a verb the table does not
-list, or under another name, fails tests/test_verbs.py (which prints the three side by side). The CLI's old names
+list, or under another name, fails tests/actions/test_verbs.py (which prints the three side by side). The CLI's old names
 stay as :attr:`Verb.aliases`, each still a command of its own with the same arguments. One old name is left
 ambiguous on purpose: ``grpo-studio run`` launches (its old name, in every script), ``/run`` reads one run.
 
@@ -89,7 +89,7 @@ class Verb:
     params: tuple[Param, ...] = ()
     reads: tuple[str, ...] = ()  # the other app.actions functions its surfaces call for it (a page's widgets)
     aliases: tuple[str, ...] = ()  # the CLI's old names, each still a command
-    examples: tuple[str, ...] = ()  # real commands, ending its ``--help`` (tests/test_cli_help.py parses them)
+    examples: tuple[str, ...] = ()  # real commands, ending its ``--help`` (tests/cli/test_cli_help.py parses them)
 
     @property
     def api_params(self) -> tuple[Param, ...]:

@@ -84,7 +84,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
 
 
-# Each subcommand's help ends with real examples (tests/test_cli_help.py parses every one of them).
+# Each subcommand's help ends with real examples (tests/cli/test_cli_help.py parses every one of them).
 EXAMPLES = {name: verb.examples_as(name) for verb in verbs.on(verbs.CLI) for name in (verb.name, *verb.aliases)}
 
 TOP_HELP = """where data lives:
@@ -182,7 +182,7 @@ def _printed(verb: verbs.Verb) -> Command:
 
     command.__name__ = command.__qualname__ = f"cmd_{verb.name}"
     command.__doc__ = verb.help
-    command.action = verb.action  # what tests/test_verbs.py reads in place of the source's ``actions.NAME``
+    command.action = verb.action  # what tests/actions/test_verbs.py reads in place of the source's ``actions.NAME``
     return command
 
 

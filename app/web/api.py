@@ -179,7 +179,7 @@ def _answered(verb: verbs.Verb) -> Callable[..., Any]:
 
     answer.__name__ = answer.__qualname__ = verb.name
     answer.__doc__ = verb.help
-    answer.action = verb.action  # what tests/test_verbs.py reads in place of the source's ``actions.NAME``
+    answer.action = verb.action  # what tests/actions/test_verbs.py reads in place of the source's ``actions.NAME``
     return answer
 
 

@@ -385,7 +385,7 @@ def launch(
     the dashboard died right after it had started to answer, telling the operator to set share=True (issue 58.8).
     ``_frontend=False`` is the launch() argument that skips that look and nothing else (its only use in 6.31); the
     server is known to answer by then, since launch() has just had its ``startup-events`` answered by it, with no
-    timeout. tests/test_serve_start.py holds a server whose own HEAD is answered slowly to that."""
+    timeout. tests/web/test_serve_start.py holds a server whose own HEAD is answered slowly to that."""
     pace_queue(demo.queue(default_concurrency_limit=8)).launch(
         max_file_size=max_upload_bytes,
         app_kwargs={"middleware": middleware(max_upload_bytes)},

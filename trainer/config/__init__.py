@@ -16,10 +16,10 @@
   the dashboard, the API, the worker, a fork, the probe) calls.
 
 Importing this package loads only the ground (the dataclass, its file reader and its own rules: no torch, no YAML,
-no database; tests/test_actions.py checks it). The loaders import the ground (RunConfig, what a name names) and the
+no database; tests/actions/test_actions.py checks it). The loaders import the ground (RunConfig, what a name names) and the
 review imports the loaders, so the review is a room of its own beside this one, trainer/review/, above both: no two
 folders import each other and none imports a folder above it (scripts/architecture.py draws it;
-tests/test_architecture_page.py checks it). Only the entries import the review.
+tests/docs/test_architecture_page.py checks it). Only the entries import the review.
 """
 
 from trainer.config.fields import EXECUTORS, GROUPS, SYSTEM_PROMPT

@@ -7,7 +7,7 @@ setting's name, spelled like one apart from case and dashes, or a known alias of
 problem naming the setting ("did you mean learning_rate?"). Keys that TRL, transformers' TrainingArguments or
 open-r1 recipes use and grpo-studio knowingly ignores (``bf16``, ``output_dir``, ``top_k``...) are checked first
 and stay notes, even where one is close to a setting (``top_k`` is one letter from ``top_p``): a recipe copied
-from those tools still loads. docs/configs.md lists them; tests/test_config_keys.py keeps the two in step.
+from those tools still loads. docs/configs.md lists them; tests/config/test_config_keys.py keeps the two in step.
 
 Every entry that reads a config (the command line, the dashboard's form and Import, the API, a fork's ``--set``)
 goes through :func:`trainer.config.values.read_values`, which calls :func:`sort_unknown` here.

@@ -5,7 +5,7 @@ metadata a one-line ``help``, the ``group`` it belongs to in the form, its valid
 ``choices``) and whether TRL's GRPOConfig gets it (``trl``), so the form's widgets and the TRL arguments
 (trainer.job.trl_args) are generated from here: a new field needs no UI code and no second list.
 
-This module is ground: it imports nothing from trainer.loading, trainer.job or trainer.scoring (tests/test_actions.py
+This module is ground: it imports nothing from trainer.loading, trainer.job or trainer.scoring (tests/actions/test_actions.py
 checks what ``import trainer.config`` loads). :meth:`RunConfig.field_problems` applies the rules the config itself
 can check (trainer.config.rules: each field's range, settings that go together); the rules that look at a model, a
 data set, the reward registry, the GPU path, a cluster or the operator's access sit in the modules of trainer.config

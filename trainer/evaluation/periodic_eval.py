@@ -15,7 +15,7 @@ Design decisions:
   of the curve compare. Where they came from is written to the run's log.
 - Evaluating must not change training: the random state (torch, CPU and CUDA) is put back afterwards, since the
   sampling helper reseeds, and the model goes back to training mode. A run with ``eval_steps`` trains exactly as the
-  same run without it (tests/test_periodic_eval.py checks the rewards step by step).
+  same run without it (tests/training/test_periodic_eval.py checks the rewards step by step).
 - A failed evaluation never fails the run: it is logged once and evaluation is turned off for the rest of the run.
 - Only a single-process run or rank 0 evaluates; under DeepSpeed ZeRO-3 the weights are sharded across processes and
   one process cannot generate alone, so evaluation is skipped there with a note.

@@ -16,7 +16,7 @@ repetition"); this module is the code that looks for it, in two halves:
   a step's completions looping, or ``UNUSUAL`` of its characters outside the base's alphabet). A healthy run moves
   its KL by hundredths of a nat per step; these are ten to a hundred times that.
 
-Pure functions; the thresholds are module constants with the reason for each. tests/test_collapse.py reproduces the
+Pure functions; the thresholds are module constants with the reason for each. tests/insight/test_collapse.py reproduces the
 audit's run (learning rate 5e-2 on the built-in model: byte soup, held-out 79 → 0 %, KL 0 → 7.2 in 5 steps).
 """
 

@@ -37,7 +37,7 @@ sampled answers; a held-out score with earlier held-out scores of the same probl
   that paid exactly nothing over those steps and pays now was switched on (a change of the run's rewards, not a
   hack): that one is **reward switched on**.
 
-Pure functions of rows, tested on literal series (tests/test_insight.py, tests/test_run_verdicts.py); thresholds
+Pure functions of rows, tested on literal series (tests/insight/test_insight.py, tests/insight/test_run_verdicts.py); thresholds
 are module constants with the reason for each.
 """
 
@@ -247,7 +247,7 @@ def _significant_rise(points: Sequence[tuple[int, float]]) -> float | None:
     """The rise of a least-squares line through ``points`` over their steps, when its slope is positive by at least
     ``RISE_T`` standard errors (None otherwise, or with fewer than 4 points). A fitted line uses every step of the
     stretch: comparing the means of its two halves missed a climb through a small batch's noisy rewards (the length
-    run of tests/test_learning_views.py: t = 3 over six steps, the halves within their noise)."""
+    run of tests/insight/test_learning_views.py: t = 3 over six steps, the halves within their noise)."""
     if len(points) < 4:
         return None
     xs, ys = [float(s) for s, _ in points], [v for _, v in points]

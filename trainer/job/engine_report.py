@@ -1,6 +1,6 @@
 """What TRL's colocate vLLM engine was actually built and asked with, read back from the live engine into the run's
 log: the settings the run's config maps to (lengths, batch, memory) as the engine holds them, and the sampling
-parameters of its first generation. So a user (and tests/test_vllm_cpu.py) sees that the config reached vLLM,
+parameters of its first generation. So a user (and tests/engines/test_vllm_cpu.py) sees that the config reached vLLM,
 rather than trusting that it did.
 
 TRL 1.16 keeps the engine at ``trainer.vllm_generation.llm`` (trainer/grpo_trainer.py:1107-1140,

@@ -17,7 +17,7 @@ GRPO which habit is right. Because the rule is shared, what GRPO learns on train
 the demo preset takes held-out greedy correctness from 75.5 % to 98-99 % and sampled pass@1 from about 80 % to 90-93 %
 in 100 steps (79.5 % -> 89.9 % re-measured at seed 42 for issue 24). (After an 800-step warm-up with a slip of 0.6,
 greedy answers forgot nearly every carry and GRPO relearned carrying for addition but not borrowing for subtraction; at 0.5 it learns both.) Nothing of the held-out split is seen: the tokenizer and the warm-up read the
-training split only (tests/test_heldout.py checks both).
+training split only (tests/problems/test_heldout.py checks both).
 
 Threads: the build, a worker training this model and an evaluation of it (``grpo-studio eval``, the dashboard's
 evaluation job: :func:`tiny_threads`) use one CPU thread (:func:`use_tiny_threads`). Its matrix
@@ -202,7 +202,7 @@ RECORDED_LOSSES = 20
 def recipe_digest(spec: TinySpec = DEFAULT_SPEC) -> str:
     """A digest of everything a build reads: the spec, the code of the build's steps, the tokens and template, and
     the text of every warm-up example. Recorded by each build, so a change to the recipe that the shipped files
-    predate is seen without rebuilding them (tests/test_shipped_model.py); edits elsewhere in the modules it imports
+    predate is seen without rebuilding them (tests/models/test_shipped_model.py); edits elsewhere in the modules it imports
     (a new reward, a comment) leave it alone."""
     import hashlib
     import inspect

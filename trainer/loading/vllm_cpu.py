@@ -10,7 +10,7 @@ the faster of the two on a small CPU (bench/vllm_cpu.py).
   on the loopback (``VLLM_HOST_IP``, so it never asks the network for one).
 - The engine computes in the trainer's precision (float32 on a CPU). TRL builds it from the model's folder alone
   (trl 1.16 generation/vllm_generation.py:347-364, no dtype), so vLLM would take the config's bfloat16 while the
-  trainer computes in float32: measured here (tests/test_vllm_cpu.py's settings, top_p 1), the sampler's and the
+  trainer computes in float32: measured here (tests/engines/test_vllm_cpu.py's settings, top_p 1), the sampler's and the
   trainer's log-probs then differed by 0.013-0.024 nats a token and TRL's sequence-level importance-sampling ratio was
   0.90-0.95, a correction for rounding alone; in float32 they differ by 2e-6-4e-6 and the ratio is 0.9999.
   :func:`prepare_cpu_vllm` passes ``dtype`` to ``vllm.LLM`` (trainer.loading.vllm_env.engine_defaults).

@@ -4,7 +4,7 @@ They live inside the ``trainer`` package, as package data, so that an installed 
 image) has them; a repository's top-level folder does not travel with a wheel. A preset is named by its file's stem
 anywhere (``grpo-studio run tiny-offline``, ``grpo-studio presets`` lists them). ``examples/`` in the repository holds
 copies of these files to read and edit (copies, not links: links break in zip downloads and on Windows checkouts);
-tests/test_dashboard_logic.py checks that they are the same bytes.
+tests/web/test_dashboard_logic.py checks that they are the same bytes.
 
 The first line of a preset, ``# preset: <title>``, is its title in the dashboard's menu.
 """

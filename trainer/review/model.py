@@ -90,7 +90,7 @@ def sampling_warnings(config: RunConfig) -> list[str]:
     sampled from, renormalised over the nucleus (trl 1.16 generation/vllm_generation.py:361,
     ``logprobs_mode="processed_logprobs"``), while the trainer's come from the whole distribution at the same
     temperature (grpo_trainer.py: logits / temperature, no top_p), so every token's ratio is the nucleus's mass, below
-    1, and a sequence's ratio is their product. Measured on this CPU (tests/test_vllm_cpu.py's settings, top_p 0.95,
+    1, and a sequence's ratio is their product. Measured on this CPU (tests/engines/test_vllm_cpu.py's settings, top_p 0.95,
     32-token completions): 0.43-0.50 at every step, so the correction scaled every update down by half or more.
     Unsloth's vLLM path corrects in its own way (RunConfig.vllm_importance_sampling_correction's help)."""
     trl_path = config.backend == "trl" or (config.backend == "auto" and importlib.util.find_spec("unsloth") is None)

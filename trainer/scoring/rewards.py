@@ -19,7 +19,7 @@ The reference five come from the seed script, with its defects fixed to do what 
   not answering in the format the reference uses).
 
 docs/grpo.md's table lists every case where a reward scores differently from the seed script, with both values;
-tests/test_reward_reference.py runs the seed's functions on those cases and checks the table.
+tests/rewards/test_reward_reference.py runs the seed's functions on those cases and checks the table.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The command lines that start a run's processes, as plain lists of strings (tests/test_slurm.py parses them with
+"""The command lines that start a run's processes, as plain lists of strings (tests/runs/test_slurm.py parses them with
 accelerate's and TRL's own argument parsers).
 
 - :func:`worker_command`: one machine; the worker itself, or one worker per process (``accelerate launch`` on GPUs,

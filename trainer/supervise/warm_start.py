@@ -173,7 +173,7 @@ def start(command: list[str], log: Path, cwd: Path, env: dict[str, str]) -> int:
         if parent is not None:
             parent.look()
             if parent.ready and parent.settings == import_settings(env):
-                # No process starts here: tests/slow_guard.py judges this start by the command the parent came from.
+                # No process starts here: tests/suite/slow_guard.py judges this start by the command the parent came from.
                 sys.audit("grpo_studio.warm_start", run_id, parent.origin)
                 pid = parent.start(run_id, log, cwd, env)
                 if pid is not None:

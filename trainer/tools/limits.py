@@ -14,7 +14,7 @@ the error answers itself instead (``tools/error_rate``, trainer.tools.turns), wh
 
 The functions TRL is handed keep the tool's name, signature and docstring (``functools.wraps``, whose ``__wrapped__``
 inspect and typing follow), since transformers builds the tool's JSON schema from them
-(``transformers.utils.get_json_schema``); tests/test_tools.py checks that the schema of a wrapped tool is the tool's
+(``transformers.utils.get_json_schema``); tests/tools/test_tools.py checks that the schema of a wrapped tool is the tool's
 own. Each is a plain function even for an ``async`` tool: the call waits on the tool process, not on an event loop
 (TRL would otherwise run it on its one event loop thread, which a blocking tool stopped for good).
 """

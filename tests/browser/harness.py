@@ -241,3 +241,22 @@ def recording_page(browser, requests: list[str]):
     page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.on("request", lambda request: requests.append(request.url))
     return page
+
+
+# The tiny config of tests/helpers.py, typed into the New run form: a step well under a second, a held-out score at
+# steps 0, 2 and 4 (a sweep's objective), a checkpoint at 2 and 4
+TINY_FORM = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "learning_rate": 1e-3}
+TINY_ADVANCED = {"eval_steps": 2, "save_steps": 2, "warmup_ratio": 0}
+
+
+def fill_sweep_form(page, name: str, grid: str) -> None:
+    """Fill the New run form with the tiny config under the run name ``name`` and open its Sweep section on ``grid``
+    (the sweep box's text); the caller presses "Launch sweep"."""
+    set_field(page, "name", name)
+    for field, value in TINY_FORM.items():
+        set_field(page, field, value)
+    page.get_by_text("Advanced", exact=True).first.click()
+    for field, value in TINY_ADVANCED.items():
+        set_field(page, field, value)
+    page.get_by_text("Sweep: one run per point of some settings").click()
+    page.locator("#sweep-settings textarea").fill(grid)

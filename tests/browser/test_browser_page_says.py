@@ -158,22 +158,14 @@ def test_launch_sweep_says_which_point_it_probes_of_how_many_and_what_each_found
     probed, of how many, and each probe's finding as it finishes (top_p 0.01: every answer of a group the same, so
     that probe says the point would learn nothing)."""
     from app import actions
-    from tests.browser.harness import set_field
-    from tests.browser.test_browser_sweeps import ADVANCED, SETTINGS
+    from tests.browser.harness import fill_sweep_form
 
     url, _ = server
     page = _page(browser)
     try:
         page.goto(url)
         page.wait_for_selector("#launch", state="attached")
-        set_field(page, "name", "says-grid")
-        for name, value in SETTINGS.items():
-            set_field(page, name, value)
-        page.get_by_text("Advanced", exact=True).first.click()
-        for name, value in ADVANCED.items():
-            set_field(page, name, value)
-        page.get_by_text("Sweep: one run per point of some settings").click()
-        page.locator("#sweep-settings textarea").fill("top_p = 1.0, 0.01")
+        fill_sweep_form(page, "says-grid", "top_p = 1.0, 0.01")
         page.evaluate(RECORD, "#sweep-status")
         page.click("#launch-sweep")
         wait_for(lambda: selected_tab(page) == "Sweeps", 300, "the Sweeps tab after the launch")  # a hang bound

@@ -22,8 +22,8 @@ from tests.browser.harness import (
     CHROMIUM,
     NO_CHROMIUM,
     SCREENSHOTS,
+    fill_sweep_form,
     selected_tab,
-    set_field,
     start_server,
 )
 from tests.helpers import BROWSER_TIMEOUT_MS, PAGE_WAIT_S, wait_for
@@ -32,10 +32,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason=NO_C
 
 LAPTOP, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}
 GRID = "top_p = 1.0, 0.01\nlearning_rate = 1e-5, 5e-3"  # a step size that barely moves the adapter, one that does
-# The tiny config of tests/helpers.py, typed into the form: a step well under a second, a held-out score at steps
-# 0, 2 and 4 (the objective), a checkpoint at 2 and 4
-SETTINGS = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "learning_rate": 1e-3}
-ADVANCED = {"eval_steps": 2, "save_steps": 2, "warmup_ratio": 0}
 ROWS = "(sel) => [...document.querySelectorAll(sel + ' .virtual-body [role=row]')].map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))"
 PLOT = "(sel) => { const p = document.querySelector(sel + ' .js-plotly-plot'); return p && p._fullData ? p._fullData.map(t => ({type: t.type, meta: t.meta, name: t.name, width: t.line && t.line.width, color: t.line && Array.from(t.line.color || []), dimensions: (t.dimensions || []).map(d => ({label: d.label, values: Array.from(d.values)}))})) : null; }"
 
@@ -61,14 +57,7 @@ def swept(browser, server):
     page.set_default_timeout(BROWSER_TIMEOUT_MS)
     page.goto(server[0])
     page.wait_for_selector("#launch", state="attached")
-    set_field(page, "name", "ui-grid")
-    for name, value in SETTINGS.items():
-        set_field(page, name, value)
-    page.get_by_text("Advanced", exact=True).first.click()
-    for name, value in ADVANCED.items():
-        set_field(page, name, value)
-    page.get_by_text("Sweep: one run per point of some settings").click()
-    page.locator("#sweep-settings textarea").fill(GRID)
+    fill_sweep_form(page, "ui-grid", GRID)
     page.click("#launch-sweep")
     # four probes first (in one child process), then the Sweeps tab: hang bounds, not speed targets
     wait_for(lambda: selected_tab(page) == "Sweeps", 300, "the Sweeps tab after the launch")

@@ -1,4 +1,5 @@
-"""Scripts of the dashboard's own in the page Gradio serves, ahead of Gradio's modules (app/web/status_timer.js).
+"""Scripts of the dashboard's own in the page Gradio serves, ahead of Gradio's modules (app/web/status_timer.js), and
+the one Plotly bundle the Monitor's charts are drawn with (app/web/monitor_charts.js).
 
 Gradio adds ``launch(head=...)`` to the page from its own JavaScript once that has loaded (the template,
 templates/frontend/index.html, only carries it in ``window.gradio_config``), so a script given there runs after
@@ -12,10 +13,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plotly
+from plotly.offline import get_plotlyjs_version
+
 HEAD = b"<head>"
-# the status trackers' timer, then the keyboard and ARIA repairs (app/web/a11y.js: the tabs answer the arrow keys, a table
-# row opens with Enter or Space, Gradio's empty placeholders get a role for their label)
-SCRIPT = b"\n".join((Path(__file__).resolve().parent / name).read_bytes() for name in ("status_timer.js", "a11y.js"))
+HERE = Path(__file__).resolve().parent
+# The Plotly that the installed plotly package carries (the one its figures are written for), at an address naming its
+# version: a browser keeps it a year without asking again (PlotlyBundle), and a new version is a new address.
+PLOTLY_FILE = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+PLOTLY_URL = f"/grpo-studio/plotly-{get_plotlyjs_version()}.min.js"
+# the status trackers' timer, the keyboard and ARIA repairs (app/web/a11y.js: the tabs answer the arrow keys, a table
+# row opens with Enter or Space, Gradio's empty placeholders get a role for their label), then the Monitor's charts
+SCRIPT = b"\n".join(
+    (HERE / name).read_bytes().replace(b"__PLOTLY_URL__", PLOTLY_URL.encode())
+    for name in ("status_timer.js", "a11y.js", "monitor_charts.js")
+)
 
 
 class PageScript:
@@ -55,3 +67,25 @@ class PageScript:
 def _is_html(start: dict) -> bool:
     """Whether the response begun by ``start`` is an HTML page."""
     return dict(start.get("headers", [])).get(b"content-type", b"").startswith(b"text/html")
+
+
+class PlotlyBundle:
+    """ASGI middleware: the Plotly bundle at :data:`PLOTLY_URL`, cached by the browser for a year (the address names
+    the version, so it never changes under it). The page loads it once, when the Monitor first draws a chart
+    (app/web/monitor_charts.js); Gradio's own (its Plot component's module) is left to the plots of the other panels."""
+
+    def __init__(self, app) -> None:
+        self.app, self.body = app, None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD") or scope.get("path") != PLOTLY_URL:
+            return await self.app(scope, receive, send)
+        if self.body is None:  # read on first use: a server nobody opens the Monitor of never holds its 4.8 MB
+            self.body = PLOTLY_FILE.read_bytes()
+        headers = [
+            (b"content-type", b"text/javascript; charset=utf-8"),
+            (b"content-length", str(len(self.body)).encode()),
+            (b"cache-control", b"public, max-age=31536000, immutable"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body if scope["method"] == "GET" else b""})

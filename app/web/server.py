@@ -25,7 +25,7 @@ from app.actions import Access, RunSummary
 from app.serve_checks import parse_auth
 from app.web import api
 from app.web.guard import BodyLimit, LoginGuard
-from app.web.page_script import PageScript
+from app.web.page_script import PageScript, PlotlyBundle
 from app.web.pages import compare, monitor, new_run, runs, sweeps
 from app.web.pages.data_files import MAX_UPLOAD_BYTES, prune_uploads
 from app.web.widgets import styles
@@ -175,7 +175,7 @@ def build_app(access: Access | None = None) -> gr.Blocks:
                 table.change(runs_table_note, [table, search], runs_note, show_progress="hidden")
                 demo.load(runs_table_note, [table, search], runs_note, show_progress="hidden")
             with gr.Tab(TAB_LABELS[2], id="monitor") as monitor_tab:
-                run_picker, overlay, monitor_timers = monitor.build()
+                run_picker, overlay, monitor_timers = monitor.build(monitor_tab)
             with gr.Tab(TAB_LABELS[3], id="compare") as compare_tab:
                 compare_picker, compare_timer = compare.build()
             with gr.Tab(TAB_LABELS[4], id="sweeps") as sweeps_tab:
@@ -270,7 +270,6 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             None, None, None, js=OPEN_TAB.format(labels=json.dumps(dict(zip(TABS, TAB_LABELS))))
         )
         demo.load(new_run.draft_values, form.draft, form.fields, show_progress="hidden")  # no spinner on 75 fields
-        demo.load(None, None, None, js=monitor.KEEP_ZOOM)
         ticker = gr.Timer(3.0)
 
         shown = gr.State(None)  # what this browser was last sent (see refresh_lists)
@@ -360,12 +359,13 @@ def pace_queue(demo: gr.Blocks) -> gr.Blocks:
 
 def middleware(max_upload_bytes: int) -> list[Middleware]:
     """What stands in front of Gradio's routes, outermost first: request bodies bounded, logins throttled and
-    everything but the login page kept from a visitor who is not logged in (app/web/guard.py), and the page's own script
-    ahead of Gradio's (app/web/page_script.py)."""
+    everything but the login page kept from a visitor who is not logged in (app/web/guard.py), the page's own script
+    ahead of Gradio's and the Plotly bundle the Monitor draws with (app/web/page_script.py)."""
     return [
         Middleware(BodyLimit, max_upload_bytes=max_upload_bytes),
         Middleware(LoginGuard),
         Middleware(PageScript),
+        Middleware(PlotlyBundle),
     ]
 
 

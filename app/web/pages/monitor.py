@@ -1,12 +1,18 @@
 """Monitor: live charts of a run (with optional overlays), progress and ETA, health alerts, the completions table
 by step, and the log tail. A gr.Timer polls; each poll reads only the metric steps that arrived since the last one
-(see app.actions.monitor_state)."""
+(see app.actions.monitor_state).
+
+The charts are not Gradio components: each poll sends all of them as one value (app/web/widgets/chart_payload.py:
+whole figures the first time, then the points each series gained), which the page draws with Plotly into plain boxes
+(app/web/monitor_charts.js). As 17 gr.Plot widgets they cost a deep link three times the root page's load (a
+component and a loading status each, Gradio's Plotly bundle, a figure sent whole at every change; issue 59).
+"""
 
 from __future__ import annotations
 
+import html
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,7 +24,8 @@ from app.actions.reading import MAX_SAMPLES
 from app.markup import code, fenced, md
 from app.web.pages import learning
 from app.web.widgets.chart_notes import add_notes
-from app.web.widgets.charts import CHARTS, build_figure, shown_charts
+from app.web.widgets.chart_payload import KEEP, Drawn, payload
+from app.web.widgets.charts import CHARTS, Chart, build_figure, shown_charts
 from app.web.widgets.completions import group_marks, turns_text
 from app.web.widgets.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
 from app.web.widgets.other_metrics import other_figure, other_keys, other_text
@@ -51,8 +58,18 @@ HEADER_OF_PICK = """(run, header) => {
     const picked = (run === null || run === undefined || run === "") ? null : String(run);
     return (named && picked !== null && named[1] !== picked) ? `Reading run ${picked}…` : header;
 }"""
-# installed on page load (app.web.server): keeps a chart's zoom across the redraws of each poll
-KEEP_ZOOM = (Path(__file__).resolve().parent.parent / "keep_zoom.js").read_text(encoding="utf-8")
+# The carrier of the charts' payload: hands each one to app/web/monitor_charts.js and keeps, as its value, the token of
+# the last one applied, which the next poll sends back (chart_payload.payload); on its mount (the Monitor's widgets
+# mounted again) the charts held are drawn into the new boxes.
+CARRIER = """
+const take = () => {
+    const sent = props.value;
+    if (sent && sent.charts) props.value = { ack: window.grpoCharts.apply(sent) };
+};
+watch("value", take);
+take();
+window.grpoCharts.sync();
+"""
 
 
 @dataclass
@@ -292,9 +309,36 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
     )
 
 
+# the chart of the "other metrics" picked (app/web/widgets/other_metrics.py), in a box like the others'
+OTHER = Chart("other", "Other metrics", (), "")
+
+
+def chart_change(update: Any) -> Any:
+    """A chart's change in a MonitorView (a ``gr.update`` of a figure, or a bare figure or None) as
+    chart_payload.payload takes it: the figure, None to hide the chart, or KEEP."""
+    if isinstance(update, dict) and update.get("__type__") == "update":
+        return update["value"] if "value" in update else KEEP
+    return update
+
+
+def chart_grid(charts: list[Chart]) -> str:
+    """The boxes app/web/monitor_charts.js draws ``charts`` in, each with its meaning under it, in a grid that puts
+    them side by side as the width allows (a phone stacks them). A box says it is loading until its chart is drawn,
+    and names its chart to a screen reader until the chart's summary replaces that (app/web/widgets/styles.py)."""
+    boxes = "".join(
+        f'<div class="chart-box"><div id="chart-{chart.name}" class="{CHART_SHOWN}" role="figure" '
+        f'aria-label="{html.escape(chart.title)}"><div class="chart-plot"></div></div>'
+        + (f'<small class="chart-meaning">{html.escape(chart.meaning)}</small>' if chart.meaning else "")
+        + "</div>"
+        for chart in charts
+    )
+    return f'<div class="chart-grid">{boxes}</div>'
+
+
 # --- layout ---------------------------------------------------------------------------------------------------------
-def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
-    """Lay out the Monitor page; returns the run picker (refreshed by the server) and the poll timer."""
+def build(tab: gr.Tab) -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
+    """Lay out the Monitor page in ``tab`` (its opening polls); returns the run picker (refreshed by the server), the
+    overlay picker and the poll timers."""
     caches = gr.State({})
     pinned = gr.State(False)  # True once the user moves the step slider away from the newest step
     with gr.Row():
@@ -313,29 +357,17 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
     banner = gr.Markdown(elem_id="monitor-health")
-    plot_of = {}
-
-    def chart_box(chart) -> None:
-        with gr.Column(min_width=250):  # four in a row at a laptop's width; a phone stacks them
-            plot_of[chart.name] = gr.Plot(elem_id=f"chart-{chart.name}", show_label=False, elem_classes=[CHART_SHOWN])
-            gr.Markdown(f"<small>{chart.meaning}</small>", elem_classes=["chart-meaning"])
-
     with gr.Row(elem_id="monitor-first"):
-        for chart in CHARTS:
-            if chart.name in FIRST:
-                chart_box(chart)
+        gr.HTML(chart_grid([chart for chart in CHARTS if chart.name in FIRST]), js_on_load=None)
     with gr.Accordion(MORE_TITLE, open=False, elem_id="monitor-more") as more_box:
-        rest = [chart for chart in CHARTS if chart.name not in FIRST]
-        for i in range(0, len(rest), 2):
-            with gr.Row():
-                for chart in rest[i : i + 2]:
-                    chart_box(chart)
+        gr.HTML(chart_grid([chart for chart in CHARTS if chart.name not in FIRST]), js_on_load=None)
         other_list = gr.Markdown(elem_id="monitor-other-list")
         other_pick = gr.Dropdown(
             choices=[], value=[], multiselect=True, label="Other metrics to chart", elem_id="monitor-other-pick"
         )
-        other_plot = gr.Plot(elem_id="chart-other", show_label=False)
-    plots = [plot_of[chart.name] for chart in CHARTS]  # in CHARTS order, as MonitorView.figures are
+        gr.HTML(chart_grid([OTHER]), js_on_load=None)
+    charts = gr.HTML(None, html_template="", js_on_load=CARRIER, visible="hidden", elem_id="monitor-charts")
+    drawn = gr.State(None)  # what this page holds of the charts (chart_payload.Drawn), from the first poll on
     more = gr.State(False)  # whether "More charts" is open: its charts are built and sent only then
     gr.Markdown("### Completions")
     step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="monitor-step")
@@ -362,19 +394,23 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         )
     timer = gr.Timer(POLL_SECONDS, active=False)
 
-    def show(*values) -> dict:
-        """A poll's MonitorView onto the widgets: the one place its fields meet them."""
+    def show(held, now_drawn, *values) -> dict:
+        """A poll's MonitorView onto the widgets: the one place its fields meet them. ``held``: the carrier's value,
+        the token of the charts' last payload this page applied; ``now_drawn``: what that payload left drawn."""
         view = refresh(*values)
+        now_drawn = now_drawn or Drawn()
         shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
-        shown |= {other_pick: view.other_pick, other_list: view.other_list, other_plot: view.other_plot}
+        shown |= {other_pick: view.other_pick, other_list: view.other_list}
         if view.live is not None:  # the Monitor's poll and the learning panel's follow their pace
             poll, follow = paces(view.live)
             shown |= {timer: gr.update(value=poll), following: gr.update(value=follow)}
-        return shown | dict(zip(plots, view.figures)) | {caches: view.caches}
+        changes = {chart.name: chart_change(update) for chart, update in zip(CHARTS, view.figures)}
+        sent = payload(changes | {OTHER.name: chart_change(view.other_plot)}, now_drawn, (held or {}).get("ack"))
+        return shown | {charts: gr.update() if sent is None else sent, drawn: now_drawn, caches: view.caches}
 
-    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]
+    inputs = [charts, drawn, run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]
     # what show() fills (Gradio matches by key)
-    outputs = [header, banner, step, table, log, *plots, caches, other_pick, other_list, other_plot, timer, following]
+    outputs = [header, banner, step, table, log, charts, drawn, caches, other_pick, other_list, timer, following]
     # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's
     # load changed the run and the overlay and a tick came at once, and three redraws of every chart, each from an
     # empty cache, kept the page busy for seconds (bench/deep_link.py). The next one starts from the state the last
@@ -385,7 +421,8 @@ def build() -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
     # one's answer, and after the poll's the header already names the new run.
     for event in (run.change, header.change):
         event(None, [run, header], header, js=HEADER_OF_PICK, show_progress="hidden")
-    triggers = [timer.tick] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
+    # the tab's opening polls at once, rather than at the timer's first tick (2 s after the tab starts it)
+    triggers = [timer.tick, tab.select] + [control.change for control in (run, overlay, smoothing, x_axis, raw)]
     gr.on(triggers + [other_pick.input], show, inputs, outputs, show_progress="hidden", trigger_mode="always_last")
     # opening "More charts" draws them at once (the poll then keeps them current); closing it stops that
     for event, is_open in ((more_box.expand, True), (more_box.collapse, False)):

@@ -398,8 +398,8 @@ def build_figure(
         # under the x axis title, outside the plot area, however many runs are overlaid
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
         "showlegend": bool(traces),
-        # What the chart shows (x axis and runs): app/web/keep_zoom.js keeps a user's zoom across the redraws of one
-        # such view, and lets it go when another run or x axis is picked.
+        # What the chart shows (x axis and runs): Plotly.react keeps a user's zoom across the redraws of one such view
+        # (app/web/monitor_charts.js), and lets it go when another run or x axis is picked.
         "uirevision": f"{x_axis}|{'|'.join(runs)}",
     }
     if any(t.get("yaxis") == "y2" for t in traces):

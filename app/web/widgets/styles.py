@@ -2,8 +2,8 @@
 tables that scroll sideways on a phone instead of squeezing their columns, and the Monitor's chart boxes (a loading
 state until a chart's data arrives; no box at all where there is nothing to chart).
 
-The selectors lean on Gradio 6's markup (its ``.empty`` placeholder of a plot without a value, the ``.column`` of a
-layout column, the table inside a Dataframe); a Gradio upgrade that renames them loses the looks, not the data.
+Some selectors lean on Gradio 6's markup (the table inside a Dataframe, the tab buttons); a Gradio upgrade that
+renames them loses the looks, not the data.
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ DARK_COLOURS = {
     "info": "#cbd5e1",
 }
 
-CHART_SHOWN, CHART_NONE = (
-    "monitor-chart",
-    "monitor-chart-none",
-)  # elem_classes of a Monitor chart (app/web/pages/monitor.py)
+# the classes of a Monitor chart's box (app/web/pages/monitor.py): shown, or none to show (app/web/monitor_charts.js)
+CHART_SHOWN, CHART_NONE = ("monitor-chart", "monitor-chart-none")
 
 # Gradio's light theme below WCAG AA's 4.5:1 for text (axe-core's color-contrast, issue 59): white on the primary
 # orange (#f97316, 2.8:1: Launch, Sample both, Open in Monitor) and on the stop red (#ef4444, 3.8:1: Delete, Stop
@@ -78,16 +76,23 @@ CSS = (
     + "".join(f".verdict-{kind} {{ color: {colour}; font-weight: 600; }}\n" for kind, colour in VERDICT_COLOURS.items())
     + "".join(f".dark .verdict-{kind} {{ color: {colour}; }}\n" for kind, colour in DARK_COLOURS.items())
     + f"""
-/* a Monitor chart says it is loading until Plotly has drawn it: before its data arrives (Gradio's empty placeholder,
-   its icon hidden) and while Gradio fetches its Plotly bundle after (nothing drawn yet) */
-.{CHART_SHOWN} .empty .icon {{ display: none; }}
+/* the Monitor's chart boxes (app/web/pages/monitor.py chart_grid): side by side as the width allows, four on the first
+   row of a laptop, two a row under "More charts", one a row on a phone */
+.chart-grid {{ display: grid; gap: 12px; width: 100%;
+    grid-template-columns: repeat(auto-fit, minmax(250px, 1fr)); }}
+#monitor-more .chart-grid {{ grid-template-columns: repeat(auto-fit, minmax(max(250px, calc(50% - 12px)), 1fr)); }}
+.chart-box {{ min-width: 0; }}
+.{CHART_SHOWN} {{ position: relative; }}
+/* a chart says it is loading until Plotly has drawn it: before its data arrives and while the page fetches and
+   evaluates the Plotly bundle (app/web/monitor_charts.js) */
 .{CHART_SHOWN}:not(:has(.js-plotly-plot))::before {{
     content: "Loading chart…"; position: absolute; top: 45%; left: 0; right: 0; text-align: center; z-index: 1;
     color: var(--body-text-color-subdued);
 }}
 .{CHART_SHOWN}:not(:has(.js-plotly-plot)) {{ min-height: 300px; }}
-/* no run picked, or a queued run with nothing logged: no chart boxes at all (their column goes, caption and all) */
-.column:has(> .{CHART_NONE}) {{ display: none !important; }}
+/* no run picked, or a queued run with nothing logged, or a chart with nothing to say for this run (the tool chart
+   of a run without tools): no chart box at all, caption and all */
+.chart-box:has(> .{CHART_NONE}) {{ display: none !important; }}
 /* tables keep readable columns and scroll sideways inside their box on a narrow screen (the pinned first columns
    stay); without this a phone squeezed every column until "status" wrapped one letter per line */
 #runs-table th, #runs-table td, #completions-table th, #completions-table td,

@@ -1,28 +1,32 @@
-// The Monitor's charts, drawn here from the one payload each poll sends (app/web/widgets/chart_payload.py says what it
-// holds). Put first in the page's head with the other scripts (app/web/page_script.py); the Monitor's carrier (an
-// invisible gr.HTML, app/web/pages/monitor.py) hands each payload to window.grpoCharts.apply and keeps the token it
-// returns as its value, which the next poll sends back: the server then knows what this page holds.
+// The Monitor's charts (and its learning panel's), drawn here from the one payload each poll sends
+// (app/web/widgets/chart_payload.py says what it holds), keyed by the id of the box each is drawn in. Put first in the
+// page's head with the other scripts (app/web/page_script.py); a carrier (an invisible gr.HTML, app/web/pages/monitor.py
+// CARRIER) hands each payload of its stream to window.grpoCharts.apply and keeps the token it returns as its value,
+// which the next poll sends back: the server then knows what this page holds.
 //
 // Plotly is the one bundle the server serves at a versioned address with a year's cache (PLOTLY_URL, filled in by
-// app/web/page_script.py), loaded once, the first time a chart is to be drawn. A chart is drawn only while its box is
-// on screen (an IntersectionObserver: the closed "More charts" and charts scrolled far away wait), and redrawn by
-// Plotly.react in its own div, which keeps a user's zoom across redraws by the figure's uirevision.
+// app/web/page_script.py), loaded once per page: as the page starts when its address opens the Monitor, else in the
+// first idle moment after the page has loaded (a launch or a click on the Monitor tab then finds it ready; the
+// Monitor is where every launch leads), or when the Monitor's widgets are mounted, whichever comes first. A chart is drawn only while its box is on screen (an IntersectionObserver:
+// the closed "More charts" and charts scrolled far away wait), and redrawn by Plotly.react in its own div, which keeps
+// a user's zoom across redraws by the figure's uirevision.
 (() => {
   const PLOTLY_URL = "__PLOTLY_URL__";
   const CONFIG = { responsive: true, displaylogo: false };
-  const figures = {}; // chart name -> {data, layout, label, version}
+  const figures = {}; // box id -> {data, layout, source, version}
   const inSight = new Set(); // the names of the charts whose boxes are on screen (or nearly)
   const watched = new WeakSet();
   let template = null;
-  let applied = null; // the token of the last payload applied
-  let plotly = null;
+  const applied = {}; // stream -> the token of the last payload of it applied
+  let plotly = null; // the promise of the library
+  let library = null; // the library, once loaded (window.Plotly may be Gradio's own by then)
 
   const load = () =>
     (plotly ||= new Promise((resolve, reject) => {
       const script = document.createElement("script");
       script.src = PLOTLY_URL;
       // Gradio's own bundle (the learning panel's, the Sweeps tab's plots) sets window.Plotly too: this keeps ours
-      script.onload = () => resolve(window.Plotly);
+      script.onload = () => resolve((library = window.Plotly));
       script.onerror = () => {
         plotly = null;
         reject(new Error("the chart library did not load"));
@@ -30,7 +34,7 @@
       document.head.appendChild(script);
     }));
 
-  const box = (name) => document.getElementById("chart-" + name);
+  const box = (name) => document.getElementById(name);
 
   const draw = async (name) => {
     const figure = figures[name];
@@ -47,7 +51,7 @@
   const sight = new IntersectionObserver(
     (entries) => {
       for (const entry of entries) {
-        const name = entry.target.id.slice("chart-".length);
+        const name = entry.target.id;
         if (entry.isIntersecting) {
           inSight.add(name);
           draw(name);
@@ -71,7 +75,7 @@
     if (!element) return;
     element.classList.add("monitor-chart-none");
     const plot = element.querySelector(".chart-plot");
-    if (plot && plot.classList.contains("js-plotly-plot") && window.Plotly) window.Plotly.purge(plot);
+    if (plot && plot.classList.contains("js-plotly-plot") && library) library.purge(plot);
     if (plot) plot.grpoVersion = undefined;
   };
 
@@ -81,22 +85,26 @@
       data[index].x = (data[index].x || []).concat(xs);
       data[index].y = (data[index].y || []).concat(ys);
     }
-    return { ...figure, data, layout: change.layout || figure.layout };
+    return { data, layout: change.layout || figure.layout };
   };
 
   let version = 0;
-  // One payload applied; returns the token to send back (the last payload applied, if this one could not be).
-  const apply = (payload) => {
-    if (payload.base !== null && payload.base !== applied) return applied; // built on a payload this page missed
+  // One payload of ``stream`` applied; returns the token to send back (the last payload of the stream applied, if
+  // this one could not be).
+  const apply = (payload, stream) => {
+    const last = applied[stream] ?? null;
+    if (payload.base !== null && payload.base !== last) return last; // built on a payload this page missed
     const charts = Object.entries(payload.charts);
-    if (charts.some(([name, change]) => change.extend && !figures[name])) return applied; // the same, to be safe
+    if (charts.some(([name, change]) => change.extend && !figures[name])) return last; // the same, to be safe
     if (payload.template) template = payload.template;
     for (const [name, change] of charts) {
       if (change.hidden) {
         hide(name);
         continue;
       }
-      const figure = change.figure ? { data: change.figure.data, layout: change.figure.layout } : extend(figures[name], change);
+      const source = change.figure && JSON.stringify(change.figure);
+      if (source && figures[name] && figures[name].source === source) continue; // sent whole again, as drawn
+      const figure = change.figure ? { ...change.figure, source } : extend(figures[name], change);
       figure.version = ++version;
       figures[name] = figure;
       const element = box(name);
@@ -106,13 +114,14 @@
       }
     }
     sync();
-    applied = payload.token;
-    return applied;
+    applied[stream] = payload.token;
+    return payload.token;
   };
 
   // Every chart held watched in the boxes now on the page, and drawn where on screen: after a payload, and when the
-  // Monitor's widgets are mounted again (new boxes, nothing drawn in them)
+  // Monitor's widgets are mounted (new boxes, nothing drawn in them; Plotly is wanted soon)
   const sync = () => {
+    load().catch(() => {});
     for (const name of Object.keys(figures)) {
       watch(name);
       if (inSight.has(name)) draw(name);
@@ -120,4 +129,10 @@
   };
 
   window.grpoCharts = { apply, sync };
+  // A deep link to the Monitor needs Plotly at once: fetched and evaluated while Gradio's page builds itself
+  if (new URLSearchParams(window.location.search).get("tab") === "monitor") load().catch(() => {});
+  else {
+    const idle = window.requestIdleCallback || ((callback) => setTimeout(callback, 1000));
+    window.addEventListener("load", () => idle(() => load().catch(() => {}), { timeout: 10000 }));
+  }
 })();

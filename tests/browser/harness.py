@@ -152,6 +152,12 @@ def pick_run(page, picker: str, run_id: int, tries: int = 3) -> None:
     choose(page, picker, f"{run_id}: ", tries)
 
 
+def look_at(page, box: str) -> None:
+    """Scroll the chart box ``box`` (a selector) into view, as a person reading it does: the Monitor draws a chart
+    only once its box is on screen (app/web/monitor_charts.js)."""
+    page.evaluate("(sel) => document.querySelector(sel)?.scrollIntoView({block: 'nearest'})", box)
+
+
 def chart_points(page, chart: str) -> int:
     """How many data points a monitor chart draws, from the plot's own data rather than its marker elements: the
     chart is redrawn at every tick, and counting markers while a redraw had two copies on the page once read a count
@@ -160,6 +166,7 @@ def chart_points(page, chart: str) -> int:
         const plot = document.querySelector(sel);
         return (plot && plot._fullData || []).reduce((n, t) => n + (t.y ? t.y.length : 0), 0);
     }"""
+    look_at(page, f"#chart-{chart}")
     return page.evaluate(script, f"#chart-{chart} .js-plotly-plot")
 
 
@@ -171,6 +178,7 @@ def chart_series(page, chart: str, key: str) -> list[float]:
         const trace = plot && (plot._fullData || []).find(t => t.meta === key);
         return trace ? Array.from(trace.y) : [];
     }"""
+    look_at(page, f"#chart-{chart}")
     return page.evaluate(script, [f"#chart-{chart} .js-plotly-plot", key])
 
 

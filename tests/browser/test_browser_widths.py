@@ -17,12 +17,14 @@ import time
 
 import pytest
 
+from app.web.page_script import PLOTLY_URL
 from tests.browser.harness import (
     CHROMIUM,
     NO_CHROMIUM,
     SCREENSHOTS,
     TEXT_LINES,
     chart_points,
+    look_at,
     selected_tab,
     set_field,
     start_server,
@@ -98,11 +100,13 @@ def _trace(page, chart: str, meta: str) -> dict | None:
         const t = plot && (plot._fullData || []).find(t => t.meta === meta);
         return t ? {y: Array.from(t.y), yaxis: t.yaxis, color: t.line.color, opacity: t.opacity, dash: t.line.dash} : null;
     }"""
+    look_at(page, f"#chart-{chart}")
     return page.evaluate(script, [f"#chart-{chart} .js-plotly-plot", meta])
 
 
 def _annotations(page, chart: str) -> list[str]:
     script = "(sel) => (document.querySelector(sel)?._fullLayout?.annotations || []).map(a => a.text)"
+    look_at(page, f"#chart-{chart}")
     return page.evaluate(script, f"#chart-{chart} .js-plotly-plot")
 
 
@@ -166,14 +170,14 @@ def test_tables_scroll_sideways_with_readable_columns_and_pickers_show_the_name(
 
 @pytest.mark.parametrize("width", list(WIDTHS))
 def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, browser, server, beta0_run, width):
-    """Item 2: until Plotly has drawn a chart its box says "Loading chart…" (here Gradio's Plotly bundle is held back
-    until the words were seen, as a loaded machine delays it); then the chart, and no loading words."""
+    """Item 2: until Plotly has drawn a chart its box says "Loading chart…" (here the Plotly bundle is held back until
+    the words were seen, as a loaded machine delays it); then the chart, and no loading words."""
     w, h = WIDTHS[width]
     context = browser.new_context(viewport={"width": w, "height": h})  # a cache of its own: the bundle is fetched
     page = context.new_page()
     try:
-        held = []  # the requests for Gradio's Plotly bundle, held until the loading words were seen
-        page.route(re.compile(r".*/assets/PlotlyPlot-.*\.js"), lambda route: held.append(route))
+        held = []  # the requests for the Plotly bundle, held until the loading words were seen
+        page.route(re.compile(".*" + re.escape(PLOTLY_URL)), lambda route: held.append(route))
         page.goto(server[0] + f"?tab=monitor&run={beta0_run}")
         page.locator("#monitor-progress").filter(has_text="round2-beta0").wait_for()
         before = "e => getComputedStyle(e, '::before').content"
@@ -183,7 +187,7 @@ def test_a_deep_link_says_its_charts_are_loading_until_they_are_drawn(open_at, b
         wait_for(lambda: page.wait_for_timeout(100) or held, PAGE_WAIT_S, "the page to ask for the Plotly bundle")
         for route in held:
             route.continue_()
-        page.unroute(re.compile(r".*/assets/PlotlyPlot-.*\.js"))
+        page.unroute(re.compile(".*" + re.escape(PLOTLY_URL)))
         wait_for(lambda: chart_points(page, "reward") > 0, 90, "the reward chart")
         assert page.locator("#chart-reward").evaluate(before) == "none"
     finally:

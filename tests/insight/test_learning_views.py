@@ -225,10 +225,13 @@ def test_the_browser_shows_each_learning_view(page, demo_run, length_run):
     # with six test suites sharing two cores, past the 30 s default; waits only, no assertion moves
     page.set_default_timeout(WAIT * 1000)
     wait_for(lambda: page.locator("#monitor-run input").input_value().startswith(f"{demo_run}: "), WAIT, "the run")
-    page.wait_for_function(
-        "() => { const p = document.querySelector('#learning-map .js-plotly-plot');"
+    # drawn once on screen, as a person scrolls to it (the table above may push it down as it fills)
+    drawn = (
+        "() => { document.querySelector('#learning-map')?.scrollIntoView({block: 'nearest'});"
+        " const p = document.querySelector('#learning-map .js-plotly-plot');"
         " return p && p._fullData && p._fullData[0] && p._fullData[0].y.length > 0; }"
     )
+    page.wait_for_function(drawn, polling=500)
     report = learning_report(demo_run)
     assert _heatmap_rows(page) == len(report.map.lines)
     summary = page.locator("#learning-summary").inner_text()

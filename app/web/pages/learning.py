@@ -7,7 +7,8 @@ the run has sampled a new step or evaluated again since it was drawn (its own ti
 ``FOLLOW_SECONDS``): it follows a live run as the charts do, and costs nothing on a finished one. Following leaves the
 token view and an opened alert as the user set them. Everything comes from the action layer (app.actions.learning:
 the same report ``grpo-studio prompts`` prints; app.actions.monitoring: the token values and samples behind it); the
-figures from app.web.widgets.charts_learning.
+figures from app.web.widgets.charts_learning, drawn in the page like the Monitor's charts (app/web/widgets/chart_boxes.py:
+a payload of their own, on the same Plotly bundle).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import gradio as gr
 
 from app import actions
 from app.markup import code, md
+from app.web.widgets import chart_boxes
+from app.web.widgets.chart_payload import Drawn, payload
 from app.web.widgets.charts_learning import learning_heatmap, signal_figure, token_html
 from app.web.widgets.completions import turns_text
 from app.web.widgets.verdict import verdict
@@ -197,13 +200,18 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer
     with gr.Accordion("What the model is learning", open=True, elem_id="learning-panel"):
         refresh = gr.Button("Refresh the learning map", size="sm", elem_id="learning-refresh")
         summary = gr.Markdown(elem_id="learning-summary")
-        heatmap = gr.Plot(elem_id="learning-map", show_label=False)
-        gr.Markdown(
-            "<small>Each row a prompt, each column a step that sampled it, coloured by the share of its group "
-            "solved; sorted learning, forgetting, learnt, seen once, never solved, mostly solved, always solved. Held-out problems (greedy, at each "
-            "evaluation) below the training prompts.</small>"
+        chart_boxes.grid(
+            [
+                chart_boxes.box(
+                    "learning-map",
+                    "Prompts × steps",
+                    "Each row a prompt, each column a step that sampled it, coloured by the share of its group "
+                    "solved; sorted learning, forgetting, learnt, seen once, never solved, mostly solved, always "
+                    "solved. Held-out problems (greedy, at each evaluation) below the training prompts.",
+                ),
+                chart_boxes.box("learning-signal", "Groups that carried a learning signal"),
+            ]
         )
-        signal = gr.Plot(elem_id="learning-signal", show_label=False)
         gr.Markdown("### Reward-hacking watch")
         watch = gr.Markdown(elem_id="learning-watch")
         alert = gr.Dropdown(choices=[], value=None, label="Open an alert's completions", elem_id="learning-alert")
@@ -220,12 +228,21 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer
             token_pick = gr.Dropdown(choices=[], value=None, label="Completion", elem_id="token-completion")
         tokens = gr.HTML(elem_id="token-view")
 
-    def show(run_id) -> dict:
+    charts = chart_boxes.carrier("learning")
+    charted = gr.State(None)  # what the page holds of the map and the signal chart (chart_payload.Drawn)
+
+    def figures(view: LearningView, held, held_charts: Drawn | None) -> dict:
+        """The map and the signal chart of ``view``, as the payload the page does not hold yet (``held``: the
+        carrier's value)."""
+        held_charts = held_charts or Drawn()
+        changes = {"learning-map": view.heatmap, "learning-signal": view.signal}
+        sent = payload(changes, held_charts, chart_boxes.ack(held))
+        return {charts: gr.update() if sent is None else sent, charted: held_charts}
+
+    def show(run_id, held, held_charts) -> dict:
         view = learning_view(run_id)
-        shown = {
+        shown = figures(view, held, held_charts) | {
             summary: view.summary,
-            heatmap: view.heatmap,
-            signal: view.signal,
             watch: view.watch,
             alert: view.alerts,
             token_step: view.token_step,
@@ -239,10 +256,10 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer
 
     drawn = gr.State(None)  # drawn_mark() of what the panel shows
 
-    def show_marked(run_id) -> dict:
-        return show(run_id) | {drawn: drawn_mark(run_id)}
+    def show_marked(run_id, held, held_charts) -> dict:
+        return show(run_id, held, held_charts) | {drawn: drawn_mark(run_id)}
 
-    def follow(run_id, mark, picked_alert, shown_step) -> dict:
+    def follow(run_id, mark, picked_alert, shown_step, held, held_charts) -> dict:
         """A timer tick: redraw the map, the signal chart and the watch when the run sampled or evaluated since they
         were drawn; else nothing is sent. An opened alert and a token view the user filled stay as they are; an
         empty token view gets the first completion with token values."""
@@ -252,7 +269,7 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer
         view = learning_view(run_id)
         choices = view.alerts.get("choices", []) if isinstance(view.alerts, dict) else []
         kept = picked_alert if picked_alert in [value for _, value in choices] else None
-        shown = {summary: view.summary, heatmap: view.heatmap, signal: view.signal, watch: view.watch}
+        shown = figures(view, held, held_charts) | {summary: view.summary, watch: view.watch}
         shown |= {alert: gr.update(choices=choices, value=kept), drawn: now}
         if shown_step in (None, "") and isinstance(view.token_step, int):
             first = token_choices(run_id, view.token_step)
@@ -260,11 +277,12 @@ def build(run: gr.Dropdown, completions: gr.Dataframe | None = None) -> gr.Timer
             shown |= {tokens: token_view(run_id, view.token_step, first.get("value"))}
         return shown
 
-    outputs = [summary, heatmap, signal, watch, alert, token_step, opened, token_pick, tokens, drawn]
-    run.change(show_marked, run, outputs, show_progress="hidden")
-    refresh.click(show_marked, run, outputs, show_progress="hidden")
+    outputs = [summary, charts, charted, watch, alert, token_step, opened, token_pick, tokens, drawn]
+    run.change(show_marked, [run, charts, charted], outputs, show_progress="hidden")
+    refresh.click(show_marked, [run, charts, charted], outputs, show_progress="hidden")
     timer = gr.Timer(FOLLOW_SECONDS, active=False)
-    timer.tick(follow, [run, drawn, alert, token_step], outputs, show_progress="hidden", trigger_mode="always_last")
+    follows = [run, drawn, alert, token_step, charts, charted]
+    timer.tick(follow, follows, outputs, show_progress="hidden", trigger_mode="always_last")
     alert.change(alert_completions, [run, alert], opened, show_progress="hidden")
     # a step typed in: its completions, and the first drawn (a dropdown whose value stays the same fires no change)
     token_step.input(token_choices, [run, token_step], token_pick, show_progress="hidden").then(

@@ -10,7 +10,6 @@ component and a loading status each, Gradio's Plotly bundle, a figure sent whole
 
 from __future__ import annotations
 
-import html
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,8 @@ from app.actions.reading import MAX_SAMPLES
 from app.markup import code, fenced, md
 from app.web.pages import learning
 from app.web.widgets.chart_notes import add_notes
-from app.web.widgets.chart_payload import KEEP, Drawn, payload
+from app.web.widgets import chart_boxes
+from app.web.widgets.chart_payload import Drawn, payload
 from app.web.widgets.charts import CHARTS, Chart, build_figure, shown_charts
 from app.web.widgets.completions import group_marks, turns_text
 from app.web.widgets.empty_states import NO_RUNS_MONITOR, PICK_A_RUN
@@ -58,18 +58,6 @@ HEADER_OF_PICK = """(run, header) => {
     const picked = (run === null || run === undefined || run === "") ? null : String(run);
     return (named && picked !== null && named[1] !== picked) ? `Reading run ${picked}…` : header;
 }"""
-# The carrier of the charts' payload: hands each one to app/web/monitor_charts.js and keeps, as its value, the token of
-# the last one applied, which the next poll sends back (chart_payload.payload); on its mount (the Monitor's widgets
-# mounted again) the charts held are drawn into the new boxes.
-CARRIER = """
-const take = () => {
-    const sent = props.value;
-    if (sent && sent.charts) props.value = { ack: window.grpoCharts.apply(sent) };
-};
-watch("value", take);
-take();
-window.grpoCharts.sync();
-"""
 
 
 @dataclass
@@ -313,26 +301,9 @@ def _refresh(run_id, overlay, smoothing, x_axis, step, caches, pinned, raw, othe
 OTHER = Chart("other", "Other metrics", (), "")
 
 
-def chart_change(update: Any) -> Any:
-    """A chart's change in a MonitorView (a ``gr.update`` of a figure, or a bare figure or None) as
-    chart_payload.payload takes it: the figure, None to hide the chart, or KEEP."""
-    if isinstance(update, dict) and update.get("__type__") == "update":
-        return update["value"] if "value" in update else KEEP
-    return update
-
-
-def chart_grid(charts: list[Chart]) -> str:
-    """The boxes app/web/monitor_charts.js draws ``charts`` in, each with its meaning under it, in a grid that puts
-    them side by side as the width allows (a phone stacks them). A box says it is loading until its chart is drawn,
-    and names its chart to a screen reader until the chart's summary replaces that (app/web/widgets/styles.py)."""
-    boxes = "".join(
-        f'<div class="chart-box"><div id="chart-{chart.name}" class="{CHART_SHOWN}" role="figure" '
-        f'aria-label="{html.escape(chart.title)}"><div class="chart-plot"></div></div>'
-        + (f'<small class="chart-meaning">{html.escape(chart.meaning)}</small>' if chart.meaning else "")
-        + "</div>"
-        for chart in charts
-    )
-    return f'<div class="chart-grid">{boxes}</div>'
+def boxes_of(charts: list[Chart]) -> list[str]:
+    """The boxes of ``charts``, each with its meaning under it."""
+    return [chart_boxes.box(f"chart-{chart.name}", chart.title, chart.meaning) for chart in charts]
 
 
 # --- layout ---------------------------------------------------------------------------------------------------------
@@ -357,16 +328,15 @@ def build(tab: gr.Tab) -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         x_axis = gr.Radio(["step", "wall time"], value="step", label="x axis")
     header = gr.Markdown(elem_id="monitor-progress")
     banner = gr.Markdown(elem_id="monitor-health")
-    with gr.Row(elem_id="monitor-first"):
-        gr.HTML(chart_grid([chart for chart in CHARTS if chart.name in FIRST]), js_on_load=None)
+    chart_boxes.grid(boxes_of([chart for chart in CHARTS if chart.name in FIRST]), elem_id="monitor-first")
     with gr.Accordion(MORE_TITLE, open=False, elem_id="monitor-more") as more_box:
-        gr.HTML(chart_grid([chart for chart in CHARTS if chart.name not in FIRST]), js_on_load=None)
+        chart_boxes.grid(boxes_of([chart for chart in CHARTS if chart.name not in FIRST]))
         other_list = gr.Markdown(elem_id="monitor-other-list")
         other_pick = gr.Dropdown(
             choices=[], value=[], multiselect=True, label="Other metrics to chart", elem_id="monitor-other-pick"
         )
-        gr.HTML(chart_grid([OTHER]), js_on_load=None)
-    charts = gr.HTML(None, html_template="", js_on_load=CARRIER, visible="hidden", elem_id="monitor-charts")
+        chart_boxes.grid(boxes_of([OTHER]))
+    charts = chart_boxes.carrier("monitor")
     drawn = gr.State(None)  # what this page holds of the charts (chart_payload.Drawn), from the first poll on
     more = gr.State(False)  # whether "More charts" is open: its charts are built and sent only then
     gr.Markdown("### Completions")
@@ -404,8 +374,9 @@ def build(tab: gr.Tab) -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         if view.live is not None:  # the Monitor's poll and the learning panel's follow their pace
             poll, follow = paces(view.live)
             shown |= {timer: gr.update(value=poll), following: gr.update(value=follow)}
-        changes = {chart.name: chart_change(update) for chart, update in zip(CHARTS, view.figures)}
-        sent = payload(changes | {OTHER.name: chart_change(view.other_plot)}, now_drawn, (held or {}).get("ack"))
+        updates = zip((*CHARTS, OTHER), (*view.figures, view.other_plot))
+        changes = {f"chart-{chart.name}": chart_boxes.change(update) for chart, update in updates}
+        sent = payload(changes, now_drawn, chart_boxes.ack(held))
         return shown | {charts: gr.update() if sent is None else sent, drawn: now_drawn, caches: view.caches}
 
     inputs = [charts, drawn, run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]

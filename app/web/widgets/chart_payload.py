@@ -103,12 +103,17 @@ def summary(figure: dict) -> str:
     axis = ((layout.get("xaxis") or {}).get("title") or {}).get("text", "x")
     said = []
     for trace in figure["data"]:
-        if trace.get("showlegend") is False:
+        xs, ys = trace.get("x") or [], trace.get("y") or []
+        if trace.get("showlegend") is False or not xs:
             continue
-        points = [(x, y) for x, y in zip(trace.get("x") or [], trace.get("y") or []) if y is not None]
+        if trace.get("type") == "heatmap":  # the learning map: its rows are prompts, its columns steps
+            said.append(f"prompts {len(ys)}, steps {len(xs)}")
+            continue
+        points = [(x, y) for x, y in zip(xs, ys) if isinstance(y, (int, float))]
         if points:
             x, y = points[-1]
-            said.append(f"{trace.get('name', '')} {y:.3g} at {axis} {x:.4g}")
+            name = f"{trace['name']} " if trace.get("name") else ""
+            said.append(f"{name}{y:.3g} at {axis} {x if isinstance(x, int) else format(x, '.4g')}")
     if not said:
         said = [note.get("text", "") for note in layout.get("annotations") or []]
     return _words(f"{title}: " + "; ".join(said))

@@ -82,6 +82,8 @@ CSS = (
     grid-template-columns: repeat(auto-fit, minmax(250px, 1fr)); }}
 #monitor-more .chart-grid {{ grid-template-columns: repeat(auto-fit, minmax(max(250px, calc(50% - 12px)), 1fr)); }}
 .chart-box {{ min-width: 0; }}
+/* the full width of the page's column, as a gr.Plot had it (gr.HTML pads its content by the block's padding) */
+.html-container:has(.chart-grid) {{ padding-left: 0 !important; padding-right: 0 !important; }}
 .{CHART_SHOWN} {{ position: relative; }}
 /* a chart says it is loading until Plotly has drawn it: before its data arrives and while the page fetches and
    evaluates the Plotly bundle (app/web/monitor_charts.js) */

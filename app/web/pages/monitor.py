@@ -68,7 +68,7 @@ class MonitorView:
     header: str
     caches: dict[int, RunCache]
     banner: str = ""
-    # no chart boxes until there is something to chart (app/web/widgets/styles.py hides a chart marked CHART_NONE)
+    # no chart boxes until there is something to chart (a chart marked CHART_NONE is hidden: chart_boxes.change)
     figures: list[Any] = field(default_factory=lambda: [gr.update(value=None, elem_classes=[CHART_NONE])] * len(CHARTS))
     step: dict = field(default_factory=gr.update)  # the completions slider's range and value
     table: Any = field(default_factory=list)  # completions rows

@@ -12,7 +12,7 @@ from typing import Any
 import gradio as gr
 
 from app.web.widgets.chart_payload import KEEP
-from app.web.widgets.styles import CHART_SHOWN
+from app.web.widgets.styles import CHART_NONE, CHART_SHOWN
 
 # A carrier's script: each payload of its stream to app/web/monitor_charts.js, and, as its value, the token of the
 # last one applied, which the next poll sends back (chart_payload.payload). On its mount (the widgets mounted again)
@@ -55,8 +55,11 @@ def grid(boxes: Sequence[str], **kwargs) -> gr.HTML:
 
 
 def change(update: Any) -> Any:
-    """A chart's change as a page module holds it (a ``gr.update`` of a figure, or a bare figure or None) as
-    chart_payload.payload takes it: the figure, None to hide the chart, or KEEP."""
+    """A chart's change as a page module holds it (a ``gr.update`` of its figure and its box's class, or a bare
+    figure or None) as chart_payload.payload takes it: the figure, None to hide the chart (a box marked CHART_NONE,
+    or no figure), or KEEP."""
     if isinstance(update, dict) and update.get("__type__") == "update":
+        if CHART_NONE in update.get("elem_classes", ()):
+            return None
         return update["value"] if "value" in update else KEEP
     return update

@@ -5,8 +5,8 @@
 // which the next poll sends back: the server then knows what this page holds.
 //
 // Plotly is the one bundle the server serves at a versioned address with a year's cache (PLOTLY_URL, filled in by
-// app/web/page_script.py), loaded once per page: as the page starts when its address opens the Monitor, else when
-// the Monitor's widgets are first mounted. A chart is drawn only while its box is on screen (an IntersectionObserver:
+// app/web/page_script.py), loaded once per page: as the page has loaded when its address opens the Monitor, else
+// when the Monitor's widgets are first mounted. A chart is drawn only while its box is on screen (an IntersectionObserver:
 // the closed "More charts" and charts scrolled far away wait), and redrawn by Plotly.react in its own div, which keeps
 // a user's zoom across redraws by the figure's uirevision.
 (() => {
@@ -128,6 +128,9 @@
   };
 
   window.grpoCharts = { apply, sync };
-  // A deep link to the Monitor needs Plotly at once: fetched and evaluated while Gradio's page builds itself
-  if (new URLSearchParams(window.location.search).get("tab") === "monitor") load().catch(() => {});
+  // A deep link to the Monitor needs Plotly soon: fetched and evaluated while Gradio's page builds itself, from the
+  // page's load event on (a script added before it holds the load event back until it has run)
+  if (new URLSearchParams(window.location.search).get("tab") === "monitor") {
+    window.addEventListener("load", () => load().catch(() => {}), { once: true });
+  }
 })();

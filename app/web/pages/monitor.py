@@ -364,9 +364,12 @@ def build(tab: gr.Tab) -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         )
     timer = gr.Timer(POLL_SECONDS, active=False)
 
-    def show(held, now_drawn, *values) -> dict:
-        """A poll's MonitorView onto the widgets: the one place its fields meet them. ``held``: the carrier's value,
-        the token of the charts' last payload this page applied; ``now_drawn``: what that payload left drawn."""
+    def show(*values, held=None, now_drawn=None) -> dict:
+        """A poll's MonitorView onto the widgets: the one place its fields meet them. ``values``: refresh()'s, then
+        the carrier's value (``held``: the token of the charts' last payload this page applied) and what that payload
+        left drawn (``now_drawn``), which a caller of refresh()'s ten values alone may leave out."""
+        if len(values) > 10:
+            *values, held, now_drawn = values
         view = refresh(*values)
         now_drawn = now_drawn or Drawn()
         shown = {header: view.header, banner: view.banner, step: view.step, table: view.table, log: view.log}
@@ -379,7 +382,7 @@ def build(tab: gr.Tab) -> tuple[gr.Dropdown, gr.Dropdown, list[gr.Timer]]:
         sent = payload(changes, now_drawn, chart_boxes.ack(held))
         return shown | {charts: gr.update() if sent is None else sent, drawn: now_drawn, caches: view.caches}
 
-    inputs = [charts, drawn, run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more]
+    inputs = [run, overlay, smoothing, x_axis, step, caches, pinned, raw, other_pick, more, charts, drawn]
     # what show() fills (Gradio matches by key)
     outputs = [header, banner, step, table, log, charts, drawn, caches, other_pick, other_list, timer, following]
     # One listener for the poll and every control, so a browser has one redraw in flight at a time: a deep link's

@@ -22,8 +22,8 @@ from app.actions.monitor_state import RunCache, drawn_from, progress_text
 from app.actions.reading import MAX_SAMPLES
 from app.markup import code, fenced, md
 from app.web.pages import learning
-from app.web.widgets.chart_notes import add_notes
 from app.web.widgets import chart_boxes
+from app.web.widgets.chart_notes import add_notes
 from app.web.widgets.chart_payload import Drawn, payload
 from app.web.widgets.charts import CHARTS, Chart, build_figure, shown_charts
 from app.web.widgets.completions import group_marks, turns_text

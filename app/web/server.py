@@ -52,6 +52,14 @@ SET_PARAM = """(value) => {{
     window.history.replaceState(null, "", url);
     return [];
 }}"""
+# The tab's half of SET_PARAM: ?tab= names the tab shown when it runs. Gradio may run a tab's select handler late (a
+# deep link's Monitor, opened by OPEN_TAB, had its handler run after the user's click on New run, and the address said
+# Monitor while New run was shown, so a reload went back to the Monitor): an earlier tab's late handler writes nothing.
+SET_TAB = """() => {{
+    const selected = document.querySelector("button[role=tab][aria-selected=true]");
+    if (!selected || selected.innerText.trim() !== "{label}") return [];
+    return ({set_param})();
+}}"""
 # The overlay picker's value without the run the Monitor now shows (drawn over itself it adds nothing)
 OVERLAY_WITHOUT_SHOWN = "(shown, overlaid) => [(overlaid || []).filter((run) => run !== shown)]"  # one output: one list
 # Opens the tab the address names (?tab=monitor) by clicking its button, as a person would, once the page has loaded;
@@ -181,8 +189,9 @@ def build_app(access: Access | None = None) -> gr.Blocks:
             with gr.Tab(TAB_LABELS[4], id="sweeps") as sweeps_tab:
                 sweeps_page = sweeps.build(access)
         every_tab = (new_tab, runs_tab, monitor_tab, compare_tab, sweeps_tab)
-        for tab_id, tab in zip(TABS, every_tab):
-            tab.select(None, None, None, js=SET_PARAM.format(key="tab", value=f'"{tab_id}"'))
+        for tab_id, tab_label, tab in zip(TABS, TAB_LABELS, every_tab):
+            tab_param = SET_PARAM.format(key="tab", value=f'"{tab_id}"')
+            tab.select(None, None, None, js=SET_TAB.format(label=tab_label, set_param=tab_param))
         # A page's polls run only while its tab is shown: each tick of a hidden Monitor still sent its table, log,
         # banner and slider, and with the learning map's and the evaluation's ticks the browser's main thread was
         # busy enough that a click on another tab waited tens of seconds on a loaded machine.

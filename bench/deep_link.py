@@ -205,8 +205,8 @@ def time_launch(browser, url: str, home: str, name: str) -> float:
         box.press("Tab")
     page.click("#launch")
     status = page.locator("#new-run-status").filter(has_text=f"({name})")
-    status.wait_for(timeout=120_000)
-    run_id = int(status.inner_text().split("Run ")[1].split()[0])
+    status.wait_for(state="attached", timeout=120_000)  # the launch may have opened the Monitor already: New run hidden
+    run_id = int(status.text_content().split("Run ")[1].split()[0])
     try:
         page.locator("#monitor-progress").filter(has_text=f"(run {run_id})").wait_for(timeout=10_000)
     except Exception:  # an older revision: its launch message linked to the Monitor instead

@@ -183,7 +183,7 @@ def test_the_monitor_polls_at_the_live_pace_only_while_a_run_it_draws_is_live():
         live = monitor.refresh(run_id, list(overlay), 0.0, "step", 0, {}).live
         return monitor.POLL_SECONDS if live else monitor.IDLE_POLL_SECONDS
 
-    assert pace(None) == monitor.IDLE_POLL_SECONDS == 15.0 and monitor.POLL_SECONDS == 1.0
+    assert pace(None) == monitor.IDLE_POLL_SECONDS == 15.0 and monitor.POLL_SECONDS == 2.0
     with get_sessionmaker().begin() as s:
         ended, live = (queries.create_run(s, name, {"beta": 0.0}, 2).id for name in ("ended", "live"))
         queries.add_metric_rows(s, queries.metric_rows(ended, 1, {"reward": 0.5}, 1.0))

@@ -35,11 +35,7 @@ from app.web.widgets.verdict import problem, verdict
 
 log = logging.getLogger(__name__)
 
-# The live pace: a step's point is in the chart within this plus the server's answer (bench/deep_link.py, target 2 s;
-# at 2 s the first step's point took 2.15-2.76 s). A poll now sends one payload of new points where it sent a round of
-# ~40 outputs, so following a live run at 1 s costs Chromium 1.10 times what the old Monitor cost at 2 s
-# (bench/live_monitor.py, docs/benchmarks.md).
-POLL_SECONDS = 1.0
+POLL_SECONDS = 2.0
 # The polls' pace (the Monitor's and its learning panel's) while nothing shown can change on its own: no run picked, or
 # the run and its overlays ended. They still look, for a run resumed from the command line or a new evaluation, say;
 # at the live pace an open Monitor of a finished run cost its browser about half a core (measured with Chromium's own

@@ -88,10 +88,15 @@ def script_kind(url: str) -> str:
     return "script: address unknown"
 
 
+def events_of(trace: dict | list) -> list[dict]:
+    """A trace's events: Chromium writes them bare or under ``traceEvents``."""
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
 def main_thread_split(trace: dict, start_us: float, end_us: float) -> dict[str, float]:
     """Seconds of the renderer main thread's self time between ``start_us`` and ``end_us`` (trace clock), by kind;
     script by the address of the script running (an event under a function of Plotly's bundle is Plotly's)."""
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    events = events_of(trace)
     mains = {
         (e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name" and e["args"]["name"] == "CrRendererMain"
     }
@@ -138,7 +143,7 @@ def traced(browser, page, act) -> dict[str, float]:
     browser.start_tracing(page=page, categories=CATEGORIES)
     act(page)
     trace = json.loads(browser.stop_tracing())
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    events = events_of(trace)
     marks = [
         e for e in events if e.get("name") in ("bench-start", "bench-end") and e.get("ph") in ("R", "I", "n", "b", "e")
     ]

@@ -42,9 +42,8 @@ def _plotly_bundle() -> tuple[Path, str]:
     vendored = _bundle_version(VENDORED)
     if vendored.split(".")[0] == written_for.split(".")[0]:
         return VENDORED, f"/grpo-studio/plotly-cartesian-{vendored}.min.js"
-    return Path(
-        plotly.__file__
-    ).resolve().parent / "package_data" / "plotly.min.js", f"/grpo-studio/plotly-{written_for}.min.js"
+    full = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    return full, f"/grpo-studio/plotly-{written_for}.min.js"
 
 
 PLOTLY_FILE, PLOTLY_URL = _plotly_bundle()

@@ -27,17 +27,7 @@ def serve(path: str, method: str = "GET", body: bytes = PAGE, content_type: byte
         await send({"type": "http.response.body", "body": body[:half] if method == "GET" else b"", "more_body": True})
         await send({"type": "http.response.body", "body": body[half:] if method == "GET" else b""})
 
-    sent = []
-
-    async def send(message):
-        sent.append(message)
-
-    async def receive():
-        return {"type": "http.request", "body": b""}
-
-    scope = {"type": "http", "method": method, "path": path, "headers": []}
-    asyncio.run(PageScript(app)(scope, receive, send))
-    return sent
+    return asyncio.run(_call(PageScript(app), path, method))
 
 
 def test_the_root_page_carries_the_script_first_in_its_head_with_its_length_told():

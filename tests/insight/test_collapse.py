@@ -155,11 +155,16 @@ def test_the_worker_logs_the_texts_signs_and_the_collapsed_text_shows_them(colla
     repeating, unusual = dict(series[REPEATING_KEY]), dict(series[UNUSUAL_KEY])
     assert sorted(repeating) == sorted(unusual) == list(range(1, 11))
     assert repeating[1] == unusual[1] == 0.0  # the base's own answers
-    assert repeating[10] >= 0.5 and max(unusual.values()) >= 0.05, (repeating, unusual)
-    # recomputed from the stored completions of the last step
+    # Which sign the wreck shows when depends on the CPU's float rounding (a learning rate of 5e-2 is chaotic): on an
+    # Intel core with AVX-512 the text looped from step 8 to 10; on an AMD EPYC it looped at steps 6-7 (0.53, 1.0)
+    # and turned to byte soup from step 8 (unusual 0.41). Either way half a step's answers loop at some step, and
+    # some step's text is at least 5 % characters the base never writes.
+    peak = max(repeating, key=repeating.get)
+    assert repeating[peak] >= 0.5 and peak > 2 and max(unusual.values()) >= 0.05, (repeating, unusual)
+    # recomputed from the stored completions of that step
     with get_sessionmaker().begin() as s:
-        last = [row.completion for row in queries.samples_at(s, run_id, 10)]
-    assert repeating[10] == pytest.approx(sum(map(loops, last)) / len(last))
+        texts = [row.completion for row in queries.samples_at(s, run_id, peak)]
+    assert repeating[peak] == pytest.approx(sum(map(loops, texts)) / len(texts))
 
 
 # --- a healthy small run ----------------------------------------------------------------------------------------------
